@@ -1,0 +1,31 @@
+"""tapegrad: reverse-mode automatic differentiation for NumPy code, built on numba.
+
+The forward pass records into a typed tape; the backward pass is one compiled loop
+over it that never touches a Python object.
+
+>>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+>>> x = tg.tensor(np.ones(3), requires_grad=True)
+>>> loss = tnp.sum(tnp.sin(x) ** 2)
+>>> loss.backward()
+>>> x.grad  # 2 sin(x) cos(x) = sin(2x)
+array([0.90929743, 0.90929743, 0.90929743])
+"""
+
+from __future__ import annotations
+
+from . import numpy
+from .dispatch import compile_all
+from .tensor import Tensor, as_tensor, enable_grad, is_grad_enabled, no_grad, tensor
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Tensor",
+    "as_tensor",
+    "compile_all",
+    "enable_grad",
+    "is_grad_enabled",
+    "no_grad",
+    "numpy",
+    "tensor",
+]

@@ -1,0 +1,345 @@
+"""The one place tapegrad talks to numba.
+
+Everything compiled in tapegrad goes through :func:`jit` (nopython functions) or
+:func:`kernel_cfunc` (the C-callable kernel wrappers whose addresses fill the
+dispatch table). Both cache on disk, in a directory keyed on a hash of the whole
+package's sources: numba's own cache only notices edits to the file that defines a
+function, so a cached scheduler would otherwise keep calling a stale kernel from
+another module after that module was edited.
+
+This module also holds the few intrinsics the engine needs: turning an integer
+address into a typed pointer, and calling a kernel through its address. Each has a
+pure-Python fallback so that the whole engine also runs under
+``NUMBA_DISABLE_JIT=1`` (slowly, but debuggable with pdb).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numba
+import numba.extending
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import caching, config
+from numba.extending import intrinsic, register_jitable
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+DISABLE_JIT: bool = bool(config.DISABLE_JIT)
+
+# ---------------------------------------------------------------------------------
+# cache location keyed on the package's sources
+
+_hash_lock = threading.Lock()
+_source_hash: str | None = None
+
+
+def source_hash() -> str:
+    """SHA-256 (hex, 16 chars) of every ``.py`` file of the package, paths included."""
+    global _source_hash
+    if _source_hash is None:
+        with _hash_lock:
+            if _source_hash is None:
+                h = hashlib.sha256()
+                for path in sorted(PACKAGE_DIR.rglob("*.py")):
+                    h.update(str(path.relative_to(PACKAGE_DIR)).encode())
+                    h.update(path.read_bytes())
+                h.update(numba.__version__.encode())
+                _source_hash = h.hexdigest()[:16]
+    return _source_hash
+
+
+def cache_root() -> Path:
+    """Directory holding compiled kernels for this exact version of the sources.
+
+    ``$TAPEGRAD_CACHE_DIR`` overrides the default ``$XDG_CACHE_HOME/tapegrad`` (or
+    ``~/.cache/tapegrad``). Each source hash gets its own subdirectory, so editing any
+    file of the package means recompiling everything once, never running stale code.
+    """
+    base = os.environ.get("TAPEGRAD_CACHE_DIR")
+    if not base:
+        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+        base = os.path.join(xdg, "tapegrad")
+    return Path(base) / f"py{sys.version_info[0]}{sys.version_info[1]}-{source_hash()}"
+
+
+class _TapegradCacheLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
+    """Numba cache locator for functions defined inside the tapegrad package."""
+
+    def __init__(self, py_func: Callable, py_file: str) -> None:
+        self._py_file = py_file
+        self._lineno = py_func.__code__.co_firstlineno
+        rel = Path(py_file).resolve().relative_to(PACKAGE_DIR)
+        self._cache_path = str(cache_root() / rel.parent)
+
+    def get_cache_path(self) -> str:
+        return self._cache_path
+
+    def get_source_stamp(self) -> str:
+        # The directory is already keyed on the hash of all sources.
+        return source_hash()
+
+    @classmethod
+    def from_function(cls, py_func: Callable, py_file: str):
+        try:
+            Path(py_file).resolve().relative_to(PACKAGE_DIR)
+        except ValueError:
+            return None
+        try:
+            return super().from_function(py_func, py_file)
+        except OSError:
+            return None
+
+
+def _fallback_locator() -> type:
+    class _TempLocator(_TapegradCacheLocator):
+        """Used when the user cache directory is not writable."""
+
+        def __init__(self, py_func: Callable, py_file: str) -> None:
+            super().__init__(py_func, py_file)
+            rel = Path(py_file).resolve().relative_to(PACKAGE_DIR)
+            root = Path(tempfile.gettempdir()) / f"tapegrad-{os.getuid()}" / cache_root().name
+            self._cache_path = str(root / rel.parent)
+
+    return _TempLocator
+
+
+_impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl
+for _cls in (_fallback_locator(), _TapegradCacheLocator):
+    if _cls not in _impl._locator_classes:
+        _impl._locator_classes.insert(0, _cls)
+
+# ---------------------------------------------------------------------------------
+# decorators
+
+JIT_OPTIONS: dict[str, Any] = {
+    "nopython": True,
+    "cache": True,
+    "nogil": True,
+    # IEEE semantics like NumPy: 1/0 is inf, not a ZeroDivisionError.
+    "error_model": "numpy",
+}
+
+
+def jit(fn: Callable | None = None, **options: Any):
+    """``numba.jit`` with tapegrad's options (nopython, cached, nogil, numpy errors)."""
+    opts = {**JIT_OPTIONS, **options}
+    if fn is None:
+        return lambda f: numba.jit(**opts)(f)
+    return numba.jit(**opts)(fn)
+
+
+def overload(fn: Callable) -> Callable:
+    """``numba.extending.overload`` with tapegrad's options (compiled code only)."""
+    return numba.extending.overload(fn, jit_options=dict(JIT_OPTIONS, nopython=True))
+
+
+def jitable(fn: Callable) -> Callable:
+    """A plain Python function that compiled code may also call (compiled into the caller)."""
+    return register_jitable(fn)
+
+
+KERNEL_SIGNATURE = "int64(int64, int64)"
+
+# Under NUMBA_DISABLE_JIT the "address" of a kernel is its index in this list.
+# Index 0 is never used: a zero in the dispatch table means "not compiled yet".
+_PY_KERNELS: list[Any] = [None]
+
+
+def kernel_cfunc(pyfunc: Callable[[int, int], int]) -> tuple[int, Any]:
+    """Compile a kernel wrapper ``f(node, tape_address) -> status`` to a C callback.
+
+    Returns ``(address, keepalive)``: the address goes into the dispatch table, the
+    second item must be kept alive as long as the address is used.
+    """
+    if DISABLE_JIT:
+        _PY_KERNELS.append(pyfunc)
+        return len(_PY_KERNELS) - 1, pyfunc
+    cf = numba.cfunc(KERNEL_SIGNATURE, cache=True, nopython=True, error_model="numpy")(pyfunc)
+    return cf.address, cf
+
+
+# ---------------------------------------------------------------------------------
+# intrinsics (with Python fallbacks)
+
+_CTYPES = {
+    np.float64: ctypes.c_double,
+    np.float32: ctypes.c_float,
+    np.int64: ctypes.c_int64,
+    np.int32: ctypes.c_int32,
+    np.bool_: ctypes.c_bool,
+    np.uint8: ctypes.c_uint8,
+}
+
+
+def as_pointer(addr: int, dtype: type) -> Any:
+    """Typed pointer to memory at integer ``addr`` (use with ``numba.carray``)."""
+    return ctypes.cast(int(addr), ctypes.POINTER(_CTYPES[dtype]))
+
+
+@intrinsic
+def _as_pointer(typingctx, addr, dtype):
+    if not isinstance(dtype, types.NumberClass):
+        return None
+    ptr_type = types.CPointer(dtype.instance_type)
+
+    def codegen(context, builder, sig, args):
+        return builder.inttoptr(args[0], context.get_value_type(ptr_type))
+
+    return ptr_type(types.int64, dtype), codegen
+
+
+@overload(as_pointer)
+def _as_pointer_ol(addr, dtype):
+    return lambda addr, dtype: _as_pointer(addr, dtype)
+
+
+def call_kernel(fn: int, node: int, tape: int) -> int:
+    """Call the kernel at address ``fn`` as ``fn(node, tape)``; returns its status."""
+    return _PY_KERNELS[fn](node, tape)
+
+
+@intrinsic
+def _call_kernel(typingctx, fn, node, tape):
+    def codegen(context, builder, sig, args):
+        i64 = ir.IntType(64)
+        fnty = ir.FunctionType(i64, [i64, i64])
+        ptr = builder.inttoptr(args[0], fnty.as_pointer())
+        return builder.call(ptr, [args[1], args[2]])
+
+    return types.int64(types.int64, types.int64, types.int64), codegen
+
+
+@overload(call_kernel)
+def _call_kernel_ol(fn, node, tape):
+    return lambda fn, node, tape: _call_kernel(fn, node, tape)
+
+
+def _gemm_py(fn, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+    raise NotImplementedError  # only reached through the overload below
+
+
+def blas_gemm(
+    fn: int,
+    ta: int,
+    tb: int,
+    m: int,
+    n: int,
+    k: int,
+    alpha: float,
+    a: Any,
+    lda: int,
+    b: Any,
+    ldb: int,
+    beta: float,
+    c: Any,
+    ldc: int,
+) -> None:
+    """Row-major ``C = alpha * op(A) @ op(B) + beta * C`` through a Fortran ``?gemm``.
+
+    ``fn`` is the address of SciPy's ``cython_blas`` ``dgemm``/``sgemm`` (matching the
+    dtype of ``a``, ``b``, ``c``); ``ta``/``tb`` are 0 or 1 (transpose). ``a``, ``b``,
+    ``c`` are 1-D arrays whose first element is the matrix origin. Calling BLAS
+    directly (rather than ``np.dot``) lets backward kernels accumulate in place
+    (``beta = 1``) without a temporary.
+    """
+    # Python fallback (NUMBA_DISABLE_JIT): plain NumPy on reshaped views.
+    A = np.lib.stride_tricks.as_strided(a, (k, m) if ta else (m, k), (lda * a.itemsize, a.itemsize))
+    B = np.lib.stride_tricks.as_strided(b, (n, k) if tb else (k, n), (ldb * b.itemsize, b.itemsize))
+    C = np.lib.stride_tricks.as_strided(c, (m, n), (ldc * c.itemsize, c.itemsize))
+    A = A.T if ta else A
+    B = B.T if tb else B
+    C[...] = alpha * (A @ B) + beta * C
+
+
+@intrinsic
+def _gemm(typingctx, fn, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+    dtype = c.dtype
+
+    def codegen(context, builder, sig, args):
+        fn_, ta_, tb_, m_, n_, k_, alpha_, a_, lda_, b_, ldb_, beta_, c_, ldc_ = args
+        i8, i32 = ir.IntType(8), ir.IntType(32)
+        flt = context.get_value_type(dtype)
+        fptr = flt.as_pointer()
+
+        def chars(flag):  # 'N' (78) or 'T' (84)
+            slot = builder.alloca(i8)
+            val = builder.select(
+                builder.icmp_signed("!=", flag, ir.Constant(flag.type, 0)),
+                ir.Constant(i8, 84),
+                ir.Constant(i8, 78),
+            )
+            builder.store(val, slot)
+            return slot
+
+        def int32(v):
+            slot = builder.alloca(i32)
+            builder.store(builder.trunc(v, i32), slot)
+            return slot
+
+        def real(v, vty):
+            slot = builder.alloca(flt)
+            builder.store(context.cast(builder, v, vty, dtype), slot)
+            return slot
+
+        def data(ary, aryty):
+            arr = context.make_array(aryty)(context, builder, ary)
+            return builder.bitcast(arr.data, fptr)
+
+        # Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the
+        # operands and the m/n roles, keep each operand's own transpose flag.
+        fnty = ir.FunctionType(
+            ir.VoidType(),
+            [i8.as_pointer(), i8.as_pointer()]
+            + [i32.as_pointer()] * 3
+            + [fptr, fptr, i32.as_pointer(), fptr, i32.as_pointer(), fptr, fptr, i32.as_pointer()],
+        )
+        callee = builder.inttoptr(fn_, fnty.as_pointer())
+        builder.call(
+            callee,
+            [
+                chars(tb_),
+                chars(ta_),
+                int32(n_),
+                int32(m_),
+                int32(k_),
+                real(alpha_, sig.args[6]),
+                data(b_, sig.args[9]),
+                int32(ldb_),
+                data(a_, sig.args[7]),
+                int32(lda_),
+                real(beta_, sig.args[11]),
+                data(c_, sig.args[12]),
+                int32(ldc_),
+            ],
+        )
+        return context.get_dummy_value()
+
+    return types.void(*[fn, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc]), codegen
+
+
+@overload(blas_gemm)
+def _blas_gemm_ol(fn, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+    def impl(fn, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+        _gemm(fn, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+
+    return impl
+
+
+def blas_addresses() -> tuple[int, int]:
+    """Addresses of SciPy's ``dgemm`` and ``sgemm`` (imports SciPy on first call)."""
+    from numba.extending import get_cython_function_address
+
+    return (
+        get_cython_function_address("scipy.linalg.cython_blas", "dgemm"),
+        get_cython_function_address("scipy.linalg.cython_blas", "sgemm"),
+    )

@@ -1,0 +1,82 @@
+"""The kernel table: ``KTAB[op, sig, direction]`` holds C addresses of compiled kernels.
+
+The recorder and the scheduler call kernels through it (an indirect call costs a few
+nanoseconds), so they stay small, compile once, and never recompile when ops or user
+kernels are added. Entries start at 0 ("not compiled"): compiled code reports
+``E_NO_KERNEL`` and Python compiles the wrapper (``numba.cfunc``, cached on disk) and
+retries, so only the kernels a program uses are ever compiled. An op without a
+backward rule has ``NO_RULE`` in its backward entries.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from ._jit import kernel_cfunc
+from .layout import BWD, FWD, N_SIGS, NO_RULE
+
+_lock = threading.RLock()
+_keepalive: list[Any] = []
+_ktab: np.ndarray | None = None
+
+
+def ktable() -> np.ndarray:
+    """The process-wide kernel table (created on first use)."""
+    global _ktab
+    if _ktab is None:
+        with _lock:
+            if _ktab is None:
+                from .ops import ROWS
+
+                tab = np.zeros((len(ROWS), N_SIGS, 2), np.int64)
+                for op in ROWS:
+                    if op.bwd is None:
+                        tab[op.code, :, BWD] = NO_RULE
+                _ktab = tab
+    return _ktab
+
+
+def ensure(op: int, sig: int, direction: int) -> None:
+    """Compile (or load from the disk cache) one kernel and enter it in the table."""
+    tab = ktable()
+    if tab[op, sig, direction] != 0:
+        return
+    from . import _generated
+    from .ops import ROWS
+    from .ops.codegen import sig_name, wrapper_name
+
+    row = ROWS[op]
+    if sig not in row.sigs:
+        raise TypeError(
+            f"{row.name}: no kernel for dtype {sig_name(sig)} "
+            f"(supported: {', '.join(sig_name(s) for s in row.sigs)})"
+        )
+    name = wrapper_name(row, sig, direction)
+    fn = getattr(_generated, name, None)
+    if fn is None:
+        raise RuntimeError(
+            f"{name} is missing from tapegrad/_generated.py; run `python -m tapegrad.ops.codegen`"
+        )
+    with _lock:
+        if tab[op, sig, direction] == 0:
+            addr, keep = kernel_cfunc(fn)
+            _keepalive.append(keep)
+            tab[op, sig, direction] = addr
+
+
+def compile_all(directions: tuple[int, ...] = (FWD, BWD)) -> int:
+    """Compile every kernel of the table (to warm the disk cache); returns the count."""
+    from .ops import ROWS
+
+    n = 0
+    for op in ROWS:
+        for sig in op.sigs:
+            for d in directions:
+                if d == BWD and op.bwd is None:
+                    continue
+                ensure(op.code, sig, d)
+                n += 1
+    return n

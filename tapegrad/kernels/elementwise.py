@@ -1,0 +1,293 @@
+"""Adapters that lift scalar formulas to broadcasting array kernels.
+
+``*_arrays`` functions are the pure kernels: flat 1-D buffers plus shapes in, results
+written (forward) or accumulated (backward) into buffers the caller owns. The
+``unary_*`` / ``binary_*`` / ``compare_*`` node adapters read a node's operands from
+the tape and call them; the generated wrappers bind an op and a dtype to an adapter.
+
+The op is passed by *name*, as a compile-time string literal, and its formulas are
+looked up in the op table when the adapter is compiled (``fwd1``/``fwd2``/``bwd1``/
+``bwd2`` below). Passing the formula functions themselves as arguments would work too,
+but numba then embeds the Python function objects' addresses in the machine code and
+refuses to cache it on disk.
+
+Same-shape and scalar operands take direct loops; anything else goes through the
+strided loop of :mod:`tapegrad.kernels.loops`, which also performs the broadcast
+reduction of the backward pass (``gx[off_x] += ...`` with stride 0 on broadcast axes).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import types
+
+from .._jit import jit, overload
+from ..layout import (
+    N_MASK,
+    OK,
+    header,
+    in_data,
+    in_grad,
+    in_shape,
+    nodes,
+    out_data,
+    out_grad,
+    out_shape,
+    scratch,
+)
+from .loops import broadcast_strides, collapse, plan_arrays, row_offsets
+
+
+def _row(name: str):
+    from ..ops.table import BY_NAME
+
+    return BY_NAME[name]
+
+
+def fwd1(name, x):
+    """Forward formula of unary op ``name`` at scalar ``x``."""
+    return _row(name).fwd(x)
+
+
+def fwd2(name, x, y):
+    """Forward formula of binary (or comparison) op ``name``."""
+    return _row(name).fwd(x, y)
+
+
+def bwd1(name, g, x, out):
+    """Backward formula of unary op ``name``."""
+    return _row(name).backward_formulas[0](g, x, out)
+
+
+def bwd2(name, i, g, x, y, out):
+    """Backward formula of binary op ``name`` for input ``i`` (0: x, 1: y)."""
+    return _row(name).backward_formulas[i](g, x, y, out)
+
+
+@overload(fwd1)
+def _fwd1(name, x):
+    if isinstance(name, types.StringLiteral):
+        f = _row(name.literal_value).fwd
+        return lambda name, x: f(x)
+
+
+@overload(fwd2)
+def _fwd2(name, x, y):
+    if isinstance(name, types.StringLiteral):
+        f = _row(name.literal_value).fwd
+        return lambda name, x, y: f(x, y)
+
+
+@overload(bwd1)
+def _bwd1(name, g, x, out):
+    if isinstance(name, types.StringLiteral):
+        b = _row(name.literal_value).backward_formulas[0]
+        return lambda name, g, x, out: b(g, x, out)
+
+
+@overload(bwd2)
+def _bwd2(name, i, g, x, y, out):
+    if isinstance(name, types.StringLiteral) and isinstance(i, types.IntegerLiteral):
+        b = _row(name.literal_value).backward_formulas[i.literal_value]
+        return lambda name, i, g, x, y, out: b(g, x, y, out)
+
+
+@jit
+def unary_fwd_arrays(name, x, out):
+    numba.literally(name)
+    for i in range(out.size):
+        out[i] = fwd1(name, x[i])
+
+
+@jit
+def unary_bwd_arrays(name, g, x, out, gx):
+    numba.literally(name)
+    for i in range(gx.size):
+        gx[i] += bwd1(name, g[i], x[i], out[i])
+
+
+@jit
+def _plan3(xshape, yshape, oshape, sc):
+    """Loop over the output's shape with x, y broadcast into it (collapsed)."""
+    dims, sa, sb, so = plan_arrays(sc)
+    nd = oshape.size
+    for d in range(nd):
+        dims[d] = oshape[d]
+    broadcast_strides(xshape, nd, sa)
+    broadcast_strides(yshape, nd, sb)
+    broadcast_strides(oshape, nd, so)
+    if nd == 0:
+        dims[0] = 1
+        sa[0] = 0
+        sb[0] = 0
+        so[0] = 0
+        nd = 1
+    nd = collapse(nd, dims, sa, sb, so)
+    return nd, dims, sa, sb, so
+
+
+@jit
+def binary_fwd_arrays(name, x, xshape, y, yshape, out, oshape, sc):
+    """``out = f(x, y)`` with NumPy broadcasting (``out`` may be bool for comparisons)."""
+    numba.literally(name)
+    n = out.size
+    if n == 0:
+        return
+    if x.size == n and y.size == n:
+        for i in range(n):
+            out[i] = fwd2(name, x[i], y[i])
+    elif x.size == 1 and y.size == n:
+        a = x[0]
+        for i in range(n):
+            out[i] = fwd2(name, a, y[i])
+    elif y.size == 1 and x.size == n:
+        b = y[0]
+        for i in range(n):
+            out[i] = fwd2(name, x[i], b)
+    else:
+        nd, dims, sa, sb, so = _plan3(xshape, yshape, oshape, sc)
+        inner = dims[nd - 1]
+        ia, ib, io = sa[nd - 1], sb[nd - 1], so[nd - 1]
+        for r in range(n // inner):
+            oa, ob, oo = row_offsets(r, nd, dims, sa, sb, so)
+            for j in range(inner):
+                out[oo + j * io] = fwd2(name, x[oa + j * ia], y[ob + j * ib])
+
+
+@jit
+def binary_bwd_arrays(name, mask, g, x, xshape, y, yshape, out, oshape, gx, gy, sc):
+    """Accumulate the x formula into ``gx`` (mask bit 0) and the y formula into ``gy``.
+
+    A broadcast operand receives the sum of its contributions over the broadcast axes.
+    Sums of a scalar operand are carried in float64 whatever the dtype.
+    """
+    numba.literally(name)
+    n = out.size
+    if n == 0:
+        return
+    want_x = (mask & 1) != 0
+    want_y = (mask & 2) != 0
+    if x.size == n and y.size == n:
+        if want_x:
+            for i in range(n):
+                gx[i] += bwd2(name, 0, g[i], x[i], y[i], out[i])
+        if want_y:
+            for i in range(n):
+                gy[i] += bwd2(name, 1, g[i], x[i], y[i], out[i])
+    elif x.size == 1 and y.size == n:
+        a = x[0]
+        if want_x:
+            acc = 0.0
+            for i in range(n):
+                acc += bwd2(name, 0, g[i], a, y[i], out[i])
+            gx[0] += acc
+        if want_y:
+            for i in range(n):
+                gy[i] += bwd2(name, 1, g[i], a, y[i], out[i])
+    elif y.size == 1 and x.size == n:
+        b = y[0]
+        if want_x:
+            for i in range(n):
+                gx[i] += bwd2(name, 0, g[i], x[i], b, out[i])
+        if want_y:
+            acc = 0.0
+            for i in range(n):
+                acc += bwd2(name, 1, g[i], x[i], b, out[i])
+            gy[0] += acc
+    else:
+        nd, dims, sa, sb, so = _plan3(xshape, yshape, oshape, sc)
+        inner = dims[nd - 1]
+        ia, ib, io = sa[nd - 1], sb[nd - 1], so[nd - 1]
+        for r in range(n // inner):
+            oa, ob, oo = row_offsets(r, nd, dims, sa, sb, so)
+            if want_x:
+                for j in range(inner):
+                    k = oo + j * io
+                    gx[oa + j * ia] += bwd2(name, 0, g[k], x[oa + j * ia], y[ob + j * ib], out[k])
+            if want_y:
+                for j in range(inner):
+                    k = oo + j * io
+                    gy[ob + j * ib] += bwd2(name, 1, g[k], x[oa + j * ia], y[ob + j * ib], out[k])
+
+
+# --- node adapters -------------------------------------------------------------------
+
+
+@jit
+def unary_fwd(name, dt, node, tp):
+    h = header(tp)
+    unary_fwd_arrays(name, in_data(h, node, 0, dt), out_data(h, node, 0, dt))
+    return OK
+
+
+@jit
+def unary_bwd(name, dt, node, tp):
+    h = header(tp)
+    unary_bwd_arrays(
+        name,
+        out_grad(h, node, 0, dt),
+        in_data(h, node, 0, dt),
+        out_data(h, node, 0, dt),
+        in_grad(h, node, 0, dt),
+    )
+    return OK
+
+
+@jit
+def binary_fwd(name, dt, node, tp):
+    h = header(tp)
+    binary_fwd_arrays(
+        name,
+        in_data(h, node, 0, dt),
+        in_shape(h, node, 0),
+        in_data(h, node, 1, dt),
+        in_shape(h, node, 1),
+        out_data(h, node, 0, dt),
+        out_shape(h, node, 0),
+        scratch(h),
+    )
+    return OK
+
+
+@jit
+def compare_fwd(name, dt, node, tp):
+    h = header(tp)
+    binary_fwd_arrays(
+        name,
+        in_data(h, node, 0, dt),
+        in_shape(h, node, 0),
+        in_data(h, node, 1, dt),
+        in_shape(h, node, 1),
+        out_data(h, node, 0, np.bool_),
+        out_shape(h, node, 0),
+        scratch(h),
+    )
+    return OK
+
+
+@jit
+def binary_bwd(name, dt, node, tp):
+    h = header(tp)
+    mask = nodes(h)[N_MASK, node]
+    x = in_data(h, node, 0, dt)
+    y = in_data(h, node, 1, dt)
+    # An input that wants no gradient gets its own data as a placeholder: the mask
+    # guarantees the kernel never writes it.
+    gx = in_grad(h, node, 0, dt) if mask & 1 else x
+    gy = in_grad(h, node, 1, dt) if mask & 2 else y
+    binary_bwd_arrays(
+        name,
+        mask,
+        out_grad(h, node, 0, dt),
+        x,
+        in_shape(h, node, 0),
+        y,
+        in_shape(h, node, 1),
+        out_data(h, node, 0, dt),
+        out_shape(h, node, 0),
+        gx,
+        gy,
+        scratch(h),
+    )
+    return OK

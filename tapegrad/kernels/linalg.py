@@ -1,0 +1,132 @@
+"""Matrix products on flat buffers: NumPy ``matmul`` semantics, batched, with BLAS.
+
+Parameters in the tape (computed by the Python front end from the shapes):
+``ip = [nb, m, k, n, batch dims (nb), x batch strides (nb), y batch strides (nb)]``.
+A 1-D ``x`` is a ``(1, k)`` matrix and a 1-D ``y`` a ``(k, 1)`` matrix; batch strides
+count whole matrices and are 0 where an operand is broadcast, so the backward's
+``gx[b] += g[b] @ y[b].T`` adds up the contributions of every batch it was broadcast to.
+"""
+
+from __future__ import annotations
+
+from .._jit import blas_gemm, jit
+from ..layout import (
+    H_DGEMM,
+    H_SGEMM,
+    OK,
+    header,
+    in_data,
+    in_grad,
+    needs_grad,
+    node_ip,
+    out_data,
+    out_grad,
+)
+
+# Below this many multiply-adds a plain loop beats the cost of a BLAS call.
+SMALL_GEMM = 4096
+
+
+@jit
+def gemm(fn, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+    """Row-major ``c = alpha * op(a) @ op(b) + beta * c`` (``op`` transposes if set)."""
+    if m == 0 or n == 0:
+        return
+    if m * n * k > SMALL_GEMM and fn != 0:
+        blas_gemm(fn, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return
+    for i in range(m):
+        for j in range(n):
+            acc = 0.0
+            for p in range(k):
+                av = a[p * lda + i] if ta else a[i * lda + p]
+                bv = b[j * ldb + p] if tb else b[p * ldb + j]
+                acc += av * bv
+            if beta == 0.0:
+                c[i * ldc + j] = alpha * acc
+            else:
+                c[i * ldc + j] = beta * c[i * ldc + j] + alpha * acc
+
+
+@jit
+def batch_offsets(bidx, nb, ip):
+    """Matrix offsets of x and y (in matrices) for flat batch index ``bidx``."""
+    ox = 0
+    oy = 0
+    for d in range(nb - 1, -1, -1):
+        n = ip[4 + d]
+        i = bidx % n
+        bidx //= n
+        ox += i * ip[4 + nb + d]
+        oy += i * ip[4 + 2 * nb + d]
+    return ox, oy
+
+
+@jit
+def batch_count(nb, ip):
+    t = 1
+    for d in range(nb):
+        t *= ip[4 + d]
+    return t
+
+
+@jit
+def matmul_fwd_arrays(fn, ip, x, y, out):
+    nb, m, k, n = ip[0], ip[1], ip[2], ip[3]
+    for bidx in range(batch_count(nb, ip)):
+        ox, oy = batch_offsets(bidx, nb, ip)
+        gemm(
+            fn,
+            0,
+            0,
+            m,
+            n,
+            k,
+            1.0,
+            x[ox * m * k :],
+            k,
+            y[oy * k * n :],
+            n,
+            0.0,
+            out[bidx * m * n :],
+            n,
+        )
+
+
+@jit
+def matmul_bwd_arrays(fn, ip, mask, g, x, y, gx, gy):
+    nb, m, k, n = ip[0], ip[1], ip[2], ip[3]
+    for bidx in range(batch_count(nb, ip)):
+        ox, oy = batch_offsets(bidx, nb, ip)
+        gb = g[bidx * m * n :]
+        if mask & 1:  # gx (m, k) += g (m, n) @ y.T (n, k)
+            gemm(fn, 0, 1, m, k, n, 1.0, gb, n, y[oy * k * n :], n, 1.0, gx[ox * m * k :], k)
+        if mask & 2:  # gy (k, n) += x.T (k, m) @ g (m, n)
+            gemm(fn, 1, 0, k, n, m, 1.0, x[ox * m * k :], k, gb, n, 1.0, gy[oy * k * n :], n)
+
+
+@jit
+def _blas(h, x):
+    return h[H_DGEMM] if x.itemsize == 8 else h[H_SGEMM]
+
+
+@jit
+def matmul_fwd(dt, node, tp):
+    h = header(tp)
+    x = in_data(h, node, 0, dt)
+    matmul_fwd_arrays(
+        _blas(h, x), node_ip(h, node), x, in_data(h, node, 1, dt), out_data(h, node, 0, dt)
+    )
+    return OK
+
+
+@jit
+def matmul_bwd(dt, node, tp):
+    h = header(tp)
+    x = in_data(h, node, 0, dt)
+    y = in_data(h, node, 1, dt)
+    mask = needs_grad(h, node, 0) | (needs_grad(h, node, 1) << 1)
+    gx = in_grad(h, node, 0, dt) if mask & 1 else x
+    gy = in_grad(h, node, 1, dt) if mask & 2 else y
+    matmul_bwd_arrays(_blas(h, x), node_ip(h, node), mask, out_grad(h, node, 0, dt), x, y, gx, gy)
+    return OK

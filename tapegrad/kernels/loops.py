@@ -1,0 +1,111 @@
+"""Strided loops: the one implementation of broadcasting and axis reduction.
+
+Broadcast forward, broadcast-reducing backward, reductions over axes and transposes are
+all the same loop: walk a *loop shape* in C order and, for each of up to three
+operands, keep a flat offset that advances by that operand's stride along each axis
+(stride 0 on an axis the operand is broadcast along or reduced over).
+
+``plan`` writes the loop into scratch memory as ``dims`` plus three stride rows,
+after collapsing it: axes of length 1 are dropped and neighbouring axes that are
+contiguous in every operand are merged, so most loops end up 1- or 2-dimensional.
+Kernels then loop over *rows* (all axes but the last, offsets from ``row_offsets``)
+and run a tight inner loop along the last axis.
+"""
+
+from __future__ import annotations
+
+from .._jit import jit
+from ..layout import MAXDIM, SCRATCH_KERNEL
+
+
+@jit
+def plan_arrays(sc):
+    """Views of the kernel scratch: ``dims, sa, sb, sc`` (each MAXDIM long)."""
+    base = SCRATCH_KERNEL
+    return (
+        sc[base : base + MAXDIM],
+        sc[base + MAXDIM : base + 2 * MAXDIM],
+        sc[base + 2 * MAXDIM : base + 3 * MAXDIM],
+        sc[base + 3 * MAXDIM : base + 4 * MAXDIM],
+    )
+
+
+@jit
+def broadcast_strides(shape, nd, st):
+    """Element strides of a C-contiguous array of ``shape`` seen inside an ``nd``-d loop.
+
+    The array is aligned on the right (NumPy broadcasting); a missing or length-1 axis
+    gets stride 0.
+    """
+    s = 1
+    k = shape.size
+    for d in range(nd - 1, -1, -1):
+        j = d - (nd - k)
+        if j >= 0 and shape[j] != 1:
+            st[d] = s
+            s *= shape[j]
+        else:
+            st[d] = 0
+
+
+@jit
+def collapse(nd, dims, sa, sb, sc):
+    """Drop length-1 axes and merge axes contiguous in all operands; returns new ndim."""
+    m = 0
+    for d in range(nd):
+        if dims[d] != 1:
+            dims[m] = dims[d]
+            sa[m] = sa[d]
+            sb[m] = sb[d]
+            sc[m] = sc[d]
+            m += 1
+    if m == 0:
+        dims[0] = 1
+        sa[0] = 0
+        sb[0] = 0
+        sc[0] = 0
+        return 1
+    # Scan outward from the innermost axis: axis d folds into the current axis `o`
+    # when, for every operand, stepping once along d equals stepping dims[o] along o.
+    o = m - 1
+    for d in range(m - 2, -1, -1):
+        n = dims[o]
+        if sa[d] == sa[o] * n and sb[d] == sb[o] * n and sc[d] == sc[o] * n:
+            dims[o] = dims[d] * n
+        else:
+            o -= 1
+            dims[o] = dims[d]
+            sa[o] = sa[d]
+            sb[o] = sb[d]
+            sc[o] = sc[d]
+    k = m - o
+    for d in range(k):
+        dims[d] = dims[o + d]
+        sa[d] = sa[o + d]
+        sb[d] = sb[o + d]
+        sc[d] = sc[o + d]
+    return k
+
+
+@jit
+def row_offsets(r, nd, dims, sa, sb, sc):
+    """Offsets of the three operands at the start of row ``r`` (all axes but the last)."""
+    oa = 0
+    ob = 0
+    oc = 0
+    for d in range(nd - 2, -1, -1):
+        n = dims[d]
+        i = r % n
+        r //= n
+        oa += i * sa[d]
+        ob += i * sb[d]
+        oc += i * sc[d]
+    return oa, ob, oc
+
+
+@jit
+def loop_size(nd, dims):
+    n = 1
+    for d in range(nd):
+        n *= dims[d]
+    return n

@@ -1,0 +1,268 @@
+"""Memory layout of a tape, and the compiled accessors every kernel reads it with.
+
+A tape is a handful of typed arrays; its *header* is one int64 array holding their
+addresses, capacities and the counters. Compiled code receives only the header
+(as an array when called from Python, as an address inside C-callable kernels), so a
+call from Python costs one argument however many arrays the tape has.
+
+Tables (all int64, ``[fields, capacity]`` so each field is one contiguous array):
+
+* node table ``N_*``: one column per recorded op. ``N_LINK`` points into the link
+  table where the node's inputs then outputs are listed (``N_NIN`` + ``N_NOUT``
+  entries); ``N_IP``/``N_FP`` point into the int and float parameter pools.
+* slot table ``S_*``: one column per value (tensor). ``S_ADDR`` is the address of its
+  data (inside an arena chunk, or an array the tape keeps alive), ``S_SHAPE`` an
+  offset into the shape pool, ``S_GRAD`` the byte offset of its gradient in the
+  gradient arena, valid while ``S_GEN`` equals the header's backward counter ``H_GEN``
+  (so nothing has to be reset between backward passes).
+* link table ``[2, capacity]``: row 0 slot ids, row 1 the slot's version when the
+  node was recorded (the in-place safety check compares it at backward time).
+
+All values are stored C-contiguous; kernels see flat 1-D buffers plus shapes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import carray
+
+from ._jit import as_pointer, jit, jitable
+
+# --- dtypes ------------------------------------------------------------------------
+F64, F32, I64, BOOL = 0, 1, 2, 3
+N_DTYPES = 4
+ITEMSIZE = (8, 4, 8, 1)
+NP_DTYPES = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.bool_))
+DTYPE_CODE = {dt: i for i, dt in enumerate(NP_DTYPES)}
+DTYPE_NAMES = ("float64", "float32", "int64", "bool")
+FLOAT_CODES = (F64, F32)
+MAXDIM = 64
+ALIGN = 64  # bytes; every value starts on a cache line
+
+# Kernel signatures: most ops are keyed by their computation dtype (0..3); a cast is
+# keyed by the (from, to) pair.
+N_SIGS = N_DTYPES + N_DTYPES * N_DTYPES
+
+
+@jitable
+def cast_sig(src: int, dst: int) -> int:
+    return N_DTYPES + src * N_DTYPES + dst
+
+
+# --- header fields -----------------------------------------------------------------
+(
+    H_SELF,
+    H_NODE,
+    H_NODE_CAP,
+    H_SLOT,
+    H_SLOT_CAP,
+    H_LINK,
+    H_LINK_CAP,
+    H_IP,
+    H_IP_CAP,
+    H_FP,
+    H_FP_CAP,
+    H_SHAPE,
+    H_SHAPE_CAP,
+    H_SCRATCH,
+    H_SCRATCH_CAP,
+    H_KTAB,
+    H_KTAB_OPS,
+    H_ARENA,
+    H_ARENA_CAP,
+    H_ARENA_TOP,
+    H_GRAD,
+    H_GRAD_CAP,
+    H_DGEMM,
+    H_SGEMM,
+    H_NNODES,
+    H_NSLOTS,
+    H_NLINK,
+    H_NIP,
+    H_NFP,
+    H_NSHAPE,
+    H_GRAD_ENABLED,
+    H_ERR_A,
+    H_ERR_B,
+    H_ERR_C,
+    H_ERR_D,
+    H_NEED,
+    H_STAT_NODES,
+    H_STAT_CALLBACKS,
+    H_GEN,
+    H_CAST_OP,
+    H_LEN,
+) = range(41)
+
+# --- node table fields ---------------------------------------------------------------
+(N_OP, N_SIG, N_LINK, N_NIN, N_NOUT, N_IP, N_NIP, N_FP, N_NFP, N_FLAGS, N_MASK, N_FIELDS) = range(
+    12
+)
+NODE_FREED = 1  # saved values released by a backward without retain_graph
+NODE_LIVE = 2  # scheduler scratch: on a path from a requires-grad leaf to the root
+
+# --- slot table fields ---------------------------------------------------------------
+(S_DTYPE, S_NDIM, S_SIZE, S_ADDR, S_SHAPE, S_FLAGS, S_NODE, S_VERSION, S_GRAD, S_GEN, S_FIELDS) = (
+    range(11)
+)
+SLOT_RG = 1  # requires grad
+SLOT_LEAF = 2  # a user tensor imported into the tape (its gradient lands in .grad)
+SLOT_FREED = 4  # a non-leaf whose graph was freed (copied out of an earlier tape epoch)
+SLOT_CONST = 8  # a constant: Python scalar, NumPy array, index array
+
+# --- kernel table ------------------------------------------------------------------
+FWD, BWD = 0, 1
+NO_RULE = -1  # kernel table entry of an op without that kernel (e.g. no backward)
+
+# --- status codes (returned by compiled code, turned into exceptions by Python) ------
+OK = 0
+E_SPACE = -1  # a table or the arena is full: grow and retry (H_NEED = arena bytes)
+E_NO_KERNEL = -2  # kernel not compiled yet: H_ERR_A op, H_ERR_B sig, H_ERR_C direction
+E_BROADCAST = -3  # shapes do not broadcast: H_ERR_A, H_ERR_B slots
+E_FREED = -4  # backward through a freed graph: H_ERR_A node
+E_NO_BWD = -5  # non-differentiable op on the gradient path: H_ERR_A node
+E_NOFLOAT = -6  # no floating operand: Python computes it with NumPy
+E_GRAD_META = -7  # produced gradient does not match its input: A node, B slot, C/D sizes
+E_VERSION = -8  # saved value modified in place: A node, B slot, C saved, D current
+E_GRAD_SPACE = -9  # gradient arena too small: H_NEED bytes
+
+# --- request area: the start of the scratch array, filled by Python for general ops ----
+R_NIN, R_NOUT, R_NIP, R_NFP, R_ALIAS, R_OUT = range(6)  # then per output: dtype, ndim
+SCRATCH_KERNEL = 256  # kernels may use scratch[SCRATCH_KERNEL:] for loop plans
+
+
+# ====================================================================================
+# compiled accessors
+
+
+@jit
+def header(tp):
+    """The header as an int64 array, from its address."""
+    return carray(as_pointer(tp, np.int64), H_LEN)
+
+
+@jit
+def nodes(h):
+    return carray(as_pointer(h[H_NODE], np.int64), (N_FIELDS, h[H_NODE_CAP]))
+
+
+@jit
+def slots(h):
+    return carray(as_pointer(h[H_SLOT], np.int64), (S_FIELDS, h[H_SLOT_CAP]))
+
+
+@jit
+def links(h):
+    return carray(as_pointer(h[H_LINK], np.int64), (2, h[H_LINK_CAP]))
+
+
+@jit
+def iparams(h):
+    return carray(as_pointer(h[H_IP], np.int64), h[H_IP_CAP])
+
+
+@jit
+def fparams(h):
+    return carray(as_pointer(h[H_FP], np.float64), h[H_FP_CAP])
+
+
+@jit
+def shapes(h):
+    return carray(as_pointer(h[H_SHAPE], np.int64), h[H_SHAPE_CAP])
+
+
+@jit
+def scratch(h):
+    return carray(as_pointer(h[H_SCRATCH], np.int64), h[H_SCRATCH_CAP])
+
+
+@jit
+def ktable(h):
+    return carray(as_pointer(h[H_KTAB], np.int64), (h[H_KTAB_OPS], N_SIGS, 2))
+
+
+@jit
+def slot_data(h, s, dt):
+    """Flat view of slot ``s``'s values as dtype ``dt``."""
+    S = slots(h)
+    return carray(as_pointer(S[S_ADDR, s], dt), S[S_SIZE, s])
+
+
+@jit
+def slot_grad(h, s, dt):
+    """Flat view of slot ``s``'s gradient buffer as dtype ``dt``."""
+    S = slots(h)
+    return carray(as_pointer(h[H_GRAD] + S[S_GRAD, s], dt), S[S_SIZE, s])
+
+
+@jit
+def slot_shape(h, s):
+    S = slots(h)
+    off = S[S_SHAPE, s]
+    return shapes(h)[off : off + S[S_NDIM, s]]
+
+
+@jit
+def node_slot(h, node, i):
+    """Slot id of entry ``i`` of the node's link list (inputs first, then outputs)."""
+    return links(h)[0, nodes(h)[N_LINK, node] + i]
+
+
+@jit
+def node_in(h, node, i):
+    return node_slot(h, node, i)
+
+
+@jit
+def node_out(h, node, i):
+    return node_slot(h, node, nodes(h)[N_NIN, node] + i)
+
+
+@jit
+def node_ip(h, node):
+    N = nodes(h)
+    off = N[N_IP, node]
+    return iparams(h)[off : off + N[N_NIP, node]]
+
+
+@jit
+def node_fp(h, node):
+    N = nodes(h)
+    off = N[N_FP, node]
+    return fparams(h)[off : off + N[N_NFP, node]]
+
+
+@jit
+def needs_grad(h, node, i):
+    """The needs-input-grad mask: bit ``i`` set when input ``i`` wants a gradient."""
+    return (nodes(h)[N_MASK, node] >> i) & 1
+
+
+@jit
+def in_data(h, node, i, dt):
+    return slot_data(h, node_in(h, node, i), dt)
+
+
+@jit
+def out_data(h, node, i, dt):
+    return slot_data(h, node_out(h, node, i), dt)
+
+
+@jit
+def in_grad(h, node, i, dt):
+    return slot_grad(h, node_in(h, node, i), dt)
+
+
+@jit
+def out_grad(h, node, i, dt):
+    return slot_grad(h, node_out(h, node, i), dt)
+
+
+@jit
+def in_shape(h, node, i):
+    return slot_shape(h, node_in(h, node, i))
+
+
+@jit
+def out_shape(h, node, i):
+    return slot_shape(h, node_out(h, node, i))

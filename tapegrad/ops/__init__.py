@@ -1,0 +1,34 @@
+"""The op table, assembled from the op families in a fixed order.
+
+``ROWS[code]`` is the row of op ``code``; ``OpCode`` names the codes. The families
+register their rows on import (codes follow import order; nothing depends on their
+values: the generated wrappers name ops, and compiled code reads the cast op's code
+from the tape header).
+"""
+
+from __future__ import annotations
+
+import enum
+
+from . import (
+    elementwise,
+    linalg,
+    reduce,
+    shape,
+)
+from .table import BY_NAME, ELEMENTWISE, ROWS, Kind, Op
+
+OpCode = enum.IntEnum("OpCode", [(op.name.upper(), op.code) for op in ROWS])
+
+__all__ = [
+    "BY_NAME",
+    "ELEMENTWISE",
+    "ROWS",
+    "Kind",
+    "Op",
+    "OpCode",
+    "elementwise",
+    "linalg",
+    "reduce",
+    "shape",
+]

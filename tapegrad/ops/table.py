@@ -1,0 +1,159 @@
+"""The op table: one row per op, the single source of truth.
+
+Vocabulary, used everywhere in tapegrad (as in HIPS autograd's ``numpy_vjps.py``):
+``x``, ``y`` are an op's inputs, ``out`` its saved result, ``g`` the incoming
+gradient (of the loss with respect to ``out``). ``<op>_fwd`` computes ``out``;
+``<op>_bwd`` (or ``<op>_bwd_x`` / ``<op>_bwd_y``, one per input, as in PyTorch's
+``derivatives.yaml``) gives the contribution to an input's gradient.
+
+Kernels come in two shapes:
+
+* **elementwise rows** (``UNARY``, ``BINARY``, ``COMPARE``) give *scalar* formulas:
+  ``sin_fwd(x)``, ``sin_bwd(g, x, out)``, ``mul_bwd_y(g, x, y, out)``. One adapter per
+  kind lifts them to whole tensors, with NumPy broadcasting on the way forward and the
+  broadcast reduction (summing over broadcast axes) on the way back, so no rule ever
+  re-implements broadcasting. What an op *saves* is read off the formulas: the
+  inputs/outputs their bytecode loads (PyTorch's generator does the same with
+  ``derivatives.yaml``).
+* **array rows** (``ARRAY``) give node kernels ``f(dt, node, tp)`` that read their
+  operands, parameters and the needs-input-grad mask from the tape (``tapegrad.layout``)
+  and call a pure array kernel.
+
+Backward kernels only *accumulate* (``gx += ...``) into gradient buffers the
+scheduler owns, allocate nothing and read nothing but their arguments. The C-callable
+wrappers that fill the dispatch table are generated from this table into
+``tapegrad/_generated.py`` (``python -m tapegrad.ops.codegen``); so are the
+``tapegrad.numpy`` functions of elementwise rows, the op reference in the docs and
+the gradient tests.
+"""
+
+from __future__ import annotations
+
+import dis
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..layout import F32, F64
+
+
+class Kind(enum.Enum):
+    UNARY = "unary"
+    BINARY = "binary"
+    COMPARE = "compare"
+    ARRAY = "array"
+
+
+ELEMENTWISE = (Kind.UNARY, Kind.BINARY, Kind.COMPARE)
+
+# Registry: rows get their op code in the order they are declared (ops/__init__.py
+# imports the families in a fixed order).
+ROWS: list[Op] = []
+BY_NAME: dict[str, Op] = {}
+
+
+@dataclass(eq=False)
+class Op:
+    """One op.
+
+    Parameters
+    ----------
+    name
+        Public name (``tapegrad.numpy.<name>`` for elementwise rows).
+    kind
+        How the kernels are shaped (see the module docstring).
+    fwd
+        Forward kernel: scalar formula (elementwise) or node kernel (array).
+    bwd
+        Backward: one scalar formula per input (elementwise), a node kernel (array),
+        or ``None`` for ops that are not differentiable (``differentiable=False``)
+        or whose rule is missing (the scheduler then raises naming the op).
+    doc
+        One line for the op reference.
+    domain
+        Interval the gradient tests sample inputs from (inside the op's domain).
+    dtypes
+        Computation dtypes the op is compiled for.
+    differentiable
+        ``False`` for comparisons and other piecewise-constant ops.
+    sigs
+        Explicit kernel signatures (dtype pairs for casts); defaults to ``dtypes``.
+    alias
+        The output shares input 0's memory (reshape): no forward copy.
+    cases
+        For array rows, ``cases() -> [(label, f, shapes)]`` for the generated gradient
+        tests; elementwise rows get shape cases from their kind.
+    front
+        The public Python function of an array row (elementwise rows get a generated
+        one in ``tapegrad.numpy``).
+    aliases
+        Other ``tapegrad.numpy`` names for the op (``abs`` for ``absolute``).
+    dunder
+        Tensor operator methods: ``(forward, reflected)``, e.g. ``("__add__", "__radd__")``.
+    """
+
+    name: str
+    kind: Kind
+    fwd: Callable
+    bwd: Any
+    doc: str
+    domain: tuple[float, float] = (-2.0, 2.0)
+    dtypes: tuple[int, ...] = (F64, F32)
+    differentiable: bool = True
+    sigs: tuple[int, ...] | None = None
+    alias: bool = False
+    cases: Callable | None = None
+    front: Callable | None = None
+    aliases: tuple[str, ...] = ()
+    dunder: tuple[str | None, ...] = ()
+    code: int = field(default=-1, init=False)
+    saves: tuple[str, ...] = field(default=(), init=False)
+    # plain attributes for the eager hot path (enum and property lookups cost ~0.1 us)
+    is_unary: bool = field(default=False, init=False)
+    is_compare: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        if self.name in BY_NAME:
+            raise ValueError(f"op {self.name!r} declared twice")
+        self.code = len(ROWS)
+        if self.sigs is None:
+            self.sigs = tuple(self.dtypes)
+        if self.kind is Kind.BINARY and self.bwd is not None and len(self.bwd) != 2:
+            raise ValueError(f"binary op {self.name!r} needs one backward formula per input")
+        self.saves = _saved_values(self)
+        self.is_unary = self.kind is Kind.UNARY
+        self.is_compare = self.kind is Kind.COMPARE
+        ROWS.append(self)
+        BY_NAME[self.name] = self
+
+    @property
+    def arity(self) -> int:
+        if self.kind is Kind.UNARY:
+            return 1
+        return 2 if self.kind in (Kind.BINARY, Kind.COMPARE) else -1
+
+    @property
+    def backward_formulas(self) -> tuple[Callable, ...]:
+        if self.bwd is None:
+            return ()
+        return tuple(self.bwd) if isinstance(self.bwd, tuple | list) else (self.bwd,)
+
+
+def _loaded_names(fn: Callable) -> set[str]:
+    py = getattr(fn, "py_func", fn)
+    names: set[str] = set()
+    for ins in dis.get_instructions(py):
+        if ins.opname.startswith("LOAD_FAST"):  # 3.13 fuses pairs: LOAD_FAST_LOAD_FAST
+            names.update(ins.argval if isinstance(ins.argval, tuple) else (ins.argval,))
+    return names
+
+
+def _saved_values(op: Op) -> tuple[str, ...]:
+    """What the backward reads, worked out from the formulas' bytecode."""
+    if op.kind not in ELEMENTWISE or op.bwd is None:
+        return ()
+    used: set[str] = set()
+    for f in op.backward_formulas:
+        used |= _loaded_names(f)
+    return tuple(n for n in ("x", "y", "out") if n in used)

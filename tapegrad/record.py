@@ -1,0 +1,449 @@
+"""The compiled recorder: one call per eager op writes the node and runs its forward.
+
+Python front ends hand these functions slot ids and parameters; they infer dtypes and
+broadcast shapes (elementwise), check that everything fits, allocate the output in
+the arena, append the node and call its forward kernel through the dispatch table.
+They never leave a half-written tape: every check happens before the first write,
+and a negative status (``layout.E_*``) comes back instead of an exception, for the
+Python side to grow the tape, compile a kernel, or raise a readable error.
+
+The same forward kernels are what a captured program replays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._jit import call_kernel, jit
+from .layout import (
+    ALIGN,
+    BOOL,
+    E_BROADCAST,
+    E_NO_KERNEL,
+    E_NOFLOAT,
+    E_SPACE,
+    F32,
+    F64,
+    FWD,
+    H_ARENA,
+    H_ARENA_CAP,
+    H_ARENA_TOP,
+    H_CAST_OP,
+    H_ERR_A,
+    H_ERR_B,
+    H_ERR_C,
+    H_FP_CAP,
+    H_GRAD_ENABLED,
+    H_IP_CAP,
+    H_LINK_CAP,
+    H_NEED,
+    H_NFP,
+    H_NIP,
+    H_NLINK,
+    H_NNODES,
+    H_NODE_CAP,
+    H_NSHAPE,
+    H_NSLOTS,
+    H_SELF,
+    H_SHAPE_CAP,
+    H_SLOT_CAP,
+    ITEMSIZE,
+    N_FIELDS,
+    N_FLAGS,
+    N_FP,
+    N_IP,
+    N_LINK,
+    N_MASK,
+    N_NFP,
+    N_NIN,
+    N_NIP,
+    N_NOUT,
+    N_OP,
+    N_SIG,
+    R_ALIAS,
+    R_NFP,
+    R_NIN,
+    R_NIP,
+    R_NOUT,
+    R_OUT,
+    S_ADDR,
+    S_DTYPE,
+    S_FIELDS,
+    S_FLAGS,
+    S_GEN,
+    S_GRAD,
+    S_NDIM,
+    S_NODE,
+    S_SHAPE,
+    S_SIZE,
+    S_VERSION,
+    SLOT_CONST,
+    SLOT_RG,
+    cast_sig,
+    ktable,
+    links,
+    nodes,
+    scratch,
+    shapes,
+    slot_data,
+    slots,
+)
+
+SCALAR = -1  # operand is a Python scalar passed by value
+ABSENT = -2  # no second operand (unary op)
+WEAK = -1  # dtype of a Python scalar: adopts the other operand's float dtype (NEP 50)
+
+
+@jit
+def aligned(nbytes):
+    return (nbytes + ALIGN - 1) // ALIGN * ALIGN
+
+
+@jit
+def is_float(dt):
+    return dt == F64 or dt == F32
+
+
+@jit
+def promote(da, db):
+    """NumPy's result dtype for two array dtypes, or -1 when neither is floating."""
+    if da == db:
+        return da if is_float(da) else -1
+    if da == F64 or db == F64:
+        return F64
+    if da == F32 or db == F32:
+        other = db if da == F32 else da
+        return F32 if other == BOOL else F64  # float32 with int64 is float64 in NumPy
+    return -1
+
+
+@jit
+def has_room(h, nslots, nnodes, nlinks, nshape, nbytes):
+    """True when the tables and the arena can take this much more; else sets H_NEED."""
+    ok = (
+        h[H_NSLOTS] + nslots <= h[H_SLOT_CAP]
+        and h[H_NNODES] + nnodes <= h[H_NODE_CAP]
+        and h[H_NLINK] + nlinks <= h[H_LINK_CAP]
+        and h[H_NSHAPE] + nshape <= h[H_SHAPE_CAP]
+        and h[H_ARENA_TOP] + nbytes <= h[H_ARENA_CAP]
+    )
+    if not ok:
+        h[H_NEED] = nbytes
+    return ok
+
+
+@jit
+def arena_alloc(h, nbytes):
+    top = h[H_ARENA_TOP]
+    h[H_ARENA_TOP] = top + aligned(nbytes)
+    return h[H_ARENA] + top
+
+
+@jit
+def new_slot(h, dt, ndim, shape_off, size, addr, flags, node):
+    S = slots(h)
+    s = h[H_NSLOTS]
+    h[H_NSLOTS] = s + 1
+    S[S_DTYPE, s] = dt
+    S[S_NDIM, s] = ndim
+    S[S_SHAPE, s] = shape_off
+    S[S_SIZE, s] = size
+    S[S_ADDR, s] = addr
+    S[S_FLAGS, s] = flags
+    S[S_NODE, s] = node
+    S[S_VERSION, s] = 0
+    S[S_GRAD, s] = -1
+    S[S_GEN, s] = -1
+    return s
+
+
+@jit
+def new_node(h, op, sig, nin, nout, ip_off, nip, fp_off, nfp):
+    N = nodes(h)
+    k = h[H_NNODES]
+    h[H_NNODES] = k + 1
+    N[N_OP, k] = op
+    N[N_SIG, k] = sig
+    N[N_LINK, k] = h[H_NLINK]
+    N[N_NIN, k] = nin
+    N[N_NOUT, k] = nout
+    N[N_IP, k] = ip_off
+    N[N_NIP, k] = nip
+    N[N_FP, k] = fp_off
+    N[N_NFP, k] = nfp
+    N[N_FLAGS, k] = 0
+    N[N_MASK, k] = 0
+    return k
+
+
+@jit
+def push_link(h, s):
+    """Append slot ``s`` to the link list, with its version at recording time."""
+    L = links(h)
+    i = h[H_NLINK]
+    L[0, i] = s
+    L[1, i] = slots(h)[S_VERSION, s]
+    h[H_NLINK] = i + 1
+
+
+@jit
+def run_forward(h, node, op, sig):
+    return call_kernel(ktable(h)[op, sig, FWD], node, h[H_SELF])
+
+
+@jit
+def kernel_missing(h, op, sig, direction):
+    h[H_ERR_A] = op
+    h[H_ERR_B] = sig
+    h[H_ERR_C] = direction
+    return E_NO_KERNEL
+
+
+@jit
+def _rg(h, s):
+    return (slots(h)[S_FLAGS, s] & SLOT_RG) != 0
+
+
+@jit
+def record_cast(h, a, dt):
+    """Record ``a.astype(dt)``; the caller has checked room and the kernel."""
+    S = slots(h)
+    src = S[S_DTYPE, a]
+    flags = SLOT_RG if (h[H_GRAD_ENABLED] != 0 and _rg(h, a) and is_float(dt)) else 0
+    size = S[S_SIZE, a]
+    addr = arena_alloc(h, size * ITEMSIZE[dt])
+    k = new_node(h, h[H_CAST_OP], cast_sig(src, dt), 1, 1, 0, 0, 0, 0)
+    out = new_slot(h, dt, S[S_NDIM, a], S[S_SHAPE, a], size, addr, flags, k)
+    push_link(h, a)
+    push_link(h, out)
+    run_forward(h, k, h[H_CAST_OP], cast_sig(src, dt))
+    return out
+
+
+@jit
+def cast_slot(h, a, dt):
+    """Public entry point: cast slot ``a`` to dtype code ``dt`` (returns the new slot)."""
+    S = slots(h)
+    src = S[S_DTYPE, a]
+    if src == dt:
+        return a
+    if ktable(h)[h[H_CAST_OP], cast_sig(src, dt), FWD] <= 0:
+        return kernel_missing(h, h[H_CAST_OP], cast_sig(src, dt), FWD)
+    if not has_room(h, 1, 1, 2, 0, S[S_SIZE, a] * ITEMSIZE[dt] + ALIGN):
+        return E_SPACE
+    return record_cast(h, a, dt)
+
+
+@jit
+def _const_scalar(h, dt, value):
+    addr = arena_alloc(h, ITEMSIZE[dt])
+    s = new_slot(h, dt, 0, h[H_NSHAPE], 1, addr, SLOT_CONST, -1)
+    if dt == F64:
+        slot_data(h, s, np.float64)[0] = value
+    else:
+        slot_data(h, s, np.float32)[0] = value
+    return s
+
+
+@jit
+def record_elementwise(h, op, a, b, fa, fb, compare):
+    """Record and run an elementwise op; returns the output slot or a status.
+
+    ``a``/``b`` are slot ids, or ``SCALAR`` for a Python number passed in ``fa``/``fb``;
+    ``b`` is ``ABSENT`` for unary ops. ``compare`` makes the output bool.
+    """
+    S = slots(h)
+    K = ktable(h)
+    unary = b == ABSENT
+    da = S[S_DTYPE, a] if a >= 0 else WEAK
+    db = S[S_DTYPE, b] if b >= 0 else WEAK
+    # --- computation dtype (NumPy promotion; Python scalars are weak, NEP 50)
+    if unary:
+        if not is_float(da):
+            return E_NOFLOAT
+        dt = da
+    elif da == WEAK:
+        if not is_float(db):
+            return E_NOFLOAT
+        dt = db
+    elif db == WEAK:
+        if not is_float(da):
+            return E_NOFLOAT
+        dt = da
+    else:
+        dt = promote(da, db)
+        if dt < 0:
+            return E_NOFLOAT
+    # --- kernels present?
+    if K[op, dt, FWD] <= 0:
+        return kernel_missing(h, op, dt, FWD)
+    cast_a = a >= 0 and da != dt
+    cast_b = b >= 0 and db != dt
+    if cast_a and K[h[H_CAST_OP], cast_sig(da, dt), FWD] <= 0:
+        return kernel_missing(h, h[H_CAST_OP], cast_sig(da, dt), FWD)
+    if cast_b and K[h[H_CAST_OP], cast_sig(db, dt), FWD] <= 0:
+        return kernel_missing(h, h[H_CAST_OP], cast_sig(db, dt), FWD)
+    # --- broadcast shape
+    P = shapes(h)
+    nda = S[S_NDIM, a] if a >= 0 else 0
+    ndb = S[S_NDIM, b] if b >= 0 else 0
+    offa = S[S_SHAPE, a] if a >= 0 else 0
+    offb = S[S_SHAPE, b] if b >= 0 else 0
+    nd = max(nda, ndb)
+    size = 1
+    same_a = nda == nd
+    same_b = ndb == nd
+    for d in range(nd):
+        ja = d - (nd - nda)
+        jb = d - (nd - ndb)
+        xa = P[offa + ja] if ja >= 0 else 1
+        xb = P[offb + jb] if jb >= 0 else 1
+        if xa != xb and xa != 1 and xb != 1:
+            h[H_ERR_A] = a
+            h[H_ERR_B] = b
+            return E_BROADCAST
+        n = max(xa, xb)
+        if xa == 1 and xb != 1:
+            n = xb
+        elif xb == 1:
+            n = xa
+        if n != xa:
+            same_a = False
+        if n != xb:
+            same_b = False
+        size *= n
+    out_dt = BOOL if compare else dt
+    sz_a = S[S_SIZE, a] if cast_a else 0
+    sz_b = S[S_SIZE, b] if cast_b else 0
+    nbytes = (size * ITEMSIZE[out_dt] + (sz_a + sz_b) * ITEMSIZE[dt]) + 5 * ALIGN
+    if not has_room(h, 3, 3, 7, nd, nbytes):
+        return E_SPACE
+    # --- write: constants and casts first, then the node
+    if a == SCALAR:
+        a = _const_scalar(h, dt, fa)
+    elif cast_a:
+        a = record_cast(h, a, dt)
+    if not unary:
+        if b == SCALAR:
+            b = _const_scalar(h, dt, fb)
+        elif cast_b:
+            b = record_cast(h, b, dt)
+    # output shape: reuse an operand's shape entries when it has the output's shape
+    if same_a and a >= 0 and nda == nd:
+        shape_off = S[S_SHAPE, a]
+    elif not unary and same_b and ndb == nd:
+        shape_off = S[S_SHAPE, b]
+    else:
+        shape_off = h[H_NSHAPE]
+        for d in range(nd):
+            ja = d - (nd - nda)
+            jb = d - (nd - ndb)
+            xa = P[offa + ja] if ja >= 0 else 1
+            xb = P[offb + jb] if jb >= 0 else 1
+            P[shape_off + d] = xb if xa == 1 else xa
+        h[H_NSHAPE] = shape_off + nd
+    rg = h[H_GRAD_ENABLED] != 0 and not compare and (_rg(h, a) or (not unary and _rg(h, b)))
+    addr = arena_alloc(h, size * ITEMSIZE[out_dt])
+    k = new_node(h, op, dt, 1 if unary else 2, 1, 0, 0, 0, 0)
+    out = new_slot(h, out_dt, nd, shape_off, size, addr, SLOT_RG if rg else 0, k)
+    push_link(h, a)
+    if not unary:
+        push_link(h, b)
+    push_link(h, out)
+    run_forward(h, k, op, dt)
+    return out
+
+
+@jit
+def record_general(h, op, sig, differentiable):
+    """Record and run an op described by the request in the scratch area.
+
+    Python has written: the input slots at ``links[0, nlink:]``, the output shapes at
+    ``shapes[nshape:]`` (one after the other), the int/float parameters at
+    ``iparams[nip:]``/``fparams[nfp:]``, and in ``scratch``: counts, the alias flag and
+    each output's dtype and ndim. Returns the first output slot or a status.
+    """
+    sc = scratch(h)
+    S = slots(h)
+    L = links(h)
+    P = shapes(h)
+    nin = sc[R_NIN]
+    nout = sc[R_NOUT]
+    if ktable(h)[op, sig, FWD] <= 0:
+        return kernel_missing(h, op, sig, FWD)
+    # sizes of the outputs
+    nbytes = 0
+    off = h[H_NSHAPE]
+    nshape = 0
+    for j in range(nout):
+        ndim = sc[R_OUT + 2 * j + 1]
+        size = 1
+        for d in range(ndim):
+            size *= P[off + nshape + d]
+        nshape += ndim
+        if not (sc[R_ALIAS] != 0 and j == 0):
+            nbytes += aligned(size * ITEMSIZE[sc[R_OUT + 2 * j]])
+    if not has_room(h, nout, 1, nin + nout, nshape, nbytes):
+        return E_SPACE
+    base = h[H_NLINK]
+    rg = False
+    if differentiable and h[H_GRAD_ENABLED] != 0:
+        for i in range(nin):
+            if _rg(h, L[0, base + i]):
+                rg = True
+    k = new_node(h, op, sig, nin, nout, h[H_NIP], sc[R_NIP], h[H_NFP], sc[R_NFP])
+    h[H_NIP] += sc[R_NIP]
+    h[H_NFP] += sc[R_NFP]
+    for i in range(nin):
+        L[1, base + i] = S[S_VERSION, L[0, base + i]]
+    h[H_NLINK] = base + nin
+    first = -1
+    cursor = off
+    for j in range(nout):
+        dt = sc[R_OUT + 2 * j]
+        ndim = sc[R_OUT + 2 * j + 1]
+        size = 1
+        for d in range(ndim):
+            size *= P[cursor + d]
+        if sc[R_ALIAS] != 0 and j == 0:
+            addr = S[S_ADDR, L[0, base]]
+        else:
+            addr = arena_alloc(h, size * ITEMSIZE[dt])
+        flags = SLOT_RG if (rg and is_float(dt)) else 0
+        s = new_slot(h, dt, ndim, cursor, size, addr, flags, k)
+        cursor += ndim
+        push_link(h, s)
+        if j == 0:
+            first = s
+    h[H_NSHAPE] = cursor
+    run_forward(h, k, op, sig)
+    return first
+
+
+@jit
+def import_slot(h, addr, dt, ndim, size, flags):
+    """A slot for existing memory (a user's tensor, a constant, an index array).
+
+    Its shape is at ``shapes[nshape:nshape + ndim]`` (written by Python)."""
+    if not has_room(h, 1, 0, 0, ndim, 0):
+        return E_SPACE
+    off = h[H_NSHAPE]
+    h[H_NSHAPE] = off + ndim
+    return new_slot(h, dt, ndim, off, size, addr, flags, -1)
+
+
+@jit
+def alias_slot(h, s, flags):
+    """A new slot sharing ``s``'s memory and shape, with other flags (``detach``)."""
+    if not has_room(h, 1, 0, 0, 0, 0):
+        return E_SPACE
+    S = slots(h)
+    return new_slot(
+        h, S[S_DTYPE, s], S[S_NDIM, s], S[S_SHAPE, s], S[S_SIZE, s], S[S_ADDR, s], flags, -1
+    )
+
+
+# Field counts, re-exported for the Python side.
+NODE_FIELDS = N_FIELDS
+SLOT_FIELDS = S_FIELDS
+CAPS = (H_NODE_CAP, H_SLOT_CAP, H_LINK_CAP, H_IP_CAP, H_FP_CAP, H_SHAPE_CAP, H_ARENA_CAP)

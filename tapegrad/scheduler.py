@@ -1,0 +1,227 @@
+"""The backward pass: one compiled loop over the tape, no Python per node.
+
+``run_backward(h, root, seed, retain)``
+
+1. **prune** -- walk the nodes in reverse tape order (the tape order is already
+   topological) from the root's producer. A node is *live* when one of its outputs
+   wants a gradient and one of its inputs requires grad; its needs-input-grad mask
+   (``N_MASK``, PyTorch's ``task_should_compute_output``) records which inputs do, and
+   those inputs then want a gradient too. Only live nodes run. Freed graphs,
+   non-differentiable ops and kernels not compiled yet are reported here, before
+   anything is written.
+2. **allocate** -- each slot that wants a gradient gets a zeroed buffer of its own
+   dtype and size in the gradient arena (offsets in ``S_GRAD``).
+3. **dispatch** -- live nodes run in reverse order through the kernel table.
+4. **validate** -- before a kernel runs, the gradient buffers it will touch are checked
+   against their slots' metadata (dtype of the kernel's signature, size), so a kernel
+   can never write a gradient of the wrong dtype or extent; the node is named if not.
+5. **accumulate** -- kernels add into the buffers in place (fan-out sums for free);
+   the Python side then adds leaf gradients into ``.grad``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import carray
+
+from ._jit import as_pointer, call_kernel, jit
+from .layout import (
+    BWD,
+    E_FREED,
+    E_GRAD_META,
+    E_GRAD_SPACE,
+    E_NO_BWD,
+    E_NO_KERNEL,
+    H_ERR_A,
+    H_ERR_B,
+    H_ERR_C,
+    H_ERR_D,
+    H_GEN,
+    H_GRAD,
+    H_GRAD_CAP,
+    H_NEED,
+    H_SELF,
+    H_STAT_CALLBACKS,
+    H_STAT_NODES,
+    ITEMSIZE,
+    N_DTYPES,
+    N_FLAGS,
+    N_LINK,
+    N_MASK,
+    N_NIN,
+    N_NOUT,
+    N_OP,
+    N_SIG,
+    NO_RULE,
+    NODE_FREED,
+    NODE_LIVE,
+    OK,
+    S_ADDR,
+    S_DTYPE,
+    S_FLAGS,
+    S_GEN,
+    S_GRAD,
+    S_NODE,
+    S_SIZE,
+    SLOT_FREED,
+    SLOT_RG,
+    ktable,
+    links,
+    nodes,
+    slots,
+)
+from .record import aligned
+
+
+@jit
+def _input_dtype(sig, i):
+    """The dtype the kernel of signature ``sig`` expects for its float input ``i``."""
+    if sig < N_DTYPES:
+        return sig
+    return (sig - N_DTYPES) // N_DTYPES  # cast: (src, dst) pair, the input is src
+
+
+@jit
+def _want(h, s, gen, total):
+    """Give slot ``s`` a gradient buffer in this backward (if it has none yet); returns
+    the new end of the gradient arena."""
+    S = slots(h)
+    if S[S_GEN, s] != gen:
+        S[S_GEN, s] = gen
+        S[S_GRAD, s] = total
+        total += aligned(S[S_SIZE, s] * ITEMSIZE[S[S_DTYPE, s]])
+    return total
+
+
+@jit
+def _prune(h, start, gen, total):
+    """Mark live nodes and wanted slots (allocating their gradient offsets).
+
+    Returns (status, lowest node that can matter, bytes of gradient arena used). The
+    walk stops below the lowest producer of any wanted slot, so a long tape with older
+    graphs below costs nothing.
+    """
+    N = nodes(h)
+    S = slots(h)
+    L = links(h)
+    K = ktable(h)
+    lo = start
+    for k in range(start, -1, -1):
+        if k < lo:
+            break
+        N[N_FLAGS, k] &= ~NODE_LIVE
+        N[N_MASK, k] = 0
+        base = N[N_LINK, k]
+        nin = N[N_NIN, k]
+        nout = N[N_NOUT, k]
+        wanted = False
+        for j in range(nout):
+            if S[S_GEN, L[0, base + nin + j]] == gen:
+                wanted = True
+        if not wanted:
+            continue
+        mask = 0
+        for i in range(nin):
+            if S[S_FLAGS, L[0, base + i]] & SLOT_RG:
+                mask |= 1 << i
+        if mask == 0:
+            continue
+        if N[N_FLAGS, k] & NODE_FREED:
+            h[H_ERR_A] = k
+            return E_FREED, lo, total
+        addr = K[N[N_OP, k], N[N_SIG, k], BWD]
+        if addr == NO_RULE:
+            h[H_ERR_A] = k
+            return E_NO_BWD, lo, total
+        if addr == 0:
+            h[H_ERR_A] = N[N_OP, k]
+            h[H_ERR_B] = N[N_SIG, k]
+            h[H_ERR_C] = BWD
+            return E_NO_KERNEL, lo, total
+        N[N_FLAGS, k] |= NODE_LIVE
+        N[N_MASK, k] = mask
+        for i in range(nin):
+            if mask & (1 << i):
+                s = L[0, base + i]
+                if S[S_FLAGS, s] & SLOT_FREED:
+                    # a non-leaf from an earlier step whose graph was already freed
+                    h[H_ERR_A] = -1 - s
+                    return E_FREED, lo, total
+                total = _want(h, s, gen, total)
+                p = S[S_NODE, s]
+                if p >= 0 and p < lo:
+                    lo = p
+        for j in range(nout):  # every output of a live node gets a (maybe zero) buffer
+            total = _want(h, L[0, base + nin + j], gen, total)
+    return OK, lo, total
+
+
+@jit
+def _validate(h, k):
+    """Gradient buffers of node k match their slots: dtype of the kernel, size."""
+    N = nodes(h)
+    S = slots(h)
+    L = links(h)
+    base = N[N_LINK, k]
+    nin = N[N_NIN, k]
+    mask = N[N_MASK, k]
+    gen = h[H_GEN]
+    for i in range(nin):
+        if mask & (1 << i):
+            s = L[0, base + i]
+            expect = _input_dtype(N[N_SIG, k], i)
+            if S[S_GEN, s] != gen or S[S_DTYPE, s] != expect:
+                h[H_ERR_A] = k
+                h[H_ERR_B] = s
+                h[H_ERR_C] = expect
+                h[H_ERR_D] = S[S_DTYPE, s]
+                return E_GRAD_META
+    return OK
+
+
+@jit
+def run_backward(h, root, seed, retain):
+    """Backpropagate from slot ``root``; ``seed`` is a slot with the root's cotangent
+    (same dtype and size) or -1 for ones. Returns a status (``OK`` = 0)."""
+    N = nodes(h)
+    S = slots(h)
+    K = ktable(h)
+    gen = h[H_GEN] + 1
+    h[H_GEN] = gen
+    start = S[S_NODE, root]  # -1 for a leaf: nothing to run
+    total = _want(h, root, gen, 0)
+    st, lo, total = _prune(h, start, gen, total)
+    if st != OK:
+        return st
+    if total > h[H_GRAD_CAP]:
+        h[H_NEED] = total
+        return E_GRAD_SPACE
+    arena = carray(as_pointer(h[H_GRAD], np.uint8), total)
+    arena[:] = 0
+    # seed the root
+    nbytes = S[S_SIZE, root] * ITEMSIZE[S[S_DTYPE, root]]
+    if seed >= 0:
+        groot = carray(as_pointer(h[H_GRAD] + S[S_GRAD, root], np.uint8), nbytes)
+        groot[:] = carray(as_pointer(S[S_ADDR, seed], np.uint8), nbytes)
+    elif S[S_DTYPE, root] == 0:
+        carray(as_pointer(h[H_GRAD] + S[S_GRAD, root], np.float64), S[S_SIZE, root])[:] = 1.0
+    else:
+        carray(as_pointer(h[H_GRAD] + S[S_GRAD, root], np.float32), S[S_SIZE, root])[:] = 1.0
+    # run the live nodes, newest first
+    ran = 0
+    me = h[H_SELF]
+    for k in range(start, lo - 1, -1):
+        if N[N_FLAGS, k] & NODE_LIVE:
+            st = _validate(h, k)
+            if st != OK:
+                return st
+            st = call_kernel(K[N[N_OP, k], N[N_SIG, k], BWD], k, me)
+            if st != OK:
+                h[H_ERR_A] = k
+                return st
+            ran += 1
+            if not retain:
+                N[N_FLAGS, k] |= NODE_FREED
+    h[H_STAT_NODES] = ran
+    h[H_STAT_CALLBACKS] = 0
+    return OK

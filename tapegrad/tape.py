@@ -1,0 +1,358 @@
+"""The tape, Python side: typed arrays, growth, binding tensors, rewinding.
+
+One tape per thread (:func:`current_tape`). Tables grow by doubling; the value arena
+grows by adding a chunk (existing values never move, so addresses stay valid) and is
+merged back into one chunk when the tape is rewound.
+
+**Rewinding.** At the first op after a backward without ``retain_graph`` (and whenever
+a table is full), the tape tries to start over from empty so that a training loop reuses the same
+memory every step. Tensor handles created since the last rewind are kept in
+``handles``; those still referenced from user code are *copied out* first (they get a
+private NumPy array), so nothing a user can still see is ever overwritten. If one of
+them still requires grad and its graph has not been run backward yet, the graph is
+still wanted and the tape does not rewind (as PyTorch keeps such a graph alive).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import threading
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from . import dispatch
+from .layout import (
+    ALIGN,
+    DTYPE_CODE,
+    E_GRAD_SPACE,
+    E_NO_KERNEL,
+    E_SPACE,
+    FLOAT_CODES,
+    H_ARENA,
+    H_ARENA_CAP,
+    H_ARENA_TOP,
+    H_CAST_OP,
+    H_DGEMM,
+    H_ERR_A,
+    H_ERR_B,
+    H_ERR_C,
+    H_FP,
+    H_FP_CAP,
+    H_GEN,
+    H_GRAD,
+    H_GRAD_CAP,
+    H_GRAD_ENABLED,
+    H_IP,
+    H_IP_CAP,
+    H_KTAB,
+    H_KTAB_OPS,
+    H_LEN,
+    H_LINK,
+    H_LINK_CAP,
+    H_NEED,
+    H_NFP,
+    H_NIP,
+    H_NLINK,
+    H_NNODES,
+    H_NODE,
+    H_NODE_CAP,
+    H_NSHAPE,
+    H_NSLOTS,
+    H_SCRATCH,
+    H_SCRATCH_CAP,
+    H_SELF,
+    H_SGEMM,
+    H_SHAPE,
+    H_SHAPE_CAP,
+    H_SLOT,
+    H_SLOT_CAP,
+    ITEMSIZE,
+    MAXDIM,
+    N_FIELDS,
+    N_FLAGS,
+    NODE_FREED,
+    NP_DTYPES,
+    S_ADDR,
+    S_DTYPE,
+    S_FIELDS,
+    S_FLAGS,
+    S_GEN,
+    S_GRAD,
+    S_NDIM,
+    S_NODE,
+    S_SHAPE,
+    SCRATCH_KERNEL,
+    SLOT_RG,
+)
+from .record import import_slot
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
+
+# name: (address field, capacity field, count field, rows, dtype, initial capacity)
+_TABLES = {
+    "node": (H_NODE, H_NODE_CAP, H_NNODES, N_FIELDS, np.int64, 1024),
+    "slot": (H_SLOT, H_SLOT_CAP, H_NSLOTS, S_FIELDS, np.int64, 2048),
+    "link": (H_LINK, H_LINK_CAP, H_NLINK, 2, np.int64, 4096),
+    "ip": (H_IP, H_IP_CAP, H_NIP, 1, np.int64, 1024),
+    "fp": (H_FP, H_FP_CAP, H_NFP, 1, np.float64, 256),
+    "shape": (H_SHAPE, H_SHAPE_CAP, H_NSHAPE, 1, np.int64, 4096),
+}
+# Free entries below which a table is grown when the recorder reports it full: more
+# than any single record_* call asks for.
+_HEADROOM = {"node": 8, "slot": 8, "link": 16, "ip": 0, "fp": 0, "shape": 4 * MAXDIM}
+
+
+def _refcounts(objs: list) -> np.ndarray:
+    """Reference counts of the objects (a C-speed loop: ~20 ns per object)."""
+    return np.fromiter(map(sys.getrefcount, objs), np.int64, len(objs))
+
+
+# Reference count `_refcounts` sees for an object held only by its list; anything above
+# means someone else (user code) holds it.
+_UNREFERENCED = int(_refcounts([object()])[0])
+
+
+def _aligned_buffer(nbytes: int) -> tuple[np.ndarray, int]:
+    """A uint8 buffer and the address of its first ALIGN-aligned byte."""
+    buf = np.empty(nbytes + ALIGN, np.uint8)
+    addr = buf.ctypes.data
+    return buf, addr + (-addr) % ALIGN
+
+
+def normalize_array(a: Any, copy: bool = True) -> np.ndarray:
+    """C-contiguous array of one of the tape's dtypes (float64/32, int64, bool)."""
+    arr = np.asarray(a)
+    kind = arr.dtype.kind
+    if kind == "f":
+        if arr.dtype.itemsize > 8:
+            raise TypeError(f"tapegrad supports float64 and float32, not {arr.dtype}")
+        dt = np.float32 if arr.dtype.itemsize <= 4 else np.float64
+    elif kind in "iu":
+        dt = np.int64
+    elif kind == "b":
+        dt = np.bool_
+    else:
+        raise TypeError(
+            f"tapegrad cannot hold arrays of dtype {arr.dtype} "
+            "(supported: float64, float32, integers, bool)"
+        )
+    if copy or arr.dtype != dt or not arr.flags.c_contiguous:
+        arr = np.array(arr, dtype=dt, order="C", copy=True)
+    return arr
+
+
+class Tape:
+    """Typed struct-of-arrays record of the ops run since the last rewind."""
+
+    def __init__(self) -> None:
+        self.header = np.zeros(H_LEN, np.int64)
+        self.h = memoryview(self.header)
+        self.h[H_SELF] = self.header.ctypes.data
+        self.arrays: dict[str, np.ndarray] = {}
+        self.views: dict[str, memoryview] = {}
+        for name, (_, _, _, _, _, cap) in _TABLES.items():
+            self._set_table(name, cap, None)
+        self.scratch = np.zeros(SCRATCH_KERNEL + 4 * MAXDIM, np.int64)
+        self.sc = memoryview(self.scratch)
+        self.h[H_SCRATCH] = self.scratch.ctypes.data
+        self.h[H_SCRATCH_CAP] = self.scratch.size
+        ktab = dispatch.ktable()
+        self.h[H_KTAB] = ktab.ctypes.data
+        self.h[H_KTAB_OPS] = ktab.shape[0]
+        from .ops.shape import CAST
+
+        self.h[H_CAST_OP] = CAST.code
+        self.chunks: list[np.ndarray] = []
+        self._new_chunk(1 << 20)
+        self.grad_buf, self.h[H_GRAD] = _aligned_buffer(1 << 16)
+        self.h[H_GRAD_CAP] = 1 << 16
+        self.h[H_GRAD_ENABLED] = 1
+        self.epoch = 0
+        self.handles: list[Tensor] = []  # in-tape tensors created this epoch
+        self.leaves: list[tuple[int, Tensor]] = []  # bound leaves that require grad
+        self.keep: list[Any] = []  # arrays whose memory slots point into
+        self.blas = False
+        # Set by a backward that freed its graph: the next op first tries to rewind, so
+        # the sweep over handles is paid once per step, not inside backward().
+        self.stale = False
+
+    # --- tables -----------------------------------------------------------------
+    def _set_table(self, name: str, cap: int, old: np.ndarray | None) -> None:
+        addr_f, cap_f, count_f, rows, dtype, _ = _TABLES[name]
+        arr = np.zeros((rows, cap), dtype)
+        if old is not None:
+            n = self.h[count_f]
+            arr[:, :n] = old[:, :n]
+        self.arrays[name] = arr
+        self.views[name] = memoryview(arr.reshape(-1))
+        self.h[addr_f] = arr.ctypes.data
+        self.h[cap_f] = cap
+
+    def grow(self, name: str, extra: int = 1) -> None:
+        """Double a table (at least ``extra`` more free entries)."""
+        _, cap_f, count_f, *_ = _TABLES[name]
+        cap = self.h[cap_f]
+        self._set_table(name, max(2 * cap, self.h[count_f] + extra), self.arrays[name])
+
+    def reserve(self, name: str, n: int) -> int:
+        """Make room for ``n`` more entries; returns the current count (write position)."""
+        _, cap_f, count_f, *_ = _TABLES[name]
+        count = self.h[count_f]
+        if count + n > self.h[cap_f]:
+            self.grow(name, n)
+        return count
+
+    def _new_chunk(self, nbytes: int) -> None:
+        buf, addr = _aligned_buffer(nbytes)
+        self.chunks.append(buf)
+        self.h[H_ARENA] = addr
+        self.h[H_ARENA_CAP] = nbytes
+        self.h[H_ARENA_TOP] = 0
+
+    def fix(self, status: int) -> None:
+        """Make a failed record/backward call possible to retry, or raise."""
+        h = self.h
+        if status == E_SPACE:
+            if self.try_rewind():
+                return
+            for name, (_, cap_f, count_f, *_rest) in _TABLES.items():
+                if h[cap_f] - h[count_f] < _HEADROOM[name]:
+                    self.grow(name, _HEADROOM[name])
+            need = h[H_NEED]
+            if h[H_ARENA_TOP] + need > h[H_ARENA_CAP]:
+                self._new_chunk(max(2 * h[H_ARENA_CAP], need + ALIGN))
+        elif status == E_NO_KERNEL:
+            dispatch.ensure(h[H_ERR_A], h[H_ERR_B], h[H_ERR_C])
+        elif status == E_GRAD_SPACE:
+            need = h[H_NEED]
+            self.grad_buf, h[H_GRAD] = _aligned_buffer(max(2 * h[H_GRAD_CAP], need))
+            h[H_GRAD_CAP] = max(2 * h[H_GRAD_CAP], need)
+        else:
+            raise RuntimeError(f"tapegrad: internal status {status} not handled")
+
+    def init_blas(self) -> None:
+        from ._jit import blas_addresses
+
+        self.h[H_DGEMM], self.h[H_SGEMM] = blas_addresses()
+        self.blas = True
+
+    # --- slots ------------------------------------------------------------------
+    def slot_field(self, field: int, s: int) -> int:
+        return self.views["slot"][field * self.h[H_SLOT_CAP] + s]
+
+    def slot_shape(self, s: int) -> tuple[int, ...]:
+        off = self.slot_field(S_SHAPE, s)
+        return tuple(self.views["shape"][off : off + self.slot_field(S_NDIM, s)])
+
+    def slot_dtype(self, s: int) -> np.dtype:
+        return NP_DTYPES[self.slot_field(S_DTYPE, s)]
+
+    def slot_rg(self, s: int) -> bool:
+        return bool(self.slot_field(S_FLAGS, s) & SLOT_RG)
+
+    def read(self, s: int) -> np.ndarray:
+        """A fresh array with slot ``s``'s values."""
+        dt = self.slot_field(S_DTYPE, s)
+        out = np.empty(self.slot_shape(s), NP_DTYPES[dt])
+        if out.size:
+            ctypes.memmove(out.ctypes.data, self.slot_field(S_ADDR, s), out.size * ITEMSIZE[dt])
+        return out
+
+    def read_grad(self, s: int) -> np.ndarray | None:
+        """A fresh array with slot ``s``'s gradient from the last backward, or None."""
+        if self.slot_field(S_GEN, s) != self.h[H_GEN]:
+            return None
+        off = self.slot_field(S_GRAD, s)
+        dt = self.slot_field(S_DTYPE, s)
+        out = np.empty(self.slot_shape(s), NP_DTYPES[dt])
+        if out.size:
+            ctypes.memmove(out.ctypes.data, self.h[H_GRAD] + off, out.size * ITEMSIZE[dt])
+        return out
+
+    def import_array(self, arr: np.ndarray, flags: int) -> int:
+        """Slot for an array the caller owns and will not modify (kept alive here)."""
+        while True:
+            pos = self.reserve("shape", arr.ndim)
+            self.views["shape"][pos : pos + arr.ndim] = np.asarray(arr.shape, np.int64)
+            s = import_slot(
+                self.header, arr.ctypes.data, DTYPE_CODE[arr.dtype], arr.ndim, arr.size, flags
+            )
+            if s >= 0:
+                self.keep.append(arr)
+                return s
+            self.fix(s)
+
+    # --- rewinding ------------------------------------------------------------------
+    def try_rewind(self) -> bool:
+        """Start over from an empty tape if no graph that may still run backward is
+        held; copy out the values of tensors user code still references."""
+        self.stale = False
+        handles = self.handles
+        live = [handles[i] for i in np.flatnonzero(_refcounts(handles) > _UNREFERENCED)]
+        nodes = self.views["node"]
+        ncap = self.h[H_NODE_CAP]
+        for t in live:
+            s = t._slot
+            node = self.slot_field(S_NODE, s)
+            if (
+                self.slot_field(S_FLAGS, s) & SLOT_RG
+                and node >= 0
+                and not nodes[N_FLAGS * ncap + node] & NODE_FREED
+            ):
+                return False  # a graph still waiting for its backward
+        for t in live:
+            t._detach_from_tape(self.read(t._slot), self.slot_rg(t._slot))
+        self.rewind()
+        return True
+
+    def rewind(self) -> None:
+        """Reset to empty (callers have copied out what must survive)."""
+        h = self.h
+        for _, _, count_f, *_ in _TABLES.values():
+            h[count_f] = 0
+        if len(self.chunks) > 1:  # merge: the steady state is one chunk, no growth
+            total = sum(c.size for c in self.chunks)
+            self.chunks = []
+            self._new_chunk(total)
+        h[H_ARENA_TOP] = 0
+        self.epoch += 1
+        self.handles = []
+        self.leaves = []
+        self.keep = []
+
+    def capacity(self) -> dict[str, int]:
+        """Current capacities (entries, or bytes for the arenas)."""
+        caps = {name: self.h[spec[1]] for name, spec in _TABLES.items()}
+        caps["arena"] = sum(c.size for c in self.chunks)
+        caps["grad"] = self.h[H_GRAD_CAP]
+        return caps
+
+    @property
+    def grad_enabled(self) -> bool:
+        return bool(self.h[H_GRAD_ENABLED])
+
+    @grad_enabled.setter
+    def grad_enabled(self, value: bool) -> None:
+        self.h[H_GRAD_ENABLED] = int(bool(value))
+
+
+def is_float_code(dt: int) -> bool:
+    return dt in FLOAT_CODES
+
+
+_tls = threading.local()
+
+
+def current_tape() -> Tape:
+    """This thread's tape (created on first use), rewound first if a backward has
+    finished with it."""
+    try:
+        tape = _tls.tape
+    except AttributeError:
+        tape = _tls.tape = Tape()
+    if tape.stale:
+        tape.try_rewind()
+    return tape

@@ -1,0 +1,547 @@
+"""Tensor: a thin handle on a value in a tape (tape + slot id), or on its own array.
+
+A tensor made by :func:`tensor` owns a private NumPy array (a *leaf*). When it is used
+in an op it is *bound* into the current thread's tape: a slot pointing at its array,
+no copy. Results of ops live in the tape's arena. When the tape is rewound, results
+the user still holds are copied out into private arrays, so a handle never changes
+value behind the user's back.
+
+Operators and the NumPy-named methods (``sum``, ``reshape``...) are installed from the
+op table by :mod:`tapegrad.numpy`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .layout import (
+    DTYPE_NAMES,
+    E_BROADCAST,
+    E_FREED,
+    E_GRAD_META,
+    E_NO_BWD,
+    E_NOFLOAT,
+    H_ERR_A,
+    H_ERR_B,
+    H_ERR_C,
+    H_ERR_D,
+    H_NODE_CAP,
+    N_OP,
+    NP_DTYPES,
+    OK,
+    R_ALIAS,
+    R_NFP,
+    R_NIN,
+    R_NIP,
+    R_NOUT,
+    R_OUT,
+    SLOT_CONST,
+    SLOT_FREED,
+    SLOT_LEAF,
+    SLOT_RG,
+)
+from .record import ABSENT, SCALAR, record_elementwise, record_general
+from .scheduler import run_backward
+from .tape import Tape, current_tape, normalize_array
+
+_RG = 1  # external tensor requires grad
+_FREED = 2  # external copy of a non-leaf whose graph was freed by a backward
+
+FREED_MESSAGE = (
+    "Trying to backward through the graph a second time (or directly access saved "
+    "tensors after they have already been freed). Saved intermediate values of the "
+    "graph are freed when you call .backward(). Specify retain_graph=True if you need "
+    "to backward through the graph a second time."
+)
+NO_GRAD_MESSAGE = "element 0 of tensors does not require grad and does not have a grad_fn"
+
+
+class Tensor:
+    """An array that records the ops applied to it, for reverse-mode differentiation.
+
+    Create with :func:`tapegrad.tensor`. Supports NumPy-style arithmetic, comparisons,
+    indexing, ``@``, and the methods below; ``backward()`` fills ``.grad`` of the leaves
+    that require grad.
+    """
+
+    __slots__ = ("__weakref__", "_data", "_epoch", "_flags", "_shape", "_slot", "_tape", "grad")
+    # NumPy binary operators defer to ours (ndarray + Tensor -> Tensor.__radd__).
+    __array_ufunc__ = None
+    __hash__ = object.__hash__
+
+    _tape: Tape | None
+    _slot: int
+    _epoch: int
+    _data: np.ndarray | None
+    _flags: int
+    _shape: tuple[int, ...] | None
+    grad: np.ndarray | None
+
+    # --- construction ---------------------------------------------------------------
+    @classmethod
+    def _external(cls, data: np.ndarray, flags: int = 0) -> Tensor:
+        t = object.__new__(cls)
+        t._tape = None
+        t._slot = -1
+        t._epoch = -1
+        t._data = data
+        t._flags = flags
+        t._shape = data.shape
+        t.grad = None
+        return t
+
+    def _detach_from_tape(self, values: np.ndarray, requires_grad: bool) -> None:
+        """Called by the tape when it rewinds: keep the values in a private array."""
+        self._data = values
+        self._flags = (_RG | _FREED) if requires_grad else 0
+        self._tape = None
+        self._slot = -1
+        self._epoch = -1
+
+    # --- values and metadata ---------------------------------------------------------
+    def _value(self) -> np.ndarray:
+        """The values (the private array itself for an external tensor: do not modify)."""
+        if self._data is not None:
+            return self._data
+        return self._tape.read(self._slot)
+
+    def numpy(self) -> np.ndarray:
+        """A copy of the values as a NumPy array (detached from the graph)."""
+        return self._data.copy() if self._data is not None else self._tape.read(self._slot)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        out = self.numpy()
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def item(self) -> float | int | bool:
+        """The value of a one-element tensor as a Python number."""
+        v = self._value()
+        if v.size != 1:
+            raise ValueError(f"item(): tensor of shape {v.shape} has {v.size} elements, not 1")
+        return v.reshape(()).item()
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        if self._shape is None:
+            self._shape = self._tape.slot_shape(self._slot)
+        return self._shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        if self._data is not None:
+            return self._data.dtype
+        return self._tape.slot_dtype(self._slot)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def __len__(self) -> int:
+        shape = self.shape
+        if not shape:
+            raise TypeError("len() of a 0-d tensor")
+        return shape[0]
+
+    @property
+    def requires_grad(self) -> bool:
+        if self._data is not None:
+            return bool(self._flags & _RG)
+        return self._tape.slot_rg(self._slot)
+
+    @property
+    def is_leaf(self) -> bool:
+        """True for tensors made by the user (or not requiring grad), as in PyTorch."""
+        if self._data is not None:
+            return not self._flags & _FREED
+        return not self._tape.slot_rg(self._slot)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Set ``requires_grad`` in place on a leaf; returns ``self``."""
+        if not self.is_leaf:
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables. "
+                "Use .detach() to get a leaf that shares the values."
+            )
+        if requires_grad:
+            _check_float(self.dtype, "requires_grad_")
+        if self._data is None:  # a constant result of an op: becomes a user leaf
+            self._detach_from_tape(self._tape.read(self._slot), False)
+        self._flags = _RG if requires_grad else 0
+        self._epoch = -1  # rebind with the new flag on next use
+        return self
+
+    def detach(self) -> Tensor:
+        """A new tensor with the same values that does not require grad."""
+        return Tensor._external(self.numpy())
+
+    # --- autograd ------------------------------------------------------------------
+    def backward(self, gradient: Any = None, retain_graph: bool = False) -> None:
+        """Accumulate d(self)/d(leaf) into ``.grad`` of every leaf that requires grad.
+
+        Parameters
+        ----------
+        gradient
+            The cotangent (same shape as ``self``); required unless ``self`` has one
+            element, where it defaults to 1.
+        retain_graph
+            Keep the graph so ``backward`` can run through it again; by default its
+            saved values are freed and a second backward raises.
+        """
+        backward(self, gradient, retain_graph)
+
+    # --- printing --------------------------------------------------------------------
+    def __repr__(self) -> str:
+        v = self._value()
+        body = np.array2string(v, separator=", ", prefix="tensor(")
+        extra = ""
+        if v.dtype != np.float64 and v.dtype != np.int64 and v.dtype != np.bool_:
+            extra += f", dtype={v.dtype}"
+        if self.requires_grad:
+            extra += ", requires_grad=True"
+        return f"tensor({body}{extra})"
+
+    def __bool__(self) -> bool:
+        return bool(self._value())
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+
+_new = object.__new__
+
+
+def _in_tape(tape: Tape, slot: int, epoch: int) -> Tensor:
+    t = _new(Tensor)
+    t._tape = tape
+    t._slot = slot
+    t._epoch = epoch
+    t._data = None
+    t._flags = 0
+    t._shape = None
+    t.grad = None
+    tape.handles.append(t)
+    return t
+
+
+def _check_float(dtype: np.dtype, what: str) -> None:
+    if np.dtype(dtype).kind != "f":
+        raise TypeError(
+            f"{what}: only floating point tensors can require gradients (got {np.dtype(dtype)})"
+        )
+
+
+def tensor(data: Any, requires_grad: bool = False, dtype: Any = None) -> Tensor:
+    """Make a leaf tensor holding a copy of ``data``.
+
+    Parameters
+    ----------
+    data
+        Array-like (NumPy array, nested lists, Python number, another Tensor).
+        float64 and float32 are kept; Python floats become float64, Python ints and
+        integer arrays int64, bools bool.
+    requires_grad
+        Record ops on this tensor so ``backward`` computes its gradient (float only).
+    dtype
+        Optional dtype to convert to: float64, float32, int64 or bool.
+
+    Returns
+    -------
+    Tensor
+    """
+    if isinstance(data, Tensor):
+        data = data._value()
+    if dtype is not None:
+        dt = np.dtype(dtype)
+        if dt not in NP_DTYPES:
+            raise TypeError(f"tensor: unsupported dtype {dt} (supported: {', '.join(DTYPE_NAMES)})")
+        arr = np.array(data, dtype=dt, order="C", copy=True)
+    else:
+        arr = normalize_array(data, copy=True)
+    if requires_grad:
+        _check_float(arr.dtype, "tensor")
+    return Tensor._external(arr, _RG if requires_grad else 0)
+
+
+def as_tensor(x: Any) -> Tensor:
+    """``x`` if it is a Tensor, else a constant tensor holding its values."""
+    return x if isinstance(x, Tensor) else Tensor._external(normalize_array(x, copy=True))
+
+
+# --- binding into a tape ----------------------------------------------------------------
+
+
+def bind(tape: Tape, t: Tensor) -> int:
+    """The slot of ``t`` in ``tape`` (binding it if needed)."""
+    if t._data is None:
+        if t._tape is tape:
+            return t._slot
+        # a result living in another thread's tape
+        if t.requires_grad:
+            raise RuntimeError(
+                "a tensor that requires grad was created in another thread; "
+                "graphs cannot span threads (use .detach())"
+            )
+        return tape.import_array(t._tape.read(t._slot), SLOT_CONST)
+    f = t._flags
+    if f & _FREED:
+        flags = SLOT_RG | SLOT_FREED
+    elif f & _RG:
+        flags = SLOT_RG | SLOT_LEAF
+    else:
+        flags = SLOT_CONST
+    s = tape.import_array(t._data, flags)
+    t._tape = tape
+    t._slot = s
+    t._epoch = tape.epoch
+    if flags & SLOT_LEAF:
+        tape.leaves.append((s, t))
+    return s
+
+
+def _operand(tape: Tape, epoch: int, v: Any) -> tuple[int, float]:
+    if isinstance(v, Tensor):
+        if v._tape is tape and v._epoch == epoch:
+            return v._slot, 0.0
+        return bind(tape, v), 0.0
+    if type(v) in (float, int, bool):
+        return SCALAR, float(v)
+    return tape.import_array(normalize_array(v, copy=True), SLOT_CONST), 0.0
+
+
+def _shape_of(v: Any) -> tuple[int, ...]:
+    return v.shape if isinstance(v, Tensor) else np.shape(v)
+
+
+def _values(v: Any) -> Any:
+    return v._value() if isinstance(v, Tensor) else v
+
+
+def elementwise(op: Any, x: Any, y: Any = None) -> Tensor:
+    """Record elementwise ``op`` (a table row) on ``x`` (and ``y`` unless unary).
+
+    This is the eager hot path: resolve operands to slots, one compiled call that
+    records the node and runs its forward, one handle.
+    """
+    code = op.code
+    unary = op.is_unary
+    compare = op.is_compare
+    tape = current_tape()
+    h = tape.header
+    while True:
+        ep = tape.epoch
+        if type(x) is Tensor and x._tape is tape and x._epoch == ep:
+            a, fa = x._slot, 0.0
+        else:
+            a, fa = _operand(tape, ep, x)
+        if unary:
+            b, fb = ABSENT, 0.0
+        elif type(y) is Tensor and y._tape is tape and y._epoch == ep:
+            b, fb = y._slot, 0.0
+        else:
+            b, fb = _operand(tape, ep, y)
+        if tape.epoch != ep:  # binding rewound the tape: resolve again
+            continue
+        if a == SCALAR and b < 0:
+            r = E_NOFLOAT
+        else:
+            r = record_elementwise(h, code, a, b, fa, fb, compare)
+        if r >= 0:
+            t = _new(Tensor)
+            t._tape = tape
+            t._slot = r
+            t._epoch = ep
+            t._data = None
+            t._flags = 0
+            t._shape = None
+            t.grad = None
+            tape.handles.append(t)
+            return t
+        if r == E_NOFLOAT:  # integers and bools only: not differentiable, NumPy computes
+            ufunc = getattr(np, op.name)
+            res = ufunc(_values(x)) if unary else ufunc(_values(x), _values(y))
+            return Tensor._external(normalize_array(res, copy=False))
+        if r == E_BROADCAST:
+            raise ValueError(
+                f"{op.name}: operands could not be broadcast together with "
+                f"shapes {_shape_of(x)} and {_shape_of(y)}"
+            )
+        tape.fix(r)
+
+
+def general(
+    op: Any,
+    sig: int,
+    inputs: list[Any],
+    outs: list[tuple[int, tuple[int, ...]]],
+    ip: list[int] = (),
+    fp: list[float] = (),
+    alias: bool = False,
+) -> Tensor:
+    """Record an array op: inputs (Tensors or arrays), outputs ``(dtype code, shape)``,
+    int and float parameters. Returns the first output."""
+    tape = current_tape()
+    h = tape.header
+    nin, nout = len(inputs), len(outs)
+    nshape = sum(len(s) for _, s in outs)
+    while True:
+        ep = tape.epoch
+        slots = [_operand(tape, ep, v)[0] for v in inputs]
+        if tape.epoch != ep:
+            continue
+        pl = tape.reserve("link", nin + nout)
+        pi = tape.reserve("ip", len(ip))
+        pf = tape.reserve("fp", len(fp))
+        ps = tape.reserve("shape", nshape)
+        views = tape.views
+        lv, iv, fv, sv = views["link"], views["ip"], views["fp"], views["shape"]
+        for i, s in enumerate(slots):
+            lv[pl + i] = s
+        for i, v in enumerate(ip):
+            iv[pi + i] = int(v)
+        for i, v in enumerate(fp):
+            fv[pf + i] = float(v)
+        sc = tape.sc
+        sc[R_NIN] = nin
+        sc[R_NOUT] = nout
+        sc[R_NIP] = len(ip)
+        sc[R_NFP] = len(fp)
+        sc[R_ALIAS] = int(alias)
+        for j, (dt, shape) in enumerate(outs):
+            sc[R_OUT + 2 * j] = dt
+            sc[R_OUT + 2 * j + 1] = len(shape)
+            for d in shape:
+                sv[ps] = int(d)
+                ps += 1
+        r = record_general(h, op.code, sig, op.differentiable)
+        if r >= 0:
+            return _in_tape(tape, r, ep)
+        tape.fix(r)
+        ps -= nshape
+
+
+# --- backward ----------------------------------------------------------------------------
+
+
+def backward(t: Tensor, gradient: Any = None, retain_graph: bool = False) -> None:
+    """Run the compiled backward pass from ``t`` (see :meth:`Tensor.backward`)."""
+    shape = t.shape
+    dtype = t.dtype
+    if gradient is None:
+        if int(np.prod(shape)) != 1:
+            raise RuntimeError(
+                f"grad can be implicitly created only for scalar outputs; "
+                f"backward() of a tensor of shape {shape} needs gradient="
+            )
+        seed = None
+    else:
+        g = np.asarray(_values(gradient))
+        if g.shape != shape:
+            raise RuntimeError(
+                f"backward: gradient has shape {g.shape} but the tensor has shape {shape}"
+            )
+        if g.dtype.kind not in "fiub":
+            raise TypeError(f"backward: gradient of dtype {g.dtype} is not real")
+        seed = np.array(g, dtype=dtype, order="C", copy=True)
+    if t._data is not None:  # an external tensor: a leaf, or a freed non-leaf
+        if t._flags & _FREED:
+            raise RuntimeError(FREED_MESSAGE)
+        if not t._flags & _RG:
+            raise RuntimeError(NO_GRAD_MESSAGE)
+        g = np.ones(shape, dtype) if seed is None else seed
+        t.grad = g if t.grad is None else t.grad + g
+        return
+    tape = t._tape
+    s = t._slot
+    if not tape.slot_rg(s):
+        raise RuntimeError(NO_GRAD_MESSAGE)
+    seed_slot = -1 if seed is None else tape.import_array(seed, SLOT_CONST)
+    while True:
+        st = run_backward(tape.header, s, seed_slot, retain_graph)
+        if st == OK:
+            break
+        _raise_backward_error(tape, st)
+        tape.fix(st)
+    for slot, leaf in tape.leaves:
+        g = tape.read_grad(slot)
+        if g is not None:
+            leaf.grad = g if leaf.grad is None else leaf.grad + g
+    if not retain_graph:
+        tape.stale = True  # rewound by the next op (see Tape.try_rewind)
+
+
+def _raise_backward_error(tape: Tape, st: int) -> None:
+    """Raise the exception for a failed backward status (statuses that ``Tape.fix``
+    can repair -- a kernel to compile, a bigger gradient arena -- return)."""
+    from .ops import ROWS
+
+    h = tape.h
+    if st == E_FREED:
+        raise RuntimeError(FREED_MESSAGE)
+    if st == E_NO_BWD:
+        name = ROWS[_node_op(tape, h[H_ERR_A])].name
+        raise NotImplementedError(
+            f"backward of '{name}' is not implemented (the op table has no backward rule for it)"
+        )
+    if st == E_GRAD_META:
+        node, s, expect, actual = h[H_ERR_A], h[H_ERR_B], h[H_ERR_C], h[H_ERR_D]
+        name = ROWS[_node_op(tape, node)].name
+        got = DTYPE_NAMES[actual] if 0 <= actual < len(DTYPE_NAMES) else str(actual)
+        raise RuntimeError(
+            f"backward: gradient buffer for an input of '{name}' (node {node}, "
+            f"slot {s}) does not match its kernel: expected dtype "
+            f"{DTYPE_NAMES[expect]}, got {got}"
+        )
+
+
+def _node_op(tape: Tape, node: int) -> int:
+    return tape.views["node"][N_OP * tape.h[H_NODE_CAP] + node]
+
+
+# --- grad mode ----------------------------------------------------------------------------
+
+
+class no_grad:
+    """Context manager and decorator: ops inside record no gradient information."""
+
+    _enabled = False
+
+    def __init__(self) -> None:
+        self._prev: list[bool] = []
+
+    def __enter__(self) -> None:
+        tape = current_tape()
+        self._prev.append(tape.grad_enabled)
+        tape.grad_enabled = self._enabled
+
+    def __exit__(self, *exc: object) -> None:
+        current_tape().grad_enabled = self._prev.pop()
+
+    def __call__(self, fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with type(self)():
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+class enable_grad(no_grad):
+    """Context manager and decorator: re-enable gradient recording inside ``no_grad``."""
+
+    _enabled = True
+
+
+def is_grad_enabled() -> bool:
+    """Whether ops on this thread record gradient information."""
+    return current_tape().grad_enabled

@@ -1,0 +1,70 @@
+"""Test cases generated from the op table (shared by the gradient tests and the docs)."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tapegrad.ops import ROWS, Kind, Op
+
+UNARY_SHAPES = [(), (5,), (3, 4), (2, 3, 4)]
+BINARY_SHAPES = [
+    ((), ()),
+    ((5,), (5,)),
+    ((3, 4), (3, 4)),
+    ((2, 3, 4), (2, 3, 4)),  # same shape
+    ((3, 1), (1, 4)),
+    ((2, 3, 4), (4,)),
+    ((), (3,)),
+    ((5,), ()),
+    ((2, 1, 4), (3, 1)),  # broadcast
+]
+
+
+@dataclass
+class Case:
+    op: Op
+    label: str
+    f: Callable[..., Any]  # f(module, *args): module is tapegrad.numpy or numpy
+    shapes: list[tuple[int, ...]]
+    check: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return f"{self.op.name}[{self.label}]"
+
+    def domain(self, i: int) -> tuple[float, float]:
+        d = self.op.domain
+        return d[i] if isinstance(d[0], tuple) else d
+
+    def args(self, dtype: Any = np.float64) -> list[np.ndarray]:
+        rng = np.random.default_rng(zlib.crc32(self.id.encode()))
+        return [
+            rng.uniform(*self.domain(i), size=s).astype(dtype) for i, s in enumerate(self.shapes)
+        ]
+
+
+def _elementwise_cases(op: Op) -> Iterator[Case]:
+    name = op.name
+    if op.kind is Kind.UNARY:
+        for s in UNARY_SHAPES:
+            yield Case(op, f"shape {s}", lambda m, x: getattr(m, name)(x), [s])
+        return
+    for sx, sy in BINARY_SHAPES:
+        yield Case(op, f"{sx} with {sy}", lambda m, x, y: getattr(m, name)(x, y), [sx, sy])
+    yield Case(op, "tensor with Python scalar", lambda m, x: getattr(m, name)(x, 1.25), [(3,)])
+    yield Case(op, "Python scalar with tensor", lambda m, y: getattr(m, name)(1.25, y), [(3,)])
+
+
+def cases() -> list[Case]:
+    out: list[Case] = []
+    for op in ROWS:
+        if op.kind is Kind.ARRAY:
+            out += [Case(op, label, f, shapes, check) for label, f, shapes, check in op.cases()]
+        else:
+            out += list(_elementwise_cases(op))
+    return out
