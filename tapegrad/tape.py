@@ -285,6 +285,25 @@ class Tape:
                 return s
             self.fix(s)
 
+    def mark(self) -> tuple[int, int, int, int, int]:
+        """The tape's fill level, to :meth:`restore` if an op fails after binding."""
+        return (self.epoch, self.h[H_NSLOTS], self.h[H_NSHAPE], len(self.keep), len(self.leaves))
+
+    def restore(self, mark: tuple[int, int, int, int, int], operands: tuple = ()) -> None:
+        """Forget slots bound since ``mark`` (only bindings: no node was recorded)."""
+        epoch, nslots, nshape, nkeep, nleaves = mark
+        if epoch != self.epoch:
+            return
+        self.h[H_NSLOTS] = nslots
+        self.h[H_NSHAPE] = nshape
+        del self.keep[nkeep:]
+        unbind = [t for _, t in self.leaves[nleaves:]]
+        del self.leaves[nleaves:]
+        unbind += [t for t in operands if getattr(t, "_data", None) is not None]
+        for t in unbind:
+            if t._tape is self and t._slot >= nslots:
+                t._tape, t._slot, t._epoch = None, -1, -1
+
     # --- rewinding ------------------------------------------------------------------
     def try_rewind(self) -> bool:
         """Start over from an empty tape if no graph that may still run backward is

@@ -97,6 +97,7 @@ class Tensor:
     def _detach_from_tape(self, values: np.ndarray, requires_grad: bool) -> None:
         """Called by the tape when it rewinds: keep the values in a private array."""
         self._data = values
+        self._shape = values.shape
         self._flags = (_RG | _FREED) if requires_grad else 0
         self._tape = None
         self._slot = -1
@@ -340,15 +341,18 @@ def elementwise(op: Any, x: Any, y: Any = None) -> Tensor:
     h = tape.header
     while True:
         ep = tape.epoch
+        mark = None
         if type(x) is Tensor and x._tape is tape and x._epoch == ep:
             a, fa = x._slot, 0.0
         else:
+            mark = tape.mark()
             a, fa = _operand(tape, ep, x)
         if unary:
             b, fb = ABSENT, 0.0
         elif type(y) is Tensor and y._tape is tape and y._epoch == ep:
             b, fb = y._slot, 0.0
         else:
+            mark = mark or tape.mark()
             b, fb = _operand(tape, ep, y)
         if tape.epoch != ep:  # binding rewound the tape: resolve again
             continue
@@ -372,6 +376,8 @@ def elementwise(op: Any, x: Any, y: Any = None) -> Tensor:
             res = ufunc(_values(x)) if unary else ufunc(_values(x), _values(y))
             return Tensor._external(normalize_array(res, copy=False))
         if r == E_BROADCAST:
+            if mark is not None:  # leave the tape as it was: drop what was bound for this op
+                tape.restore(mark, (x, y))
             raise ValueError(
                 f"{op.name}: operands could not be broadcast together with "
                 f"shapes {_shape_of(x)} and {_shape_of(y)}"

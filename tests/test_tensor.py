@@ -1,0 +1,350 @@
+"""The Tensor API: construction, dtypes, operators, autograd semantics, grad mode."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+import tapegrad.numpy as tnp
+
+# --- construction and dtypes -----------------------------------------------------------
+
+
+def test_tensor_copies_its_data():
+    a = np.arange(3.0)
+    t = tg.tensor(a, requires_grad=True)
+    a[0] = 100.0
+    assert t.numpy()[0] == 0.0
+    out = t.numpy()
+    out[1] = 50.0  # numpy() hands out a copy
+    assert t.numpy()[1] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("data", "dtype"),
+    [
+        (1.5, np.float64),
+        (2, np.int64),
+        (True, np.bool_),
+        ([1.0, 2.0], np.float64),
+        (np.ones(2, np.float32), np.float32),
+        (np.ones(2, np.int32), np.int64),
+        ([[1, 2], [3, 4]], np.int64),
+    ],
+)
+def test_tensor_dtypes(data, dtype):
+    t = tg.tensor(data)
+    assert t.dtype == dtype
+    np.testing.assert_array_equal(t.numpy(), np.asarray(data))
+
+
+def test_tensor_dtype_argument():
+    assert tg.tensor([1, 2], dtype=np.float32).dtype == np.float32
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        tg.tensor([1, 2], dtype=np.complex128)
+
+
+@pytest.mark.parametrize("data", [[1, 2], np.arange(3), [True, False]])
+def test_requires_grad_needs_floats(data):
+    with pytest.raises(TypeError, match="only floating point tensors can require gradients"):
+        tg.tensor(data, requires_grad=True)
+
+
+def test_metadata_and_printing():
+    t = tg.tensor(np.zeros((2, 3), np.float32), requires_grad=True)
+    assert t.shape == (2, 3) and t.ndim == 2 and t.size == 6 and len(t) == 2
+    assert t.dtype == np.float32 and t.requires_grad and t.is_leaf
+    r = repr(t)
+    assert r.startswith("tensor([[0., 0., 0.],") and "dtype=float32" in r
+    assert "requires_grad=True" in r
+    y = t * 2
+    assert y.shape == (2, 3) and not y.is_leaf and y.requires_grad
+    assert repr(tg.tensor(1.5)) == "tensor(1.5)"
+    with pytest.raises(TypeError, match="len"):
+        len(tg.tensor(1.0))
+
+
+def test_item_float_int_bool():
+    assert tg.tensor([[2.5]]).item() == 2.5
+    assert float(tg.tensor(3.0) * 2) == 6.0
+    assert int(tg.tensor(7)) == 7
+    assert bool(tg.tensor(1.0) > 0)
+    with pytest.raises(ValueError, match="has 3 elements"):
+        tg.tensor([1.0, 2.0, 3.0]).item()
+
+
+def test_numpy_interop_defers_to_tensor():
+    x = tg.tensor(np.ones(3), requires_grad=True)
+    a = np.arange(3.0)
+    for y in (a + x, a * x, a - x, a / (x + 1), a**x, a @ x):
+        assert isinstance(y, tg.Tensor) and y.requires_grad
+    (a @ x).backward()
+    np.testing.assert_array_equal(x.grad, a)
+    np.testing.assert_array_equal(np.asarray(x * 2), 2 * np.ones(3))
+
+
+def test_mixed_dtypes_follow_numpy_promotion():
+    x32 = tg.tensor(np.ones(3, np.float32), requires_grad=True)
+    x64 = tg.tensor(np.ones(3), requires_grad=True)
+    assert (x32 * 2.0).dtype == np.float32  # Python scalars are weak (NEP 50)
+    assert (x32 * x64).dtype == np.float64
+    assert (x32 * np.ones(3)).dtype == np.float64
+    assert (x32 * np.ones(3, np.int64)).dtype == np.float64
+    assert (x32 * np.ones(3, bool)).dtype == np.float32
+    assert (tg.tensor([1, 2]) * 1.5).dtype == np.float64
+    y = (x32 * x64).sum()
+    y.backward()
+    assert x32.grad.dtype == np.float32 and x64.grad.dtype == np.float64
+
+
+def test_integer_only_ops_are_numpy_and_constant():
+    i = tg.tensor([1, 2, 3])
+    r = i * 2 + i
+    assert r.dtype == np.int64 and not r.requires_grad
+    np.testing.assert_array_equal(r.numpy(), [3, 6, 9])
+    np.testing.assert_array_equal((i > 1).numpy(), [False, True, True])
+    assert tnp.sum(i).item() == 6
+
+
+def test_comparisons_are_bool_and_not_differentiable():
+    x = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    for m in (x < 2, x <= 2, x > 2, x >= 2, x == 2, x != 2, 2 < x):
+        assert m.dtype == np.bool_ and not m.requires_grad
+    np.testing.assert_array_equal((x > 1.5).numpy(), [False, True, True])
+    # a comparison result used as a mask or as data
+    y = (x * (x > 1.5)).sum()
+    y.backward()
+    np.testing.assert_array_equal(x.grad, [0.0, 1.0, 1.0])
+
+
+def test_tensor_is_hashable():
+    x = tg.tensor(1.0)
+    assert {x: 1}[x] == 1
+
+
+# --- operators and methods -----------------------------------------------------------------
+
+
+def test_operators_and_methods():
+    a = np.array([[1.0, 2.0], [3.0, 4.0]])
+    x = tg.tensor(a)
+    np.testing.assert_allclose((x + 1).numpy(), a + 1)
+    np.testing.assert_allclose((1 - x).numpy(), 1 - a)
+    np.testing.assert_allclose((2 / x).numpy(), 2 / a)
+    np.testing.assert_allclose((x**2).numpy(), a**2)
+    np.testing.assert_allclose((2**x).numpy(), 2**a)
+    np.testing.assert_allclose((x**x).numpy(), a**a)
+    np.testing.assert_allclose((-x).numpy(), -a)
+    np.testing.assert_allclose(abs(-x).numpy(), a)
+    np.testing.assert_allclose((+x).numpy(), a)
+    np.testing.assert_allclose((x @ x).numpy(), a @ a)
+    np.testing.assert_allclose(x.sum(axis=0).numpy(), a.sum(axis=0))
+    np.testing.assert_allclose(x.mean(axis=1, keepdims=True).numpy(), a.mean(1, keepdims=True))
+    np.testing.assert_allclose(x.reshape(4).numpy(), a.reshape(4))
+    np.testing.assert_allclose(x.reshape(1, 4).numpy(), a.reshape(1, 4))
+    np.testing.assert_allclose(x.T.numpy(), a.T)
+    np.testing.assert_allclose(x.transpose(1, 0).numpy(), a.T)
+    np.testing.assert_allclose(x.transpose((1, 0)).numpy(), a.T)
+    np.testing.assert_allclose(x[1].numpy(), a[1])
+    np.testing.assert_allclose(x.astype(np.float32).numpy(), a.astype(np.float32))
+    assert [v.item() for v in tg.tensor([1.0, 2.0])] == [1.0, 2.0]  # iteration
+
+
+def test_tnp_names_and_aliases():
+    x = tg.tensor([-1.0, 2.0])
+    np.testing.assert_allclose(tnp.abs(x).numpy(), [1.0, 2.0])
+    np.testing.assert_allclose(tnp.divide(x, 2).numpy(), [-0.5, 1.0])
+    np.testing.assert_allclose(tnp.pow(x, 2).numpy(), [1.0, 4.0])
+    with pytest.raises(TypeError, match="out= is not supported"):
+        tnp.exp(x, out=np.empty(2))
+
+
+def test_maximum_tie_splits_gradient():
+    x = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = tg.tensor([1.0, 3.0, 2.0], requires_grad=True)
+    tnp.maximum(x, y).sum().backward()
+    np.testing.assert_array_equal(x.grad, [0.5, 0.0, 1.0])
+    np.testing.assert_array_equal(y.grad, [0.5, 1.0, 0.0])
+    x.grad = y.grad = None
+    tnp.minimum(x, y).sum().backward()
+    np.testing.assert_array_equal(x.grad, [0.5, 1.0, 0.0])
+    z = tg.tensor(2.0, requires_grad=True)
+    tnp.maximum(z, z).backward()  # max(z, z) = z: the halves add up
+    assert z.grad == 1.0
+
+
+def test_subgradients_at_kinks():
+    x = tg.tensor([0.0, -2.0, 2.0], requires_grad=True)
+    tnp.abs(x).sum().backward()
+    np.testing.assert_array_equal(x.grad, [0.0, -1.0, 1.0])
+    z = tg.tensor([0.0, 1.0], requires_grad=True)
+    (z**2.0).sum().backward()
+    np.testing.assert_array_equal(z.grad, [0.0, 2.0])
+    e = tg.tensor([0.0, 2.0], requires_grad=True)
+    (tg.tensor(0.0) ** e).sum().backward()  # d/de 0**e = 0 for e >= 0, not nan
+    np.testing.assert_array_equal(e.grad, [0.0, 0.0])
+
+
+def test_repeated_indices_add_up():
+    x = tg.tensor(np.arange(4.0), requires_grad=True)
+    x[np.array([0, 1, 1, 3, 3, 3])].sum().backward()
+    np.testing.assert_array_equal(x.grad, [1.0, 2.0, 0.0, 3.0])
+
+
+def test_index_with_tensors():
+    x = tg.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    y = x[x > 2.5]
+    np.testing.assert_array_equal(y.numpy(), [3.0, 4.0, 5.0])
+    z = x[tg.tensor([1, 0])]
+    np.testing.assert_array_equal(z.numpy(), np.arange(6.0).reshape(2, 3)[[1, 0]])
+    (y.sum() + z.sum()).backward()
+    np.testing.assert_array_equal(x.grad, [[1.0, 1.0, 1.0], [2.0, 2.0, 2.0]])
+
+
+def test_reshape_shares_memory_but_values_stay():
+    x = tg.tensor(np.arange(6.0), requires_grad=True)
+    y = x.reshape(2, 3)
+    z = (y * tg.tensor(np.arange(6.0).reshape(2, 3))).sum()
+    z.backward()
+    np.testing.assert_array_equal(x.grad, np.arange(6.0))
+    assert y.shape == (2, 3) and x.shape == (6,)
+
+
+# --- autograd semantics --------------------------------------------------------------------
+
+
+def test_grad_accumulates_and_resets():
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    (x * x).sum().backward()
+    (x * 3).sum().backward()
+    np.testing.assert_array_equal(x.grad, [2.0 + 3.0, 4.0 + 3.0])
+    x.grad = None
+    (x * 3).sum().backward()
+    np.testing.assert_array_equal(x.grad, [3.0, 3.0])
+
+
+def test_grad_accumulation_does_not_mutate_previous_grad():
+    x = tg.tensor([1.0], requires_grad=True)
+    (x * 2).sum().backward()
+    g = x.grad
+    (x * 2).sum().backward()
+    assert g[0] == 2.0 and x.grad[0] == 4.0  # a new array; the one the user holds is kept
+
+
+def test_fan_out_sums():
+    x = tg.tensor(3.0, requires_grad=True)
+    y = x * x + x * 2 + tnp.sin(x)
+    y.backward()
+    assert x.grad == pytest.approx(2 * 3.0 + 2 + np.cos(3.0))
+
+
+def test_backward_with_gradient_argument():
+    x = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = x * x
+    y.backward(gradient=np.array([1.0, 0.0, 2.0]))
+    np.testing.assert_array_equal(x.grad, [2.0, 0.0, 12.0])
+    x.grad = None
+    (x * 2).backward(gradient=tg.tensor([1.0, 1.0, 1.0]))
+    np.testing.assert_array_equal(x.grad, [2.0, 2.0, 2.0])
+
+
+def test_backward_of_a_leaf():
+    x = tg.tensor(2.0, requires_grad=True)
+    x.backward()
+    assert x.grad == 1.0
+
+
+def test_retain_graph_allows_second_backward():
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    y = (tnp.exp(x) * x).sum()
+    y.backward(retain_graph=True)
+    g1 = x.grad.copy()
+    y.backward()
+    np.testing.assert_allclose(x.grad, 2 * g1)
+
+
+def test_partial_graph_prunes_unused_branches():
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    w = tg.tensor([3.0, 4.0], requires_grad=True)
+    c = tg.tensor([5.0, 6.0])  # constant: no gradient
+    a = (x * c).sum()
+    b = (w * x).sum()
+    a.backward()
+    np.testing.assert_array_equal(x.grad, [5.0, 6.0])
+    assert w.grad is None and c.grad is None
+    b.backward()
+    np.testing.assert_array_equal(w.grad, [1.0, 2.0])
+
+
+def test_detach_and_requires_grad_():
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2
+    d = y.detach()
+    assert not d.requires_grad and d.is_leaf
+    (d * x).sum().backward()
+    np.testing.assert_array_equal(x.grad, [2.0, 4.0])
+    with pytest.raises(RuntimeError, match="leaf"):
+        y.requires_grad_()
+    d.requires_grad_()
+    (d * d).sum().backward()
+    np.testing.assert_array_equal(d.grad, [4.0, 8.0])
+    with tg.no_grad():
+        c = x * 3
+    c.requires_grad_()  # an op result that does not require grad is a leaf
+    c.sum().backward()
+    np.testing.assert_array_equal(c.grad, [1.0, 1.0])
+
+
+def test_no_grad_context_and_decorator():
+    x = tg.tensor([1.0], requires_grad=True)
+    with tg.no_grad():
+        assert not tg.is_grad_enabled()
+        y = x * 2
+        with tg.enable_grad():
+            z = x * 2
+        assert not tg.is_grad_enabled()
+    assert tg.is_grad_enabled()
+    assert not y.requires_grad and z.requires_grad
+
+    @tg.no_grad()
+    def f(t):
+        return t * 2
+
+    assert not f(x).requires_grad
+    assert tg.is_grad_enabled()
+
+
+def test_held_tensor_keeps_its_value_across_steps():
+    """A result the user holds survives the tape's reuse of its memory."""
+    x = tg.tensor(np.arange(4.0), requires_grad=True)
+    kept = []
+    for step in range(5):
+        y = tnp.sin(x * (step + 1))
+        loss = y.sum()
+        loss.backward()
+        kept.append((y, loss, step))
+    for y, loss, step in kept:
+        np.testing.assert_allclose(y.numpy(), np.sin(np.arange(4.0) * (step + 1)))
+        assert loss.item() == pytest.approx(np.sin(np.arange(4.0) * (step + 1)).sum())
+        assert y.shape == (4,) and y.requires_grad and not y.is_leaf
+
+
+def test_values_survive_no_grad_loop_rewinds():
+    x = tg.tensor(np.ones(100))
+    first = x * 2
+    with tg.no_grad():
+        for _ in range(3000):  # fills the tape several times over
+            x = x * 1.0
+    np.testing.assert_array_equal(first.numpy(), np.full(100, 2.0))
+
+
+def test_graph_held_across_rewind_attempts_still_works():
+    """A pending graph (requires grad, not yet run backward) is never rewound away."""
+    w = tg.tensor([1.0, 2.0], requires_grad=True)
+    pending = (w * w).sum()
+    for _ in range(3):
+        (w * 3).sum().backward()
+        _ = w * 1.0  # the next op tries to rewind
+    pending.backward()
+    np.testing.assert_array_equal(w.grad, [9.0 + 2.0, 9.0 + 4.0])
