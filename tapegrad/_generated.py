@@ -7,6 +7,9 @@ direction; ``tapegrad.dispatch`` compiles them lazily into C callbacks.
 # ruff: noqa: I001
 import numpy as np
 
+from tapegrad._jit import (
+    StaticRef,
+)
 from tapegrad.kernels.elementwise import (
     binary_bwd,
     binary_fwd,
@@ -33,292 +36,315 @@ from tapegrad.kernels.shape import (
     transpose_fwd,
 )
 
+
+OP_add = StaticRef("add")
+OP_subtract = StaticRef("subtract")
+OP_multiply = StaticRef("multiply")
+OP_true_divide = StaticRef("true_divide")
+OP_power = StaticRef("power")
+OP_maximum = StaticRef("maximum")
+OP_minimum = StaticRef("minimum")
+OP_negative = StaticRef("negative")
+OP_exp = StaticRef("exp")
+OP_log = StaticRef("log")
+OP_sin = StaticRef("sin")
+OP_cos = StaticRef("cos")
+OP_tanh = StaticRef("tanh")
+OP_sqrt = StaticRef("sqrt")
+OP_absolute = StaticRef("absolute")
+OP_less = StaticRef("less")
+OP_less_equal = StaticRef("less_equal")
+OP_greater = StaticRef("greater")
+OP_greater_equal = StaticRef("greater_equal")
+OP_equal = StaticRef("equal")
+OP_not_equal = StaticRef("not_equal")
+
 def add__float64__fwd(node, tp):
-    return binary_fwd("add", np.float64, node, tp)
+    return binary_fwd(OP_add, np.float64, node, tp)
 
 
 def add__float64__bwd(node, tp):
-    return binary_bwd("add", np.float64, node, tp)
+    return binary_bwd(OP_add, np.float64, node, tp)
 
 
 def add__float32__fwd(node, tp):
-    return binary_fwd("add", np.float32, node, tp)
+    return binary_fwd(OP_add, np.float32, node, tp)
 
 
 def add__float32__bwd(node, tp):
-    return binary_bwd("add", np.float32, node, tp)
+    return binary_bwd(OP_add, np.float32, node, tp)
 
 
 def subtract__float64__fwd(node, tp):
-    return binary_fwd("subtract", np.float64, node, tp)
+    return binary_fwd(OP_subtract, np.float64, node, tp)
 
 
 def subtract__float64__bwd(node, tp):
-    return binary_bwd("subtract", np.float64, node, tp)
+    return binary_bwd(OP_subtract, np.float64, node, tp)
 
 
 def subtract__float32__fwd(node, tp):
-    return binary_fwd("subtract", np.float32, node, tp)
+    return binary_fwd(OP_subtract, np.float32, node, tp)
 
 
 def subtract__float32__bwd(node, tp):
-    return binary_bwd("subtract", np.float32, node, tp)
+    return binary_bwd(OP_subtract, np.float32, node, tp)
 
 
 def multiply__float64__fwd(node, tp):
-    return binary_fwd("multiply", np.float64, node, tp)
+    return binary_fwd(OP_multiply, np.float64, node, tp)
 
 
 def multiply__float64__bwd(node, tp):
-    return binary_bwd("multiply", np.float64, node, tp)
+    return binary_bwd(OP_multiply, np.float64, node, tp)
 
 
 def multiply__float32__fwd(node, tp):
-    return binary_fwd("multiply", np.float32, node, tp)
+    return binary_fwd(OP_multiply, np.float32, node, tp)
 
 
 def multiply__float32__bwd(node, tp):
-    return binary_bwd("multiply", np.float32, node, tp)
+    return binary_bwd(OP_multiply, np.float32, node, tp)
 
 
 def true_divide__float64__fwd(node, tp):
-    return binary_fwd("true_divide", np.float64, node, tp)
+    return binary_fwd(OP_true_divide, np.float64, node, tp)
 
 
 def true_divide__float64__bwd(node, tp):
-    return binary_bwd("true_divide", np.float64, node, tp)
+    return binary_bwd(OP_true_divide, np.float64, node, tp)
 
 
 def true_divide__float32__fwd(node, tp):
-    return binary_fwd("true_divide", np.float32, node, tp)
+    return binary_fwd(OP_true_divide, np.float32, node, tp)
 
 
 def true_divide__float32__bwd(node, tp):
-    return binary_bwd("true_divide", np.float32, node, tp)
+    return binary_bwd(OP_true_divide, np.float32, node, tp)
 
 
 def power__float64__fwd(node, tp):
-    return binary_fwd("power", np.float64, node, tp)
+    return binary_fwd(OP_power, np.float64, node, tp)
 
 
 def power__float64__bwd(node, tp):
-    return binary_bwd("power", np.float64, node, tp)
+    return binary_bwd(OP_power, np.float64, node, tp)
 
 
 def power__float32__fwd(node, tp):
-    return binary_fwd("power", np.float32, node, tp)
+    return binary_fwd(OP_power, np.float32, node, tp)
 
 
 def power__float32__bwd(node, tp):
-    return binary_bwd("power", np.float32, node, tp)
+    return binary_bwd(OP_power, np.float32, node, tp)
 
 
 def maximum__float64__fwd(node, tp):
-    return binary_fwd("maximum", np.float64, node, tp)
+    return binary_fwd(OP_maximum, np.float64, node, tp)
 
 
 def maximum__float64__bwd(node, tp):
-    return binary_bwd("maximum", np.float64, node, tp)
+    return binary_bwd(OP_maximum, np.float64, node, tp)
 
 
 def maximum__float32__fwd(node, tp):
-    return binary_fwd("maximum", np.float32, node, tp)
+    return binary_fwd(OP_maximum, np.float32, node, tp)
 
 
 def maximum__float32__bwd(node, tp):
-    return binary_bwd("maximum", np.float32, node, tp)
+    return binary_bwd(OP_maximum, np.float32, node, tp)
 
 
 def minimum__float64__fwd(node, tp):
-    return binary_fwd("minimum", np.float64, node, tp)
+    return binary_fwd(OP_minimum, np.float64, node, tp)
 
 
 def minimum__float64__bwd(node, tp):
-    return binary_bwd("minimum", np.float64, node, tp)
+    return binary_bwd(OP_minimum, np.float64, node, tp)
 
 
 def minimum__float32__fwd(node, tp):
-    return binary_fwd("minimum", np.float32, node, tp)
+    return binary_fwd(OP_minimum, np.float32, node, tp)
 
 
 def minimum__float32__bwd(node, tp):
-    return binary_bwd("minimum", np.float32, node, tp)
+    return binary_bwd(OP_minimum, np.float32, node, tp)
 
 
 def negative__float64__fwd(node, tp):
-    return unary_fwd("negative", np.float64, node, tp)
+    return unary_fwd(OP_negative, np.float64, node, tp)
 
 
 def negative__float64__bwd(node, tp):
-    return unary_bwd("negative", np.float64, node, tp)
+    return unary_bwd(OP_negative, np.float64, node, tp)
 
 
 def negative__float32__fwd(node, tp):
-    return unary_fwd("negative", np.float32, node, tp)
+    return unary_fwd(OP_negative, np.float32, node, tp)
 
 
 def negative__float32__bwd(node, tp):
-    return unary_bwd("negative", np.float32, node, tp)
+    return unary_bwd(OP_negative, np.float32, node, tp)
 
 
 def exp__float64__fwd(node, tp):
-    return unary_fwd("exp", np.float64, node, tp)
+    return unary_fwd(OP_exp, np.float64, node, tp)
 
 
 def exp__float64__bwd(node, tp):
-    return unary_bwd("exp", np.float64, node, tp)
+    return unary_bwd(OP_exp, np.float64, node, tp)
 
 
 def exp__float32__fwd(node, tp):
-    return unary_fwd("exp", np.float32, node, tp)
+    return unary_fwd(OP_exp, np.float32, node, tp)
 
 
 def exp__float32__bwd(node, tp):
-    return unary_bwd("exp", np.float32, node, tp)
+    return unary_bwd(OP_exp, np.float32, node, tp)
 
 
 def log__float64__fwd(node, tp):
-    return unary_fwd("log", np.float64, node, tp)
+    return unary_fwd(OP_log, np.float64, node, tp)
 
 
 def log__float64__bwd(node, tp):
-    return unary_bwd("log", np.float64, node, tp)
+    return unary_bwd(OP_log, np.float64, node, tp)
 
 
 def log__float32__fwd(node, tp):
-    return unary_fwd("log", np.float32, node, tp)
+    return unary_fwd(OP_log, np.float32, node, tp)
 
 
 def log__float32__bwd(node, tp):
-    return unary_bwd("log", np.float32, node, tp)
+    return unary_bwd(OP_log, np.float32, node, tp)
 
 
 def sin__float64__fwd(node, tp):
-    return unary_fwd("sin", np.float64, node, tp)
+    return unary_fwd(OP_sin, np.float64, node, tp)
 
 
 def sin__float64__bwd(node, tp):
-    return unary_bwd("sin", np.float64, node, tp)
+    return unary_bwd(OP_sin, np.float64, node, tp)
 
 
 def sin__float32__fwd(node, tp):
-    return unary_fwd("sin", np.float32, node, tp)
+    return unary_fwd(OP_sin, np.float32, node, tp)
 
 
 def sin__float32__bwd(node, tp):
-    return unary_bwd("sin", np.float32, node, tp)
+    return unary_bwd(OP_sin, np.float32, node, tp)
 
 
 def cos__float64__fwd(node, tp):
-    return unary_fwd("cos", np.float64, node, tp)
+    return unary_fwd(OP_cos, np.float64, node, tp)
 
 
 def cos__float64__bwd(node, tp):
-    return unary_bwd("cos", np.float64, node, tp)
+    return unary_bwd(OP_cos, np.float64, node, tp)
 
 
 def cos__float32__fwd(node, tp):
-    return unary_fwd("cos", np.float32, node, tp)
+    return unary_fwd(OP_cos, np.float32, node, tp)
 
 
 def cos__float32__bwd(node, tp):
-    return unary_bwd("cos", np.float32, node, tp)
+    return unary_bwd(OP_cos, np.float32, node, tp)
 
 
 def tanh__float64__fwd(node, tp):
-    return unary_fwd("tanh", np.float64, node, tp)
+    return unary_fwd(OP_tanh, np.float64, node, tp)
 
 
 def tanh__float64__bwd(node, tp):
-    return unary_bwd("tanh", np.float64, node, tp)
+    return unary_bwd(OP_tanh, np.float64, node, tp)
 
 
 def tanh__float32__fwd(node, tp):
-    return unary_fwd("tanh", np.float32, node, tp)
+    return unary_fwd(OP_tanh, np.float32, node, tp)
 
 
 def tanh__float32__bwd(node, tp):
-    return unary_bwd("tanh", np.float32, node, tp)
+    return unary_bwd(OP_tanh, np.float32, node, tp)
 
 
 def sqrt__float64__fwd(node, tp):
-    return unary_fwd("sqrt", np.float64, node, tp)
+    return unary_fwd(OP_sqrt, np.float64, node, tp)
 
 
 def sqrt__float64__bwd(node, tp):
-    return unary_bwd("sqrt", np.float64, node, tp)
+    return unary_bwd(OP_sqrt, np.float64, node, tp)
 
 
 def sqrt__float32__fwd(node, tp):
-    return unary_fwd("sqrt", np.float32, node, tp)
+    return unary_fwd(OP_sqrt, np.float32, node, tp)
 
 
 def sqrt__float32__bwd(node, tp):
-    return unary_bwd("sqrt", np.float32, node, tp)
+    return unary_bwd(OP_sqrt, np.float32, node, tp)
 
 
 def absolute__float64__fwd(node, tp):
-    return unary_fwd("absolute", np.float64, node, tp)
+    return unary_fwd(OP_absolute, np.float64, node, tp)
 
 
 def absolute__float64__bwd(node, tp):
-    return unary_bwd("absolute", np.float64, node, tp)
+    return unary_bwd(OP_absolute, np.float64, node, tp)
 
 
 def absolute__float32__fwd(node, tp):
-    return unary_fwd("absolute", np.float32, node, tp)
+    return unary_fwd(OP_absolute, np.float32, node, tp)
 
 
 def absolute__float32__bwd(node, tp):
-    return unary_bwd("absolute", np.float32, node, tp)
+    return unary_bwd(OP_absolute, np.float32, node, tp)
 
 
 def less__float64__fwd(node, tp):
-    return compare_fwd("less", np.float64, node, tp)
+    return compare_fwd(OP_less, np.float64, node, tp)
 
 
 def less__float32__fwd(node, tp):
-    return compare_fwd("less", np.float32, node, tp)
+    return compare_fwd(OP_less, np.float32, node, tp)
 
 
 def less_equal__float64__fwd(node, tp):
-    return compare_fwd("less_equal", np.float64, node, tp)
+    return compare_fwd(OP_less_equal, np.float64, node, tp)
 
 
 def less_equal__float32__fwd(node, tp):
-    return compare_fwd("less_equal", np.float32, node, tp)
+    return compare_fwd(OP_less_equal, np.float32, node, tp)
 
 
 def greater__float64__fwd(node, tp):
-    return compare_fwd("greater", np.float64, node, tp)
+    return compare_fwd(OP_greater, np.float64, node, tp)
 
 
 def greater__float32__fwd(node, tp):
-    return compare_fwd("greater", np.float32, node, tp)
+    return compare_fwd(OP_greater, np.float32, node, tp)
 
 
 def greater_equal__float64__fwd(node, tp):
-    return compare_fwd("greater_equal", np.float64, node, tp)
+    return compare_fwd(OP_greater_equal, np.float64, node, tp)
 
 
 def greater_equal__float32__fwd(node, tp):
-    return compare_fwd("greater_equal", np.float32, node, tp)
+    return compare_fwd(OP_greater_equal, np.float32, node, tp)
 
 
 def equal__float64__fwd(node, tp):
-    return compare_fwd("equal", np.float64, node, tp)
+    return compare_fwd(OP_equal, np.float64, node, tp)
 
 
 def equal__float32__fwd(node, tp):
-    return compare_fwd("equal", np.float32, node, tp)
+    return compare_fwd(OP_equal, np.float32, node, tp)
 
 
 def not_equal__float64__fwd(node, tp):
-    return compare_fwd("not_equal", np.float64, node, tp)
+    return compare_fwd(OP_not_equal, np.float64, node, tp)
 
 
 def not_equal__float32__fwd(node, tp):
-    return compare_fwd("not_equal", np.float32, node, tp)
+    return compare_fwd(OP_not_equal, np.float32, node, tp)
 
 
 def astype__float32_to_float64__fwd(node, tp):

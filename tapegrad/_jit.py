@@ -31,7 +31,9 @@ import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.core import caching, config
-from numba.extending import intrinsic, register_jitable
+from numba.core.datamodel import models
+from numba.core.imputils import lower_constant
+from numba.extending import intrinsic, register_jitable, register_model, typeof_impl
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 DISABLE_JIT: bool = bool(config.DISABLE_JIT)
@@ -146,6 +148,45 @@ def overload(fn: Callable) -> Callable:
 def jitable(fn: Callable) -> Callable:
     """A plain Python function that compiled code may also call (compiled into the caller)."""
     return register_jitable(fn)
+
+
+class StaticRef:
+    """A compile-time reference to something by key (an op's formulas, say).
+
+    Passed to compiled code, it is typed by its key and lowers to nothing, so functions
+    taking it are specialised per key and stay cacheable (passing a jitted function as
+    an argument would embed the function object's address in the machine code, which
+    numba refuses to cache).
+    """
+
+    __slots__ = ("ref",)
+
+    def __init__(self, ref: str) -> None:
+        self.ref = ref
+
+    def __repr__(self) -> str:
+        return f"StaticRef({self.ref!r})"
+
+
+class StaticRefType(types.Dummy):
+    """Numba type of a :class:`StaticRef`: one type per referenced key."""
+
+    def __init__(self, ref: str) -> None:
+        self.ref = ref
+        super().__init__(name=f"StaticRef[{ref}]")
+
+
+@typeof_impl.register(StaticRef)
+def _typeof_static_ref(val, c):
+    return StaticRefType(val.ref)
+
+
+register_model(StaticRefType)(models.OpaqueModel)
+
+
+@lower_constant(StaticRefType)
+def _lower_static_ref(context, builder, ty, pyval):
+    return context.get_dummy_value()
 
 
 KERNEL_SIGNATURE = "int64(int64, int64)"

@@ -310,6 +310,9 @@ def bind(tape: Tape, t: Tensor) -> int:
     return s
 
 
+_SCALARS = (float, int, bool)
+
+
 def _operand(tape: Tape, epoch: int, v: Any) -> tuple[int, float]:
     if isinstance(v, Tensor):
         if v._tape is tape and v._epoch == epoch:
@@ -337,22 +340,29 @@ def elementwise(op: Any, x: Any, y: Any = None) -> Tensor:
     code = op.code
     unary = op.is_unary
     compare = op.is_compare
+    # arrays and lists become constant tensors once, so a retry does not bind them again
+    if type(x) is not Tensor and type(x) not in _SCALARS:
+        x = as_tensor(x)
+    if not unary and type(y) is not Tensor and type(y) not in _SCALARS:
+        y = as_tensor(y)
     tape = current_tape()
     h = tape.header
+    mark = None
     while True:
         ep = tape.epoch
-        mark = None
         if type(x) is Tensor and x._tape is tape and x._epoch == ep:
             a, fa = x._slot, 0.0
         else:
-            mark = tape.mark()
+            if mark is None or mark[0] != ep:
+                mark = tape.mark()
             a, fa = _operand(tape, ep, x)
         if unary:
             b, fb = ABSENT, 0.0
         elif type(y) is Tensor and y._tape is tape and y._epoch == ep:
             b, fb = y._slot, 0.0
         else:
-            mark = mark or tape.mark()
+            if mark is None or mark[0] != ep:
+                mark = tape.mark()
             b, fb = _operand(tape, ep, y)
         if tape.epoch != ep:  # binding rewound the tape: resolve again
             continue

@@ -5,7 +5,7 @@ written (forward) or accumulated (backward) into buffers the caller owns. The
 ``unary_*`` / ``binary_*`` / ``compare_*`` node adapters read a node's operands from
 the tape and call them; the generated wrappers bind an op and a dtype to an adapter.
 
-The op is passed by *name*, as a compile-time string literal, and its formulas are
+The op is passed as a :class:`~tapegrad._jit.StaticRef` to its name: its formulas are
 looked up in the op table when the adapter is compiled (``fwd1``/``fwd2``/``bwd1``/
 ``bwd2`` below). Passing the formula functions themselves as arguments would work too,
 but numba then embeds the Python function objects' addresses in the machine code and
@@ -18,11 +18,10 @@ reduction of the backward pass (``gx[off_x] += ...`` with stride 0 on broadcast 
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 from numba import types
 
-from .._jit import jit, overload
+from .._jit import StaticRef, StaticRefType, jit, overload
 from ..layout import (
     N_MASK,
     OK,
@@ -39,72 +38,71 @@ from ..layout import (
 from .loops import broadcast_strides, collapse, plan_arrays, row_offsets
 
 
-def _row(name: str):
+def _row(op: StaticRef | StaticRefType):
+    """The op table row an op reference (Python object or numba type) points to."""
     from ..ops.table import BY_NAME
 
-    return BY_NAME[name]
+    return BY_NAME[op.ref]
 
 
-def fwd1(name, x):
-    """Forward formula of unary op ``name`` at scalar ``x``."""
-    return _row(name).fwd(x)
+def fwd1(op, x):
+    """Forward formula of unary ``op`` at scalar ``x``."""
+    return _row(op).fwd(x)
 
 
-def fwd2(name, x, y):
-    """Forward formula of binary (or comparison) op ``name``."""
-    return _row(name).fwd(x, y)
+def fwd2(op, x, y):
+    """Forward formula of binary (or comparison) op ``op``."""
+    return _row(op).fwd(x, y)
 
 
-def bwd1(name, g, x, out):
-    """Backward formula of unary op ``name``."""
-    return _row(name).backward_formulas[0](g, x, out)
+def bwd1(op, g, x, out):
+    """Backward formula of unary op ``op``."""
+    return _row(op).backward_formulas[0](g, x, out)
 
 
-def bwd2(name, i, g, x, y, out):
-    """Backward formula of binary op ``name`` for input ``i`` (0: x, 1: y)."""
-    return _row(name).backward_formulas[i](g, x, y, out)
+def bwd2(op, i, g, x, y, out):
+    """Backward formula of binary op ``op`` for input ``i`` (0: x, 1: y)."""
+    return _row(op).backward_formulas[i](g, x, y, out)
 
 
 @overload(fwd1)
-def _fwd1(name, x):
-    if isinstance(name, types.StringLiteral):
-        f = _row(name.literal_value).fwd
-        return lambda name, x: f(x)
+def _fwd1(op, x):
+    if isinstance(op, StaticRefType):
+        f = _row(op).fwd
+        return lambda op, x: f(x)
 
 
 @overload(fwd2)
-def _fwd2(name, x, y):
-    if isinstance(name, types.StringLiteral):
-        f = _row(name.literal_value).fwd
-        return lambda name, x, y: f(x, y)
+def _fwd2(op, x, y):
+    if isinstance(op, StaticRefType):
+        f = _row(op).fwd
+        return lambda op, x, y: f(x, y)
 
 
 @overload(bwd1)
-def _bwd1(name, g, x, out):
-    if isinstance(name, types.StringLiteral):
-        b = _row(name.literal_value).backward_formulas[0]
-        return lambda name, g, x, out: b(g, x, out)
+def _bwd1(op, g, x, out):
+    if isinstance(op, StaticRefType):
+        b = _row(op).backward_formulas[0]
+        return lambda op, g, x, out: b(g, x, out)
 
 
 @overload(bwd2)
-def _bwd2(name, i, g, x, y, out):
-    if isinstance(name, types.StringLiteral) and isinstance(i, types.IntegerLiteral):
-        b = _row(name.literal_value).backward_formulas[i.literal_value]
-        return lambda name, i, g, x, y, out: b(g, x, y, out)
+def _bwd2(op, i, g, x, y, out):
+    if isinstance(op, StaticRefType) and isinstance(i, types.IntegerLiteral):
+        b = _row(op).backward_formulas[i.literal_value]
+        return lambda op, i, g, x, y, out: b(g, x, y, out)
 
 
-@jit
-def unary_fwd_arrays(name, x, out):
-    numba.literally(name)
+@jit(inline="always")
+def unary_fwd_arrays(op, x, out):
     for i in range(out.size):
-        out[i] = fwd1(name, x[i])
+        out[i] = fwd1(op, x[i])
 
 
-@jit
-def unary_bwd_arrays(name, g, x, out, gx):
-    numba.literally(name)
+@jit(inline="always")
+def unary_bwd_arrays(op, g, x, out, gx):
     for i in range(gx.size):
-        gx[i] += bwd1(name, g[i], x[i], out[i])
+        gx[i] += bwd1(op, g[i], x[i], out[i])
 
 
 @jit
@@ -127,24 +125,23 @@ def _plan3(xshape, yshape, oshape, sc):
     return nd, dims, sa, sb, so
 
 
-@jit
-def binary_fwd_arrays(name, x, xshape, y, yshape, out, oshape, sc):
+@jit(inline="always")
+def binary_fwd_arrays(op, x, xshape, y, yshape, out, oshape, sc):
     """``out = f(x, y)`` with NumPy broadcasting (``out`` may be bool for comparisons)."""
-    numba.literally(name)
     n = out.size
     if n == 0:
         return
     if x.size == n and y.size == n:
         for i in range(n):
-            out[i] = fwd2(name, x[i], y[i])
+            out[i] = fwd2(op, x[i], y[i])
     elif x.size == 1 and y.size == n:
         a = x[0]
         for i in range(n):
-            out[i] = fwd2(name, a, y[i])
+            out[i] = fwd2(op, a, y[i])
     elif y.size == 1 and x.size == n:
         b = y[0]
         for i in range(n):
-            out[i] = fwd2(name, x[i], b)
+            out[i] = fwd2(op, x[i], b)
     else:
         nd, dims, sa, sb, so = _plan3(xshape, yshape, oshape, sc)
         inner = dims[nd - 1]
@@ -152,17 +149,16 @@ def binary_fwd_arrays(name, x, xshape, y, yshape, out, oshape, sc):
         for r in range(n // inner):
             oa, ob, oo = row_offsets(r, nd, dims, sa, sb, so)
             for j in range(inner):
-                out[oo + j * io] = fwd2(name, x[oa + j * ia], y[ob + j * ib])
+                out[oo + j * io] = fwd2(op, x[oa + j * ia], y[ob + j * ib])
 
 
-@jit
-def binary_bwd_arrays(name, mask, g, x, xshape, y, yshape, out, oshape, gx, gy, sc):
+@jit(inline="always")
+def binary_bwd_arrays(op, mask, g, x, xshape, y, yshape, out, oshape, gx, gy, sc):
     """Accumulate the x formula into ``gx`` (mask bit 0) and the y formula into ``gy``.
 
     A broadcast operand receives the sum of its contributions over the broadcast axes.
     Sums of a scalar operand are carried in float64 whatever the dtype.
     """
-    numba.literally(name)
     n = out.size
     if n == 0:
         return
@@ -171,29 +167,29 @@ def binary_bwd_arrays(name, mask, g, x, xshape, y, yshape, out, oshape, gx, gy, 
     if x.size == n and y.size == n:
         if want_x:
             for i in range(n):
-                gx[i] += bwd2(name, 0, g[i], x[i], y[i], out[i])
+                gx[i] += bwd2(op, 0, g[i], x[i], y[i], out[i])
         if want_y:
             for i in range(n):
-                gy[i] += bwd2(name, 1, g[i], x[i], y[i], out[i])
+                gy[i] += bwd2(op, 1, g[i], x[i], y[i], out[i])
     elif x.size == 1 and y.size == n:
         a = x[0]
         if want_x:
             acc = 0.0
             for i in range(n):
-                acc += bwd2(name, 0, g[i], a, y[i], out[i])
+                acc += bwd2(op, 0, g[i], a, y[i], out[i])
             gx[0] += acc
         if want_y:
             for i in range(n):
-                gy[i] += bwd2(name, 1, g[i], a, y[i], out[i])
+                gy[i] += bwd2(op, 1, g[i], a, y[i], out[i])
     elif y.size == 1 and x.size == n:
         b = y[0]
         if want_x:
             for i in range(n):
-                gx[i] += bwd2(name, 0, g[i], x[i], b, out[i])
+                gx[i] += bwd2(op, 0, g[i], x[i], b, out[i])
         if want_y:
             acc = 0.0
             for i in range(n):
-                acc += bwd2(name, 1, g[i], x[i], b, out[i])
+                acc += bwd2(op, 1, g[i], x[i], b, out[i])
             gy[0] += acc
     else:
         nd, dims, sa, sb, so = _plan3(xshape, yshape, oshape, sc)
@@ -204,28 +200,28 @@ def binary_bwd_arrays(name, mask, g, x, xshape, y, yshape, out, oshape, gx, gy, 
             if want_x:
                 for j in range(inner):
                     k = oo + j * io
-                    gx[oa + j * ia] += bwd2(name, 0, g[k], x[oa + j * ia], y[ob + j * ib], out[k])
+                    gx[oa + j * ia] += bwd2(op, 0, g[k], x[oa + j * ia], y[ob + j * ib], out[k])
             if want_y:
                 for j in range(inner):
                     k = oo + j * io
-                    gy[ob + j * ib] += bwd2(name, 1, g[k], x[oa + j * ia], y[ob + j * ib], out[k])
+                    gy[ob + j * ib] += bwd2(op, 1, g[k], x[oa + j * ia], y[ob + j * ib], out[k])
 
 
 # --- node adapters -------------------------------------------------------------------
 
 
-@jit
-def unary_fwd(name, dt, node, tp):
+@jit(inline="always")
+def unary_fwd(op, dt, node, tp):
     h = header(tp)
-    unary_fwd_arrays(name, in_data(h, node, 0, dt), out_data(h, node, 0, dt))
+    unary_fwd_arrays(op, in_data(h, node, 0, dt), out_data(h, node, 0, dt))
     return OK
 
 
-@jit
-def unary_bwd(name, dt, node, tp):
+@jit(inline="always")
+def unary_bwd(op, dt, node, tp):
     h = header(tp)
     unary_bwd_arrays(
-        name,
+        op,
         out_grad(h, node, 0, dt),
         in_data(h, node, 0, dt),
         out_data(h, node, 0, dt),
@@ -234,11 +230,11 @@ def unary_bwd(name, dt, node, tp):
     return OK
 
 
-@jit
-def binary_fwd(name, dt, node, tp):
+@jit(inline="always")
+def binary_fwd(op, dt, node, tp):
     h = header(tp)
     binary_fwd_arrays(
-        name,
+        op,
         in_data(h, node, 0, dt),
         in_shape(h, node, 0),
         in_data(h, node, 1, dt),
@@ -250,11 +246,11 @@ def binary_fwd(name, dt, node, tp):
     return OK
 
 
-@jit
-def compare_fwd(name, dt, node, tp):
+@jit(inline="always")
+def compare_fwd(op, dt, node, tp):
     h = header(tp)
     binary_fwd_arrays(
-        name,
+        op,
         in_data(h, node, 0, dt),
         in_shape(h, node, 0),
         in_data(h, node, 1, dt),
@@ -266,8 +262,8 @@ def compare_fwd(name, dt, node, tp):
     return OK
 
 
-@jit
-def binary_bwd(name, dt, node, tp):
+@jit(inline="always")
+def binary_bwd(op, dt, node, tp):
     h = header(tp)
     mask = nodes(h)[N_MASK, node]
     x = in_data(h, node, 0, dt)
@@ -277,7 +273,7 @@ def binary_bwd(name, dt, node, tp):
     gx = in_grad(h, node, 0, dt) if mask & 1 else x
     gy = in_grad(h, node, 1, dt) if mask & 2 else y
     binary_bwd_arrays(
-        name,
+        op,
         mask,
         out_grad(h, node, 0, dt),
         x,

@@ -58,9 +58,12 @@ def _bodies(op: Op, sig: int) -> list[tuple[int, str, set[tuple[str, str]]]]:
     # elementwise: the adapter looks the formulas up by the op's name at compile time
     kind = op.kind.value
     adapter = "compare_fwd" if op.kind is Kind.COMPARE else f"{kind}_fwd"
-    out.append((0, f'{adapter}("{op.name}", {dt}, node, tp)', {(ADAPTERS, adapter)}))
+    ref = f"OP_{op.name}"
+    imports = {(ADAPTERS, adapter), ("tapegrad._jit", "StaticRef")}
+    out.append((0, f"{adapter}({ref}, {dt}, node, tp)", imports))
     if op.bwd is not None:
-        out.append((1, f'{kind}_bwd("{op.name}", {dt}, node, tp)', {(ADAPTERS, f"{kind}_bwd")}))
+        imports = {(ADAPTERS, f"{kind}_bwd"), ("tapegrad._jit", "StaticRef")}
+        out.append((1, f"{kind}_bwd({ref}, {dt}, node, tp)", imports))
     return out
 
 
@@ -93,6 +96,8 @@ def render(rows: list[Op]) -> str:
         lines.append(f"from {mod} import (")
         lines += [f"    {n}," for n in names]
         lines.append(")")
+    lines += ["", ""]
+    lines += [f'OP_{op.name} = StaticRef("{op.name}")' for op in rows if op.kind is not Kind.ARRAY]
     lines += ["", ""]
     return "\n".join(lines) + "\n\n".join(funcs).rstrip("\n") + "\n"
 
