@@ -9,30 +9,11 @@ names (``dunder``) become Tensor operators. ``import tapegrad.numpy as tnp`` and
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from .ops import ROWS, Kind, Op
-from .tensor import Tensor, elementwise
+from .tensor import Tensor, elementwise_function
 
 __all__: list[str] = []
-
-
-def _unary(op: Op) -> Callable:
-    def f(x: Any, /, out: Any = None) -> Tensor:
-        if out is not None:
-            raise TypeError(f"{op.name}: out= is not supported (tensors are immutable)")
-        return elementwise(op, x)
-
-    return f
-
-
-def _binary(op: Op) -> Callable:
-    def f(x: Any, y: Any, /, out: Any = None) -> Tensor:
-        if out is not None:
-            raise TypeError(f"{op.name}: out= is not supported (tensors are immutable)")
-        return elementwise(op, x, y)
-
-    return f
 
 
 def _operators(op: Op, f: Callable) -> None:
@@ -46,12 +27,7 @@ def _operators(op: Op, f: Callable) -> None:
 
 
 for _op in ROWS:
-    if _op.kind is Kind.UNARY:
-        _f = _unary(_op)
-    elif _op.kind in (Kind.BINARY, Kind.COMPARE):
-        _f = _binary(_op)
-    else:
-        _f = _op.front
+    _f = _op.front if _op.kind is Kind.ARRAY else elementwise_function(_op)
     _f.__name__ = _f.__qualname__ = _op.name
     _f.__module__ = __name__
     if _op.kind is not Kind.ARRAY:

@@ -355,6 +355,13 @@ def record_elementwise(h, op, a, b, fa, fb, compare):
 
 
 @jit
+def record_tensors(h, opc, a, b):
+    """``record_elementwise`` for tensor operands (the common case, fewer arguments to
+    convert on each call from Python): ``opc = 2 * op + compare``."""
+    return record_elementwise(h, opc >> 1, a, b, 0.0, 0.0, (opc & 1) != 0)
+
+
+@jit
 def record_general(h, op, sig, differentiable):
     """Record and run an op described by the request in the scratch area.
 

@@ -44,7 +44,7 @@ from .layout import (
     SLOT_LEAF,
     SLOT_RG,
 )
-from .record import ABSENT, SCALAR, record_elementwise, record_general
+from .record import ABSENT, SCALAR, record_elementwise, record_general, record_tensors
 from .scheduler import run_backward
 from .tape import Tape, current_tape, normalize_array
 
@@ -393,6 +393,61 @@ def elementwise(op: Any, x: Any, y: Any = None) -> Tensor:
                 f"shapes {_shape_of(x)} and {_shape_of(y)}"
             )
         tape.fix(r)
+
+
+def elementwise_function(op: Any) -> Callable[..., Tensor]:
+    """The public function of an elementwise op: a fast path for tensor operands that
+    live in the current tape, :func:`elementwise` for everything else."""
+    opc = 2 * op.code + int(op.is_compare)
+    name = op.name
+
+    if op.is_unary:
+
+        def unary(x: Any, /, out: Any = None) -> Tensor:
+            if type(x) is Tensor and out is None:
+                tape = current_tape()
+                ep = tape.epoch
+                if x._tape is tape and x._epoch == ep:
+                    r = record_tensors(tape.header, opc, x._slot, ABSENT)
+                    if r >= 0:
+                        t = _new(Tensor)
+                        t._tape = tape
+                        t._slot = r
+                        t._epoch = ep
+                        t._data = None
+                        t._flags = 0
+                        t._shape = None
+                        t.grad = None
+                        tape.handles.append(t)
+                        return t
+            if out is not None:
+                raise TypeError(f"{name}: out= is not supported (tensors are immutable)")
+            return elementwise(op, x)
+
+        return unary
+
+    def binary(x: Any, y: Any, /, out: Any = None) -> Tensor:
+        if type(x) is Tensor and type(y) is Tensor and out is None:
+            tape = current_tape()
+            ep = tape.epoch
+            if x._tape is tape and x._epoch == ep and y._tape is tape and y._epoch == ep:
+                r = record_tensors(tape.header, opc, x._slot, y._slot)
+                if r >= 0:
+                    t = _new(Tensor)
+                    t._tape = tape
+                    t._slot = r
+                    t._epoch = ep
+                    t._data = None
+                    t._flags = 0
+                    t._shape = None
+                    t.grad = None
+                    tape.handles.append(t)
+                    return t
+        if out is not None:
+            raise TypeError(f"{name}: out= is not supported (tensors are immutable)")
+        return elementwise(op, x, y)
+
+    return binary
 
 
 def general(

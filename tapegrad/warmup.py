@@ -1,0 +1,75 @@
+"""Compile every kernel of the op table into the disk cache: ``python -m tapegrad.warmup``.
+
+First use of an op compiles its kernels (about a second each), and the cache lives in a
+directory keyed on the package's sources (see ``tapegrad._jit``). Run this once after
+installing or editing tapegrad to pay that cost up front, in parallel:
+``python -m tapegrad.warmup --jobs 4``. Each worker process compiles a share of the
+kernels and numba writes them to the shared cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+
+from .layout import BWD, FWD
+
+
+def kernels() -> list[tuple[int, int, int]]:
+    """Every (op code, signature, direction) of the table."""
+    from .ops import ROWS
+
+    return [
+        (op.code, sig, d)
+        for op in ROWS
+        for sig in op.sigs
+        for d in (FWD, BWD)
+        if d == FWD or op.bwd is not None
+    ]
+
+
+def _compile_share(share: list[tuple[int, int, int]], engine: bool) -> int:
+    from . import dispatch
+
+    if engine:  # the recorder and the scheduler: one small forward and backward
+        import numpy as np
+
+        import tapegrad as tg
+
+        x = tg.tensor(np.ones(3), requires_grad=True)
+        w = tg.tensor(np.ones((3, 2)), requires_grad=True)
+        tg.numpy.sum(tg.numpy.tanh(x @ w) ** 2).backward()
+    for op, sig, d in share:
+        dispatch.ensure(op, sig, d)
+    return len(share)
+
+
+def warmup(jobs: int | None = None) -> int:
+    """Compile (or load) all kernels using ``jobs`` processes; returns how many."""
+    todo = kernels()
+    jobs = max(1, jobs or os.cpu_count() or 1)
+    if jobs == 1:
+        return _compile_share(todo, True)
+    shares = [todo[i::jobs] for i in range(jobs)]
+    with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+        return sum(pool.map(_compile_share, shares, [i == 0 for i in range(jobs)]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--jobs", "-j", type=int, default=None, help="worker processes (default: CPU count)"
+    )
+    args = parser.parse_args()
+    t = time.perf_counter()
+    n = warmup(args.jobs)
+    from ._jit import cache_root
+
+    print(f"tapegrad: {n} kernels ready in {cache_root()} ({time.perf_counter() - t:.1f} s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,192 @@
+"""Engine properties: the kernel cache, the generated file, NUMBA_DISABLE_JIT, threads,
+and the backward pass staying in compiled code."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+import tapegrad.numpy as tnp
+from tapegrad import _jit
+from tapegrad.layout import H_STAT_CALLBACKS, H_STAT_NODES
+from tapegrad.ops import ROWS, Kind, codegen
+from tapegrad.tape import current_tape
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(code: str, **env: str) -> str:
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        cwd=ROOT,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_generated_wrappers_are_up_to_date():
+    assert codegen.TARGET.read_text() == codegen.render(ROWS), (
+        "tapegrad/_generated.py is stale: run `python -m tapegrad.ops.codegen`"
+    )
+
+
+def test_op_reference_in_docs_is_up_to_date():
+    from tapegrad.ops.docs import TARGET, render
+
+    assert TARGET.read_text() == render(), "docs/ops.md is stale: run python -m tapegrad.ops.docs"
+
+
+def test_every_row_has_test_cases_and_a_public_function():
+    from .optable_cases import cases
+
+    covered = {c.op.name for c in cases()}
+    for op in ROWS:
+        assert op.name in covered
+        assert callable(getattr(tnp, op.name))
+        assert op.differentiable == (op.bwd is not None) or op.kind is Kind.ARRAY
+
+
+def test_saved_values_are_read_off_the_formulas():
+    by = {op.name: op for op in ROWS}
+    assert by["exp"].saves == ("out",)
+    assert by["sin"].saves == ("x",)
+    assert by["multiply"].saves == ("x", "y")
+    assert by["add"].saves == ()  # needs nothing but g
+    assert by["true_divide"].saves == ("y", "out")
+
+
+def test_cache_directory_is_keyed_on_the_sources(tmp_path):
+    root = _jit.cache_root()
+    assert root.name.endswith(_jit.source_hash())
+    code = "import tapegrad._jit as j; print(j.source_hash())"
+    assert _run(code).strip() == _jit.source_hash()
+    # an edited copy of the package gets another hash
+    import shutil
+
+    copy = tmp_path / "tapegrad"
+    shutil.copytree(ROOT / "tapegrad", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "kernels" / "loops.py").write_text(
+        (copy / "kernels" / "loops.py").read_text() + "\n# edited\n"
+    )
+    other = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )
+    assert other.returncode == 0, other.stderr
+    assert other.stdout.strip() != _jit.source_hash()
+
+
+def test_warm_process_compiles_nothing():
+    code = """
+        from numba.core import event
+        rec = event.RecordingListener()
+        event.register("numba:compile", rec)
+        import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+        from tapegrad import dispatch
+        x = tg.tensor(np.ones(3), requires_grad=True)
+        w = tg.tensor(np.ones((3, 2)), requires_grad=True)
+        tnp.sum(tnp.tanh(x @ w) ** 2).backward()
+        hits = [k.cache_hits for k in dispatch._keepalive]
+        print(len(rec.buffer), min(hits), len(hits))
+    """
+    _run(code)  # fills the cache if needed
+    events, min_hits, n = map(int, _run(code).split())
+    assert events == 0 and min_hits == 1 and n >= 6
+
+
+def test_import_does_not_load_cuda_or_compile():
+    code = """
+        from numba.core import event
+        rec = event.RecordingListener()
+        event.register("numba:compile", rec)
+        import sys, tapegrad, tapegrad.numpy
+        print(len(rec.buffer), any(m.startswith("numba.cuda") for m in sys.modules))
+    """
+    assert _run(code).split() == ["0", "False"]
+
+
+def test_engine_runs_without_jit():
+    """NUMBA_DISABLE_JIT=1: the recorder, scheduler and kernels run as plain Python."""
+    code = """
+        import numba, numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+        from tapegrad.testing import check_grads
+        assert numba.config.DISABLE_JIT
+        rng = np.random.default_rng(0)
+        check_grads(lambda x, y: tnp.sum(tnp.tanh(x @ y) ** 2 + tnp.maximum(x @ y, 0.1)),
+                    [rng.random((3, 4)), rng.random((4, 2))])
+        check_grads(lambda x, y: (tnp.sin(x) * y / 2.0 - tnp.exp(y)).mean(axis=0),
+                    [rng.random((2, 3)), rng.random(3)])
+        check_grads(lambda x: x.T[1:, ::-1].reshape(-1)[np.array([0, 0, 2])],
+                    [rng.random((3, 2))])
+        check_grads(lambda x, y: (x ** y + x / y - tnp.log(x) * tnp.sqrt(y)).sum(),
+                    [rng.random(4) + 0.5, rng.random(4) + 0.5])
+        x = tg.tensor(np.ones(3, np.float32), requires_grad=True)
+        (x * tg.tensor(np.ones(3))).sum().backward()
+        assert x.grad.dtype == np.float32
+        print("ok")
+    """
+    assert _run(code, NUMBA_DISABLE_JIT="1").strip() == "ok"
+
+
+def test_backward_runs_in_compiled_code():
+    x = tg.tensor(np.ones(4), requires_grad=True)
+    y = x
+    for _ in range(50):
+        y = tnp.tanh(y) * 1.5 + x
+    y.sum().backward()
+    h = current_tape().h
+    assert h[H_STAT_NODES] == 151  # every node ran inside the compiled loop
+    assert h[H_STAT_CALLBACKS] == 0  # with no return to Python
+
+
+def test_threads_record_and_backpropagate_independently():
+    results = {}
+
+    def work(k):
+        rng = np.random.default_rng(k)
+        a = rng.standard_normal(50)
+        x = tg.tensor(a, requires_grad=True)
+        for _ in range(30):
+            x.grad = None
+            loss = tnp.sum(tnp.sin(x * (k + 1)) ** 2)
+            loss.backward()
+        results[k] = (a, x.grad)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k, (a, g) in results.items():
+        c = k + 1
+        np.testing.assert_allclose(g, 2 * np.sin(c * a) * np.cos(c * a) * c, rtol=1e-12)
+
+
+def test_tensor_from_another_thread_is_a_constant_unless_it_requires_grad():
+    box = {}
+
+    def make():
+        box["c"] = tg.tensor([1.0, 2.0]) * 2
+        box["g"] = tg.tensor([1.0, 2.0], requires_grad=True) * 2
+
+    t = threading.Thread(target=make)
+    t.start()
+    t.join()
+    np.testing.assert_array_equal((box["c"] + 1).numpy(), [3.0, 5.0])
+    with pytest.raises(RuntimeError, match="another thread"):
+        box["g"] + 1
