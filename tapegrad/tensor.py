@@ -331,12 +331,14 @@ def _values(v: Any) -> Any:
     return v._value() if isinstance(v, Tensor) else v
 
 
-def elementwise(op: Any, x: Any, y: Any = None) -> Tensor:
+def elementwise(op: Any, x: Any, y: Any = None, out: Any = None) -> Tensor:
     """Record elementwise ``op`` (a table row) on ``x`` (and ``y`` unless unary).
 
     This is the eager hot path: resolve operands to slots, one compiled call that
     records the node and runs its forward, one handle.
     """
+    if out is not None:
+        raise TypeError(f"{op.name}: out= is not supported (tensors are immutable)")
     code = op.code
     unary = op.is_unary
     compare = op.is_compare
@@ -371,16 +373,7 @@ def elementwise(op: Any, x: Any, y: Any = None) -> Tensor:
         else:
             r = record_elementwise(h, code, a, b, fa, fb, compare)
         if r >= 0:
-            t = _new(Tensor)
-            t._tape = tape
-            t._slot = r
-            t._epoch = ep
-            t._data = None
-            t._flags = 0
-            t._shape = None
-            t.grad = None
-            tape.handles.append(t)
-            return t
+            return _in_tape(tape, r, ep)
         if r == E_NOFLOAT:  # integers and bools only: not differentiable, NumPy computes
             ufunc = getattr(np, op.name)
             res = ufunc(_values(x)) if unary else ufunc(_values(x), _values(y))
@@ -399,7 +392,6 @@ def elementwise_function(op: Any) -> Callable[..., Tensor]:
     """The public function of an elementwise op: a fast path for tensor operands that
     live in the current tape, :func:`elementwise` for everything else."""
     opc = 2 * op.code + int(op.is_compare)
-    name = op.name
 
     if op.is_unary:
 
@@ -410,19 +402,8 @@ def elementwise_function(op: Any) -> Callable[..., Tensor]:
                 if x._tape is tape and x._epoch == ep:
                     r = record_tensors(tape.header, opc, x._slot, ABSENT)
                     if r >= 0:
-                        t = _new(Tensor)
-                        t._tape = tape
-                        t._slot = r
-                        t._epoch = ep
-                        t._data = None
-                        t._flags = 0
-                        t._shape = None
-                        t.grad = None
-                        tape.handles.append(t)
-                        return t
-            if out is not None:
-                raise TypeError(f"{name}: out= is not supported (tensors are immutable)")
-            return elementwise(op, x)
+                        return _in_tape(tape, r, ep)
+            return elementwise(op, x, out=out)
 
         return unary
 
@@ -433,19 +414,8 @@ def elementwise_function(op: Any) -> Callable[..., Tensor]:
             if x._tape is tape and x._epoch == ep and y._tape is tape and y._epoch == ep:
                 r = record_tensors(tape.header, opc, x._slot, y._slot)
                 if r >= 0:
-                    t = _new(Tensor)
-                    t._tape = tape
-                    t._slot = r
-                    t._epoch = ep
-                    t._data = None
-                    t._flags = 0
-                    t._shape = None
-                    t.grad = None
-                    tape.handles.append(t)
-                    return t
-        if out is not None:
-            raise TypeError(f"{name}: out= is not supported (tensors are immutable)")
-        return elementwise(op, x, y)
+                    return _in_tape(tape, r, ep)
+        return elementwise(op, x, y, out=out)
 
     return binary
 
