@@ -18,22 +18,45 @@ from tapegrad.kernels.elementwise import (
     unary_fwd,
 )
 from tapegrad.kernels.linalg import (
+    cholesky_bwd,
+    cholesky_fwd,
+    det_bwd,
+    det_fwd,
+    inv_bwd,
+    inv_fwd,
     matmul_bwd,
     matmul_fwd,
+    slogdet_bwd,
+    slogdet_fwd,
+    solve_bwd,
+    solve_fwd,
 )
 from tapegrad.kernels.reduce import (
+    cumprod_bwd,
+    cumprod_fwd,
+    cumsum_bwd,
+    cumsum_fwd,
+    extreme_bwd,
+    max_fwd,
+    min_fwd,
+    prod_bwd,
+    prod_fwd,
     sum_bwd,
     sum_fwd,
 )
 from tapegrad.kernels.shape import (
     cast_bwd,
     cast_fwd,
+    concatenate_bwd,
+    concatenate_fwd,
     gather_bwd,
     gather_fwd,
     reshape_bwd,
     reshape_fwd,
     transpose_bwd,
     transpose_fwd,
+    where_bwd,
+    where_fwd,
 )
 
 
@@ -58,6 +81,80 @@ OP_greater = StaticRef("greater")
 OP_greater_equal = StaticRef("greater_equal")
 OP_equal = StaticRef("equal")
 OP_not_equal = StaticRef("not_equal")
+OP_expm1 = StaticRef("expm1")
+OP_exp2 = StaticRef("exp2")
+OP_log1p = StaticRef("log1p")
+OP_log2 = StaticRef("log2")
+OP_log10 = StaticRef("log10")
+OP_cbrt = StaticRef("cbrt")
+OP_square = StaticRef("square")
+OP_reciprocal = StaticRef("reciprocal")
+OP_tan = StaticRef("tan")
+OP_arcsin = StaticRef("arcsin")
+OP_arccos = StaticRef("arccos")
+OP_arctan = StaticRef("arctan")
+OP_sinh = StaticRef("sinh")
+OP_cosh = StaticRef("cosh")
+OP_arcsinh = StaticRef("arcsinh")
+OP_arccosh = StaticRef("arccosh")
+OP_arctanh = StaticRef("arctanh")
+OP_sign = StaticRef("sign")
+OP_floor = StaticRef("floor")
+OP_ceil = StaticRef("ceil")
+OP_trunc = StaticRef("trunc")
+OP_rint = StaticRef("rint")
+OP_arctan2 = StaticRef("arctan2")
+OP_hypot = StaticRef("hypot")
+OP_logaddexp = StaticRef("logaddexp")
+OP_logaddexp2 = StaticRef("logaddexp2")
+OP_fmax = StaticRef("fmax")
+OP_fmin = StaticRef("fmin")
+OP_remainder = StaticRef("remainder")
+OP_float_power = StaticRef("float_power")
+OP_round = StaticRef("round")
+OP_ravel = StaticRef("ravel")
+OP_squeeze = StaticRef("squeeze")
+OP_expand_dims = StaticRef("expand_dims")
+OP_swapaxes = StaticRef("swapaxes")
+OP_moveaxis = StaticRef("moveaxis")
+OP_broadcast_to = StaticRef("broadcast_to")
+OP_stack = StaticRef("stack")
+OP_vstack = StaticRef("vstack")
+OP_hstack = StaticRef("hstack")
+OP_split = StaticRef("split")
+OP_array_split = StaticRef("array_split")
+OP_tile = StaticRef("tile")
+OP_repeat = StaticRef("repeat")
+OP_flip = StaticRef("flip")
+OP_roll = StaticRef("roll")
+OP_take = StaticRef("take")
+OP_diagonal = StaticRef("diagonal")
+OP_diag = StaticRef("diag")
+OP_pad = StaticRef("pad")
+OP_clip = StaticRef("clip")
+OP_setitem = StaticRef("setitem")
+OP_dot = StaticRef("dot")
+OP_vdot = StaticRef("vdot")
+OP_inner = StaticRef("inner")
+OP_outer = StaticRef("outer")
+OP_tensordot = StaticRef("tensordot")
+OP_einsum = StaticRef("einsum")
+OP_trace = StaticRef("trace")
+OP_norm = StaticRef("norm")
+OP_var = StaticRef("var")
+OP_std = StaticRef("std")
+OP_average = StaticRef("average")
+OP_argmax = StaticRef("argmax")
+OP_argmin = StaticRef("argmin")
+OP_expit = StaticRef("expit")
+OP_logit = StaticRef("logit")
+OP_erf = StaticRef("erf")
+OP_erfc = StaticRef("erfc")
+OP_gammaln = StaticRef("gammaln")
+OP_xlogy = StaticRef("xlogy")
+OP_logsumexp = StaticRef("logsumexp")
+OP_softmax = StaticRef("softmax")
+OP_log_softmax = StaticRef("log_softmax")
 
 def add__float64__fwd(node, tp):
     return binary_fwd(OP_add, np.float64, node, tp)
@@ -347,6 +444,470 @@ def not_equal__float32__fwd(node, tp):
     return compare_fwd(OP_not_equal, np.float32, node, tp)
 
 
+def expm1__float64__fwd(node, tp):
+    return unary_fwd(OP_expm1, np.float64, node, tp)
+
+
+def expm1__float64__bwd(node, tp):
+    return unary_bwd(OP_expm1, np.float64, node, tp)
+
+
+def expm1__float32__fwd(node, tp):
+    return unary_fwd(OP_expm1, np.float32, node, tp)
+
+
+def expm1__float32__bwd(node, tp):
+    return unary_bwd(OP_expm1, np.float32, node, tp)
+
+
+def exp2__float64__fwd(node, tp):
+    return unary_fwd(OP_exp2, np.float64, node, tp)
+
+
+def exp2__float64__bwd(node, tp):
+    return unary_bwd(OP_exp2, np.float64, node, tp)
+
+
+def exp2__float32__fwd(node, tp):
+    return unary_fwd(OP_exp2, np.float32, node, tp)
+
+
+def exp2__float32__bwd(node, tp):
+    return unary_bwd(OP_exp2, np.float32, node, tp)
+
+
+def log1p__float64__fwd(node, tp):
+    return unary_fwd(OP_log1p, np.float64, node, tp)
+
+
+def log1p__float64__bwd(node, tp):
+    return unary_bwd(OP_log1p, np.float64, node, tp)
+
+
+def log1p__float32__fwd(node, tp):
+    return unary_fwd(OP_log1p, np.float32, node, tp)
+
+
+def log1p__float32__bwd(node, tp):
+    return unary_bwd(OP_log1p, np.float32, node, tp)
+
+
+def log2__float64__fwd(node, tp):
+    return unary_fwd(OP_log2, np.float64, node, tp)
+
+
+def log2__float64__bwd(node, tp):
+    return unary_bwd(OP_log2, np.float64, node, tp)
+
+
+def log2__float32__fwd(node, tp):
+    return unary_fwd(OP_log2, np.float32, node, tp)
+
+
+def log2__float32__bwd(node, tp):
+    return unary_bwd(OP_log2, np.float32, node, tp)
+
+
+def log10__float64__fwd(node, tp):
+    return unary_fwd(OP_log10, np.float64, node, tp)
+
+
+def log10__float64__bwd(node, tp):
+    return unary_bwd(OP_log10, np.float64, node, tp)
+
+
+def log10__float32__fwd(node, tp):
+    return unary_fwd(OP_log10, np.float32, node, tp)
+
+
+def log10__float32__bwd(node, tp):
+    return unary_bwd(OP_log10, np.float32, node, tp)
+
+
+def cbrt__float64__fwd(node, tp):
+    return unary_fwd(OP_cbrt, np.float64, node, tp)
+
+
+def cbrt__float64__bwd(node, tp):
+    return unary_bwd(OP_cbrt, np.float64, node, tp)
+
+
+def cbrt__float32__fwd(node, tp):
+    return unary_fwd(OP_cbrt, np.float32, node, tp)
+
+
+def cbrt__float32__bwd(node, tp):
+    return unary_bwd(OP_cbrt, np.float32, node, tp)
+
+
+def square__float64__fwd(node, tp):
+    return unary_fwd(OP_square, np.float64, node, tp)
+
+
+def square__float64__bwd(node, tp):
+    return unary_bwd(OP_square, np.float64, node, tp)
+
+
+def square__float32__fwd(node, tp):
+    return unary_fwd(OP_square, np.float32, node, tp)
+
+
+def square__float32__bwd(node, tp):
+    return unary_bwd(OP_square, np.float32, node, tp)
+
+
+def reciprocal__float64__fwd(node, tp):
+    return unary_fwd(OP_reciprocal, np.float64, node, tp)
+
+
+def reciprocal__float64__bwd(node, tp):
+    return unary_bwd(OP_reciprocal, np.float64, node, tp)
+
+
+def reciprocal__float32__fwd(node, tp):
+    return unary_fwd(OP_reciprocal, np.float32, node, tp)
+
+
+def reciprocal__float32__bwd(node, tp):
+    return unary_bwd(OP_reciprocal, np.float32, node, tp)
+
+
+def tan__float64__fwd(node, tp):
+    return unary_fwd(OP_tan, np.float64, node, tp)
+
+
+def tan__float64__bwd(node, tp):
+    return unary_bwd(OP_tan, np.float64, node, tp)
+
+
+def tan__float32__fwd(node, tp):
+    return unary_fwd(OP_tan, np.float32, node, tp)
+
+
+def tan__float32__bwd(node, tp):
+    return unary_bwd(OP_tan, np.float32, node, tp)
+
+
+def arcsin__float64__fwd(node, tp):
+    return unary_fwd(OP_arcsin, np.float64, node, tp)
+
+
+def arcsin__float64__bwd(node, tp):
+    return unary_bwd(OP_arcsin, np.float64, node, tp)
+
+
+def arcsin__float32__fwd(node, tp):
+    return unary_fwd(OP_arcsin, np.float32, node, tp)
+
+
+def arcsin__float32__bwd(node, tp):
+    return unary_bwd(OP_arcsin, np.float32, node, tp)
+
+
+def arccos__float64__fwd(node, tp):
+    return unary_fwd(OP_arccos, np.float64, node, tp)
+
+
+def arccos__float64__bwd(node, tp):
+    return unary_bwd(OP_arccos, np.float64, node, tp)
+
+
+def arccos__float32__fwd(node, tp):
+    return unary_fwd(OP_arccos, np.float32, node, tp)
+
+
+def arccos__float32__bwd(node, tp):
+    return unary_bwd(OP_arccos, np.float32, node, tp)
+
+
+def arctan__float64__fwd(node, tp):
+    return unary_fwd(OP_arctan, np.float64, node, tp)
+
+
+def arctan__float64__bwd(node, tp):
+    return unary_bwd(OP_arctan, np.float64, node, tp)
+
+
+def arctan__float32__fwd(node, tp):
+    return unary_fwd(OP_arctan, np.float32, node, tp)
+
+
+def arctan__float32__bwd(node, tp):
+    return unary_bwd(OP_arctan, np.float32, node, tp)
+
+
+def sinh__float64__fwd(node, tp):
+    return unary_fwd(OP_sinh, np.float64, node, tp)
+
+
+def sinh__float64__bwd(node, tp):
+    return unary_bwd(OP_sinh, np.float64, node, tp)
+
+
+def sinh__float32__fwd(node, tp):
+    return unary_fwd(OP_sinh, np.float32, node, tp)
+
+
+def sinh__float32__bwd(node, tp):
+    return unary_bwd(OP_sinh, np.float32, node, tp)
+
+
+def cosh__float64__fwd(node, tp):
+    return unary_fwd(OP_cosh, np.float64, node, tp)
+
+
+def cosh__float64__bwd(node, tp):
+    return unary_bwd(OP_cosh, np.float64, node, tp)
+
+
+def cosh__float32__fwd(node, tp):
+    return unary_fwd(OP_cosh, np.float32, node, tp)
+
+
+def cosh__float32__bwd(node, tp):
+    return unary_bwd(OP_cosh, np.float32, node, tp)
+
+
+def arcsinh__float64__fwd(node, tp):
+    return unary_fwd(OP_arcsinh, np.float64, node, tp)
+
+
+def arcsinh__float64__bwd(node, tp):
+    return unary_bwd(OP_arcsinh, np.float64, node, tp)
+
+
+def arcsinh__float32__fwd(node, tp):
+    return unary_fwd(OP_arcsinh, np.float32, node, tp)
+
+
+def arcsinh__float32__bwd(node, tp):
+    return unary_bwd(OP_arcsinh, np.float32, node, tp)
+
+
+def arccosh__float64__fwd(node, tp):
+    return unary_fwd(OP_arccosh, np.float64, node, tp)
+
+
+def arccosh__float64__bwd(node, tp):
+    return unary_bwd(OP_arccosh, np.float64, node, tp)
+
+
+def arccosh__float32__fwd(node, tp):
+    return unary_fwd(OP_arccosh, np.float32, node, tp)
+
+
+def arccosh__float32__bwd(node, tp):
+    return unary_bwd(OP_arccosh, np.float32, node, tp)
+
+
+def arctanh__float64__fwd(node, tp):
+    return unary_fwd(OP_arctanh, np.float64, node, tp)
+
+
+def arctanh__float64__bwd(node, tp):
+    return unary_bwd(OP_arctanh, np.float64, node, tp)
+
+
+def arctanh__float32__fwd(node, tp):
+    return unary_fwd(OP_arctanh, np.float32, node, tp)
+
+
+def arctanh__float32__bwd(node, tp):
+    return unary_bwd(OP_arctanh, np.float32, node, tp)
+
+
+def sign__float64__fwd(node, tp):
+    return unary_fwd(OP_sign, np.float64, node, tp)
+
+
+def sign__float64__bwd(node, tp):
+    return unary_bwd(OP_sign, np.float64, node, tp)
+
+
+def sign__float32__fwd(node, tp):
+    return unary_fwd(OP_sign, np.float32, node, tp)
+
+
+def sign__float32__bwd(node, tp):
+    return unary_bwd(OP_sign, np.float32, node, tp)
+
+
+def floor__float64__fwd(node, tp):
+    return unary_fwd(OP_floor, np.float64, node, tp)
+
+
+def floor__float64__bwd(node, tp):
+    return unary_bwd(OP_floor, np.float64, node, tp)
+
+
+def floor__float32__fwd(node, tp):
+    return unary_fwd(OP_floor, np.float32, node, tp)
+
+
+def floor__float32__bwd(node, tp):
+    return unary_bwd(OP_floor, np.float32, node, tp)
+
+
+def ceil__float64__fwd(node, tp):
+    return unary_fwd(OP_ceil, np.float64, node, tp)
+
+
+def ceil__float64__bwd(node, tp):
+    return unary_bwd(OP_ceil, np.float64, node, tp)
+
+
+def ceil__float32__fwd(node, tp):
+    return unary_fwd(OP_ceil, np.float32, node, tp)
+
+
+def ceil__float32__bwd(node, tp):
+    return unary_bwd(OP_ceil, np.float32, node, tp)
+
+
+def trunc__float64__fwd(node, tp):
+    return unary_fwd(OP_trunc, np.float64, node, tp)
+
+
+def trunc__float64__bwd(node, tp):
+    return unary_bwd(OP_trunc, np.float64, node, tp)
+
+
+def trunc__float32__fwd(node, tp):
+    return unary_fwd(OP_trunc, np.float32, node, tp)
+
+
+def trunc__float32__bwd(node, tp):
+    return unary_bwd(OP_trunc, np.float32, node, tp)
+
+
+def rint__float64__fwd(node, tp):
+    return unary_fwd(OP_rint, np.float64, node, tp)
+
+
+def rint__float64__bwd(node, tp):
+    return unary_bwd(OP_rint, np.float64, node, tp)
+
+
+def rint__float32__fwd(node, tp):
+    return unary_fwd(OP_rint, np.float32, node, tp)
+
+
+def rint__float32__bwd(node, tp):
+    return unary_bwd(OP_rint, np.float32, node, tp)
+
+
+def arctan2__float64__fwd(node, tp):
+    return binary_fwd(OP_arctan2, np.float64, node, tp)
+
+
+def arctan2__float64__bwd(node, tp):
+    return binary_bwd(OP_arctan2, np.float64, node, tp)
+
+
+def arctan2__float32__fwd(node, tp):
+    return binary_fwd(OP_arctan2, np.float32, node, tp)
+
+
+def arctan2__float32__bwd(node, tp):
+    return binary_bwd(OP_arctan2, np.float32, node, tp)
+
+
+def hypot__float64__fwd(node, tp):
+    return binary_fwd(OP_hypot, np.float64, node, tp)
+
+
+def hypot__float64__bwd(node, tp):
+    return binary_bwd(OP_hypot, np.float64, node, tp)
+
+
+def hypot__float32__fwd(node, tp):
+    return binary_fwd(OP_hypot, np.float32, node, tp)
+
+
+def hypot__float32__bwd(node, tp):
+    return binary_bwd(OP_hypot, np.float32, node, tp)
+
+
+def logaddexp__float64__fwd(node, tp):
+    return binary_fwd(OP_logaddexp, np.float64, node, tp)
+
+
+def logaddexp__float64__bwd(node, tp):
+    return binary_bwd(OP_logaddexp, np.float64, node, tp)
+
+
+def logaddexp__float32__fwd(node, tp):
+    return binary_fwd(OP_logaddexp, np.float32, node, tp)
+
+
+def logaddexp__float32__bwd(node, tp):
+    return binary_bwd(OP_logaddexp, np.float32, node, tp)
+
+
+def logaddexp2__float64__fwd(node, tp):
+    return binary_fwd(OP_logaddexp2, np.float64, node, tp)
+
+
+def logaddexp2__float64__bwd(node, tp):
+    return binary_bwd(OP_logaddexp2, np.float64, node, tp)
+
+
+def logaddexp2__float32__fwd(node, tp):
+    return binary_fwd(OP_logaddexp2, np.float32, node, tp)
+
+
+def logaddexp2__float32__bwd(node, tp):
+    return binary_bwd(OP_logaddexp2, np.float32, node, tp)
+
+
+def fmax__float64__fwd(node, tp):
+    return binary_fwd(OP_fmax, np.float64, node, tp)
+
+
+def fmax__float64__bwd(node, tp):
+    return binary_bwd(OP_fmax, np.float64, node, tp)
+
+
+def fmax__float32__fwd(node, tp):
+    return binary_fwd(OP_fmax, np.float32, node, tp)
+
+
+def fmax__float32__bwd(node, tp):
+    return binary_bwd(OP_fmax, np.float32, node, tp)
+
+
+def fmin__float64__fwd(node, tp):
+    return binary_fwd(OP_fmin, np.float64, node, tp)
+
+
+def fmin__float64__bwd(node, tp):
+    return binary_bwd(OP_fmin, np.float64, node, tp)
+
+
+def fmin__float32__fwd(node, tp):
+    return binary_fwd(OP_fmin, np.float32, node, tp)
+
+
+def fmin__float32__bwd(node, tp):
+    return binary_bwd(OP_fmin, np.float32, node, tp)
+
+
+def remainder__float64__fwd(node, tp):
+    return binary_fwd(OP_remainder, np.float64, node, tp)
+
+
+def remainder__float64__bwd(node, tp):
+    return binary_bwd(OP_remainder, np.float64, node, tp)
+
+
+def remainder__float32__fwd(node, tp):
+    return binary_fwd(OP_remainder, np.float32, node, tp)
+
+
+def remainder__float32__bwd(node, tp):
+    return binary_bwd(OP_remainder, np.float32, node, tp)
+
+
 def astype__float32_to_float64__fwd(node, tp):
     return cast_fwd(np.float32, np.float64, node, tp)
 
@@ -443,6 +1004,38 @@ def getitem__float32__bwd(node, tp):
     return gather_bwd(np.float32, node, tp)
 
 
+def concatenate__float64__fwd(node, tp):
+    return concatenate_fwd(np.float64, node, tp)
+
+
+def concatenate__float64__bwd(node, tp):
+    return concatenate_bwd(np.float64, node, tp)
+
+
+def concatenate__float32__fwd(node, tp):
+    return concatenate_fwd(np.float32, node, tp)
+
+
+def concatenate__float32__bwd(node, tp):
+    return concatenate_bwd(np.float32, node, tp)
+
+
+def where__float64__fwd(node, tp):
+    return where_fwd(np.float64, node, tp)
+
+
+def where__float64__bwd(node, tp):
+    return where_bwd(np.float64, node, tp)
+
+
+def where__float32__fwd(node, tp):
+    return where_fwd(np.float32, node, tp)
+
+
+def where__float32__bwd(node, tp):
+    return where_bwd(np.float32, node, tp)
+
+
 def matmul__float64__fwd(node, tp):
     return matmul_fwd(np.float64, node, tp)
 
@@ -457,6 +1050,86 @@ def matmul__float32__fwd(node, tp):
 
 def matmul__float32__bwd(node, tp):
     return matmul_bwd(np.float32, node, tp)
+
+
+def inv__float64__fwd(node, tp):
+    return inv_fwd(np.float64, node, tp)
+
+
+def inv__float64__bwd(node, tp):
+    return inv_bwd(np.float64, node, tp)
+
+
+def inv__float32__fwd(node, tp):
+    return inv_fwd(np.float32, node, tp)
+
+
+def inv__float32__bwd(node, tp):
+    return inv_bwd(np.float32, node, tp)
+
+
+def det__float64__fwd(node, tp):
+    return det_fwd(np.float64, node, tp)
+
+
+def det__float64__bwd(node, tp):
+    return det_bwd(np.float64, node, tp)
+
+
+def det__float32__fwd(node, tp):
+    return det_fwd(np.float32, node, tp)
+
+
+def det__float32__bwd(node, tp):
+    return det_bwd(np.float32, node, tp)
+
+
+def slogdet__float64__fwd(node, tp):
+    return slogdet_fwd(np.float64, node, tp)
+
+
+def slogdet__float64__bwd(node, tp):
+    return slogdet_bwd(np.float64, node, tp)
+
+
+def slogdet__float32__fwd(node, tp):
+    return slogdet_fwd(np.float32, node, tp)
+
+
+def slogdet__float32__bwd(node, tp):
+    return slogdet_bwd(np.float32, node, tp)
+
+
+def solve__float64__fwd(node, tp):
+    return solve_fwd(np.float64, node, tp)
+
+
+def solve__float64__bwd(node, tp):
+    return solve_bwd(np.float64, node, tp)
+
+
+def solve__float32__fwd(node, tp):
+    return solve_fwd(np.float32, node, tp)
+
+
+def solve__float32__bwd(node, tp):
+    return solve_bwd(np.float32, node, tp)
+
+
+def cholesky__float64__fwd(node, tp):
+    return cholesky_fwd(np.float64, node, tp)
+
+
+def cholesky__float64__bwd(node, tp):
+    return cholesky_bwd(np.float64, node, tp)
+
+
+def cholesky__float32__fwd(node, tp):
+    return cholesky_fwd(np.float32, node, tp)
+
+
+def cholesky__float32__bwd(node, tp):
+    return cholesky_bwd(np.float32, node, tp)
 
 
 def sum__float64__fwd(node, tp):
@@ -489,3 +1162,179 @@ def mean__float32__fwd(node, tp):
 
 def mean__float32__bwd(node, tp):
     return sum_bwd(np.float32, node, tp)
+
+
+def prod__float64__fwd(node, tp):
+    return prod_fwd(np.float64, node, tp)
+
+
+def prod__float64__bwd(node, tp):
+    return prod_bwd(np.float64, node, tp)
+
+
+def prod__float32__fwd(node, tp):
+    return prod_fwd(np.float32, node, tp)
+
+
+def prod__float32__bwd(node, tp):
+    return prod_bwd(np.float32, node, tp)
+
+
+def max__float64__fwd(node, tp):
+    return max_fwd(np.float64, node, tp)
+
+
+def max__float64__bwd(node, tp):
+    return extreme_bwd(np.float64, node, tp)
+
+
+def max__float32__fwd(node, tp):
+    return max_fwd(np.float32, node, tp)
+
+
+def max__float32__bwd(node, tp):
+    return extreme_bwd(np.float32, node, tp)
+
+
+def min__float64__fwd(node, tp):
+    return min_fwd(np.float64, node, tp)
+
+
+def min__float64__bwd(node, tp):
+    return extreme_bwd(np.float64, node, tp)
+
+
+def min__float32__fwd(node, tp):
+    return min_fwd(np.float32, node, tp)
+
+
+def min__float32__bwd(node, tp):
+    return extreme_bwd(np.float32, node, tp)
+
+
+def cumsum__float64__fwd(node, tp):
+    return cumsum_fwd(np.float64, node, tp)
+
+
+def cumsum__float64__bwd(node, tp):
+    return cumsum_bwd(np.float64, node, tp)
+
+
+def cumsum__float32__fwd(node, tp):
+    return cumsum_fwd(np.float32, node, tp)
+
+
+def cumsum__float32__bwd(node, tp):
+    return cumsum_bwd(np.float32, node, tp)
+
+
+def cumprod__float64__fwd(node, tp):
+    return cumprod_fwd(np.float64, node, tp)
+
+
+def cumprod__float64__bwd(node, tp):
+    return cumprod_bwd(np.float64, node, tp)
+
+
+def cumprod__float32__fwd(node, tp):
+    return cumprod_fwd(np.float32, node, tp)
+
+
+def cumprod__float32__bwd(node, tp):
+    return cumprod_bwd(np.float32, node, tp)
+
+
+def expit__float64__fwd(node, tp):
+    return unary_fwd(OP_expit, np.float64, node, tp)
+
+
+def expit__float64__bwd(node, tp):
+    return unary_bwd(OP_expit, np.float64, node, tp)
+
+
+def expit__float32__fwd(node, tp):
+    return unary_fwd(OP_expit, np.float32, node, tp)
+
+
+def expit__float32__bwd(node, tp):
+    return unary_bwd(OP_expit, np.float32, node, tp)
+
+
+def logit__float64__fwd(node, tp):
+    return unary_fwd(OP_logit, np.float64, node, tp)
+
+
+def logit__float64__bwd(node, tp):
+    return unary_bwd(OP_logit, np.float64, node, tp)
+
+
+def logit__float32__fwd(node, tp):
+    return unary_fwd(OP_logit, np.float32, node, tp)
+
+
+def logit__float32__bwd(node, tp):
+    return unary_bwd(OP_logit, np.float32, node, tp)
+
+
+def erf__float64__fwd(node, tp):
+    return unary_fwd(OP_erf, np.float64, node, tp)
+
+
+def erf__float64__bwd(node, tp):
+    return unary_bwd(OP_erf, np.float64, node, tp)
+
+
+def erf__float32__fwd(node, tp):
+    return unary_fwd(OP_erf, np.float32, node, tp)
+
+
+def erf__float32__bwd(node, tp):
+    return unary_bwd(OP_erf, np.float32, node, tp)
+
+
+def erfc__float64__fwd(node, tp):
+    return unary_fwd(OP_erfc, np.float64, node, tp)
+
+
+def erfc__float64__bwd(node, tp):
+    return unary_bwd(OP_erfc, np.float64, node, tp)
+
+
+def erfc__float32__fwd(node, tp):
+    return unary_fwd(OP_erfc, np.float32, node, tp)
+
+
+def erfc__float32__bwd(node, tp):
+    return unary_bwd(OP_erfc, np.float32, node, tp)
+
+
+def gammaln__float64__fwd(node, tp):
+    return unary_fwd(OP_gammaln, np.float64, node, tp)
+
+
+def gammaln__float64__bwd(node, tp):
+    return unary_bwd(OP_gammaln, np.float64, node, tp)
+
+
+def gammaln__float32__fwd(node, tp):
+    return unary_fwd(OP_gammaln, np.float32, node, tp)
+
+
+def gammaln__float32__bwd(node, tp):
+    return unary_bwd(OP_gammaln, np.float32, node, tp)
+
+
+def xlogy__float64__fwd(node, tp):
+    return binary_fwd(OP_xlogy, np.float64, node, tp)
+
+
+def xlogy__float64__bwd(node, tp):
+    return binary_bwd(OP_xlogy, np.float64, node, tp)
+
+
+def xlogy__float32__fwd(node, tp):
+    return binary_fwd(OP_xlogy, np.float32, node, tp)
+
+
+def xlogy__float32__bwd(node, tp):
+    return binary_bwd(OP_xlogy, np.float32, node, tp)

@@ -125,6 +125,7 @@ E_NOFLOAT = -6  # no floating operand: Python computes it with NumPy
 E_GRAD_META = -7  # produced gradient does not match its input: A node, B slot, C/D sizes
 E_VERSION = -8  # saved value modified in place: A node, B slot, C saved, D current
 E_GRAD_SPACE = -9  # gradient arena too small: H_NEED bytes
+E_LINALG = -10  # LAPACK failed (singular / not positive definite): H_ERR_A node
 
 # --- request area: the start of the scratch array, filled by Python for general ops ----
 R_NIN, R_NOUT, R_NIP, R_NFP, R_ALIAS, R_OUT = range(6)  # then per output: dtype, ndim

@@ -60,6 +60,7 @@ from .layout import (
     N_NOUT,
     N_OP,
     N_SIG,
+    OK,
     R_ALIAS,
     R_NFP,
     R_NIN,
@@ -393,6 +394,7 @@ def record_general(h, op, sig, differentiable):
     if not has_room(h, nout, 1, nin + nout, nshape, nbytes):
         return E_SPACE
     base = h[H_NLINK]
+    top = h[H_ARENA_TOP]
     rg = False
     if differentiable and h[H_GRAD_ENABLED] != 0:
         for i in range(nin):
@@ -423,7 +425,17 @@ def record_general(h, op, sig, differentiable):
         if j == 0:
             first = s
     h[H_NSHAPE] = cursor
-    run_forward(h, k, op, sig)
+    st = run_forward(h, k, op, sig)
+    if st != OK:  # the kernel failed (LAPACK): forget the node and its outputs
+        h[H_NNODES] = k
+        h[H_NSLOTS] = first
+        h[H_NLINK] = base
+        h[H_NSHAPE] = off
+        h[H_NIP] -= sc[R_NIP]
+        h[H_NFP] -= sc[R_NFP]
+        h[H_ARENA_TOP] = top
+        h[H_ERR_A] = k
+        return st
     return first
 
 

@@ -255,6 +255,7 @@ class Tape:
 
     def read(self, s: int) -> np.ndarray:
         """A fresh array with slot ``s``'s values."""
+
         dt = self.slot_field(S_DTYPE, s)
         out = np.empty(self.slot_shape(s), NP_DTYPES[dt])
         if out.size:
@@ -311,6 +312,9 @@ class Tape:
         self.stale = False
         handles = self.handles
         live = [handles[i] for i in np.flatnonzero(_refcounts(handles) > _UNREFERENCED)]
+        # still in this tape (x[key] = v and requires_grad_() can take a handle out of
+        # it; x[key] = v can also list a handle twice)
+        live = [t for t in live if t._data is None and t._tape is self]
         nodes = self.views["node"]
         ncap = self.h[H_NODE_CAP]
         for t in live:
@@ -323,7 +327,9 @@ class Tape:
             ):
                 return False  # a graph still waiting for its backward
         for t in live:
-            t._detach_from_tape(self.read(t._slot), self.slot_rg(t._slot))
+            # a handle can be listed twice (x[key] = v rebinds x to a new value)
+            if t._data is None and t._tape is self:
+                t._detach_from_tape(self.read(t._slot), self.slot_rg(t._slot))
         self.rewind()
         return True
 

@@ -23,6 +23,7 @@ from .layout import (
     E_BROADCAST,
     E_FREED,
     E_GRAD_META,
+    E_LINALG,
     E_NO_BWD,
     E_NOFLOAT,
     H_ERR_A,
@@ -102,6 +103,13 @@ class Tensor:
         self._tape = None
         self._slot = -1
         self._epoch = -1
+
+    def _adopt(self, other: Tensor) -> None:
+        """Become ``other`` (same value, same place in the graph): in-place assignment."""
+        self._tape, self._slot, self._epoch = other._tape, other._slot, other._epoch
+        self._data, self._flags, self._shape = other._data, other._flags, other._shape
+        if self._data is None:
+            self._tape.handles.append(self)
 
     # --- values and metadata ---------------------------------------------------------
     def _value(self) -> np.ndarray:
@@ -428,9 +436,13 @@ def general(
     ip: list[int] = (),
     fp: list[float] = (),
     alias: bool = False,
-) -> Tensor:
-    """Record an array op: inputs (Tensors or arrays), outputs ``(dtype code, shape)``,
-    int and float parameters. Returns the first output."""
+    visible: int = 1,
+) -> Any:
+    """Record an array op: inputs (Tensors, arrays or numbers), outputs
+    ``(dtype code, shape)``, int and float parameters. Returns the first output, or a
+    tuple of the first ``visible`` outputs (further outputs are internal: saved for the
+    backward only)."""
+    inputs = [v if isinstance(v, Tensor) else as_tensor(v) for v in inputs]
     tape = current_tape()
     h = tape.header
     nin, nout = len(inputs), len(outs)
@@ -466,9 +478,14 @@ def general(
                 ps += 1
         r = record_general(h, op.code, sig, op.differentiable)
         if r >= 0:
-            return _in_tape(tape, r, ep)
+            if visible == 1:
+                return _in_tape(tape, r, ep)
+            return tuple(_in_tape(tape, r + j, ep) for j in range(visible))
+        if r == E_LINALG:
+            what = "matrix is not positive definite" if op.name == "cholesky" else "singular matrix"
+            shapes = ", ".join(str(t.shape) for t in inputs)
+            raise np.linalg.LinAlgError(f"{op.name}: {what} (input shapes {shapes})")
         tape.fix(r)
-        ps -= nshape
 
 
 # --- backward ----------------------------------------------------------------------------
@@ -534,6 +551,9 @@ def _raise_backward_error(tape: Tape, st: int) -> None:
         raise NotImplementedError(
             f"backward of '{name}' is not implemented (the op table has no backward rule for it)"
         )
+    if st == E_LINALG:
+        name = ROWS[_node_op(tape, h[H_ERR_A])].name
+        raise np.linalg.LinAlgError(f"backward of '{name}': singular matrix")
     if st == E_GRAD_META:
         node, s, expect, actual = h[H_ERR_A], h[H_ERR_B], h[H_ERR_C], h[H_ERR_D]
         name = ROWS[_node_op(tape, node)].name

@@ -32,6 +32,7 @@ class Case:
     f: Callable[..., Any]  # f(module, *args): module is tapegrad.numpy or numpy
     shapes: list[tuple[int, ...]]
     check: dict[str, Any] = field(default_factory=dict)
+    domains: tuple[int, ...] | None = None  # which input's domain each argument uses
 
     @property
     def id(self) -> str:
@@ -43,27 +44,45 @@ class Case:
 
     def args(self, dtype: Any = np.float64) -> list[np.ndarray]:
         rng = np.random.default_rng(zlib.crc32(self.id.encode()))
+        which = self.domains or range(len(self.shapes))
         return [
-            rng.uniform(*self.domain(i), size=s).astype(dtype) for i, s in enumerate(self.shapes)
+            rng.uniform(*self.domain(i), size=s).astype(dtype) for i, s in zip(which, self.shapes)
         ]
 
 
+def function(m: Any, op: Op) -> Callable:
+    """``op``'s function next to NumPy (``m`` is numpy) or in tapegrad (``m`` is
+    tapegrad.numpy): numpy / numpy.linalg / scipy.special names."""
+    if op.namespace == "special":
+        if m is np:
+            import scipy.special
+
+            return getattr(scipy.special, op.name)
+        import tapegrad.special
+
+        return getattr(tapegrad.special, op.name)
+    if op.namespace == "numpy.linalg":
+        return getattr(m.linalg, op.name)
+    return getattr(m, op.name)
+
+
 def _elementwise_cases(op: Op) -> Iterator[Case]:
-    name = op.name
     if op.kind is Kind.UNARY:
         for s in UNARY_SHAPES:
-            yield Case(op, f"shape {s}", lambda m, x: getattr(m, name)(x), [s])
+            yield Case(op, f"shape {s}", lambda m, x: function(m, op)(x), [s])
         return
     for sx, sy in BINARY_SHAPES:
-        yield Case(op, f"{sx} with {sy}", lambda m, x, y: getattr(m, name)(x, y), [sx, sy])
-    yield Case(op, "tensor with Python scalar", lambda m, x: getattr(m, name)(x, 1.25), [(3,)])
-    yield Case(op, "Python scalar with tensor", lambda m, y: getattr(m, name)(1.25, y), [(3,)])
+        yield Case(op, f"{sx} with {sy}", lambda m, x, y: function(m, op)(x, y), [sx, sy])
+    yield Case(op, "tensor with Python scalar", lambda m, x: function(m, op)(x, 1.25), [(3,)])
+    yield Case(
+        op, "Python scalar with tensor", lambda m, y: function(m, op)(1.25, y), [(3,)], domains=(1,)
+    )
 
 
 def cases() -> list[Case]:
     out: list[Case] = []
     for op in ROWS:
-        if op.kind is Kind.ARRAY:
+        if op.kind in (Kind.ARRAY, Kind.COMPOSITE):
             out += [Case(op, label, f, shapes, check) for label, f, shapes, check in op.cases()]
         else:
             out += list(_elementwise_cases(op))

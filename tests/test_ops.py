@@ -40,8 +40,10 @@ def test_gradient_float32(case):
     for dtype, args in ((np.float64, args64), (np.float32, args32)):
         leaves = [tg.tensor(a, requires_grad=True) for a in args]
         out = case.f(tnp, *leaves)
-        assert out.dtype == np.asarray(case.f(np, *args)).dtype  # NumPy's promotion
-        assert out.dtype == dtype or case.op.name == "astype"
+        if case.op.namespace == "special":  # SciPy lacks float32 loops for some: we keep it
+            assert out.dtype == dtype
+        else:
+            assert out.dtype == np.asarray(case.f(np, *args)).dtype  # NumPy's promotion
         v = np.random.default_rng(1).standard_normal(out.shape)
         out.backward(gradient=v)
         grads[dtype] = [leaf.grad for leaf in leaves]

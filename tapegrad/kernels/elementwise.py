@@ -35,7 +35,7 @@ from ..layout import (
     out_shape,
     scratch,
 )
-from .loops import broadcast_strides, collapse, plan_arrays, row_offsets
+from .loops import broadcast_plan, row_offsets
 
 
 def _row(op: StaticRef | StaticRefType):
@@ -105,26 +105,6 @@ def unary_bwd_arrays(op, g, x, out, gx):
         gx[i] += bwd1(op, g[i], x[i], out[i])
 
 
-@jit
-def _plan3(xshape, yshape, oshape, sc):
-    """Loop over the output's shape with x, y broadcast into it (collapsed)."""
-    dims, sa, sb, so = plan_arrays(sc)
-    nd = oshape.size
-    for d in range(nd):
-        dims[d] = oshape[d]
-    broadcast_strides(xshape, nd, sa)
-    broadcast_strides(yshape, nd, sb)
-    broadcast_strides(oshape, nd, so)
-    if nd == 0:
-        dims[0] = 1
-        sa[0] = 0
-        sb[0] = 0
-        so[0] = 0
-        nd = 1
-    nd = collapse(nd, dims, sa, sb, so)
-    return nd, dims, sa, sb, so
-
-
 @jit(inline="always")
 def binary_fwd_arrays(op, x, xshape, y, yshape, out, oshape, sc):
     """``out = f(x, y)`` with NumPy broadcasting (``out`` may be bool for comparisons)."""
@@ -143,7 +123,7 @@ def binary_fwd_arrays(op, x, xshape, y, yshape, out, oshape, sc):
         for i in range(n):
             out[i] = fwd2(op, x[i], b)
     else:
-        nd, dims, sa, sb, so = _plan3(xshape, yshape, oshape, sc)
+        nd, dims, sa, sb, so = broadcast_plan(oshape, xshape, yshape, oshape, sc)
         inner = dims[nd - 1]
         ia, ib, io = sa[nd - 1], sb[nd - 1], so[nd - 1]
         for r in range(n // inner):
@@ -192,7 +172,7 @@ def binary_bwd_arrays(op, mask, g, x, xshape, y, yshape, out, oshape, gx, gy, sc
                 acc += bwd2(op, 1, g[i], x[i], b, out[i])
             gy[0] += acc
     else:
-        nd, dims, sa, sb, so = _plan3(xshape, yshape, oshape, sc)
+        nd, dims, sa, sb, so = broadcast_plan(oshape, xshape, yshape, oshape, sc)
         inner = dims[nd - 1]
         ia, ib, io = sa[nd - 1], sb[nd - 1], so[nd - 1]
         for r in range(n // inner):

@@ -9,8 +9,11 @@ count whole matrices and are 0 where an operand is broadcast, so the backward's
 
 from __future__ import annotations
 
+import numpy as np
+
 from .._jit import blas_gemm, jit
 from ..layout import (
+    E_LINALG,
     H_DGEMM,
     H_SGEMM,
     OK,
@@ -129,4 +132,192 @@ def matmul_bwd(dt, node, tp):
     gx = in_grad(h, node, 0, dt) if mask & 1 else x
     gy = in_grad(h, node, 1, dt) if mask & 2 else y
     matmul_bwd_arrays(_blas(h, x), node_ip(h, node), mask, out_grad(h, node, 0, dt), x, y, gx, gy)
+    return OK
+
+
+# --- dense linear algebra on stacks of n x n matrices ------------------------------------
+# ``ip = [batch, n]`` (and ``k``, the right-hand sides, for solve). NumPy's LAPACK-backed
+# routines inside numba allocate their results: these are O(n^3) kernels, where that
+# cost does not matter. A LAPACK failure (singular or not positive definite matrix)
+# returns E_LINALG and Python raises numpy.linalg.LinAlgError naming the op.
+
+
+@jit
+def _mat(buf, b, n, m):
+    return buf[b * n * m : (b + 1) * n * m].reshape((n, m))
+
+
+@jit
+def inv_fwd(dt, node, tp):
+    h = header(tp)
+    ip = node_ip(h, node)
+    batch, n = ip[0], ip[1]
+    x = in_data(h, node, 0, dt)
+    out = out_data(h, node, 0, dt)
+    try:
+        for b in range(batch):
+            _mat(out, b, n, n)[:, :] = np.linalg.inv(_mat(x, b, n, n))
+    except Exception:
+        return E_LINALG
+    return OK
+
+
+@jit
+def inv_bwd(dt, node, tp):
+    h = header(tp)
+    ip = node_ip(h, node)
+    batch, n = ip[0], ip[1]
+    out = out_data(h, node, 0, dt)
+    g = out_grad(h, node, 0, dt)
+    gx = in_grad(h, node, 0, dt)
+    for b in range(batch):  # d(A^-1) = -A^-1 dA A^-1  =>  gA = -A^-T g A^-T
+        ai = _mat(out, b, n, n)
+        _mat(gx, b, n, n)[:, :] -= np.dot(np.dot(ai.T, _mat(g, b, n, n)), ai.T)
+    return OK
+
+
+@jit
+def det_fwd(dt, node, tp):
+    h = header(tp)
+    ip = node_ip(h, node)
+    batch, n = ip[0], ip[1]
+    x = in_data(h, node, 0, dt)
+    out = out_data(h, node, 0, dt)
+    for b in range(batch):
+        out[b] = np.linalg.det(_mat(x, b, n, n))
+    return OK
+
+
+@jit
+def det_bwd(dt, node, tp):
+    """d det(A) = det(A) tr(A^-1 dA)  =>  gA = g det(A) A^-T (A must be invertible)."""
+    h = header(tp)
+    ip = node_ip(h, node)
+    batch, n = ip[0], ip[1]
+    x = in_data(h, node, 0, dt)
+    out = out_data(h, node, 0, dt)
+    g = out_grad(h, node, 0, dt)
+    gx = in_grad(h, node, 0, dt)
+    try:
+        for b in range(batch):
+            _mat(gx, b, n, n)[:, :] += g[b] * out[b] * np.linalg.inv(_mat(x, b, n, n)).T
+    except Exception:
+        return E_LINALG
+    return OK
+
+
+@jit
+def slogdet_fwd(dt, node, tp):
+    """Outputs (sign, log|det|)."""
+    h = header(tp)
+    ip = node_ip(h, node)
+    batch, n = ip[0], ip[1]
+    x = in_data(h, node, 0, dt)
+    sign = out_data(h, node, 0, dt)
+    logdet = out_data(h, node, 1, dt)
+    for b in range(batch):
+        s, ld = np.linalg.slogdet(_mat(x, b, n, n))
+        sign[b] = s
+        logdet[b] = ld
+    return OK
+
+
+@jit
+def slogdet_bwd(dt, node, tp):
+    """d log|det A| = tr(A^-1 dA); the sign is piecewise constant."""
+    h = header(tp)
+    ip = node_ip(h, node)
+    batch, n = ip[0], ip[1]
+    x = in_data(h, node, 0, dt)
+    g = out_grad(h, node, 1, dt)
+    gx = in_grad(h, node, 0, dt)
+    try:
+        for b in range(batch):
+            _mat(gx, b, n, n)[:, :] += g[b] * np.linalg.inv(_mat(x, b, n, n)).T
+    except Exception:
+        return E_LINALG
+    return OK
+
+
+@jit
+def solve_fwd(dt, node, tp):
+    """X = A^-1 B for A (batch, n, n) and B (batch, n, k)."""
+    h = header(tp)
+    ip = node_ip(h, node)
+    batch, n, k = ip[0], ip[1], ip[2]
+    a = in_data(h, node, 0, dt)
+    rhs = in_data(h, node, 1, dt)
+    out = out_data(h, node, 0, dt)
+    try:
+        for b in range(batch):
+            _mat(out, b, n, k)[:, :] = np.linalg.solve(_mat(a, b, n, n), _mat(rhs, b, n, k))
+    except Exception:
+        return E_LINALG
+    return OK
+
+
+@jit
+def solve_bwd(dt, node, tp):
+    """gB = A^-T g, gA = -gB X^T."""
+    h = header(tp)
+    ip = node_ip(h, node)
+    batch, n, k = ip[0], ip[1], ip[2]
+    a = in_data(h, node, 0, dt)
+    out = out_data(h, node, 0, dt)
+    g = out_grad(h, node, 0, dt)
+    want_a = needs_grad(h, node, 0)
+    want_b = needs_grad(h, node, 1)
+    ga = in_grad(h, node, 0, dt) if want_a else a
+    gb = in_grad(h, node, 1, dt) if want_b else a
+    try:
+        for b in range(batch):
+            gbb = np.linalg.solve(np.ascontiguousarray(_mat(a, b, n, n).T), _mat(g, b, n, k))
+            if want_b:
+                _mat(gb, b, n, k)[:, :] += gbb
+            if want_a:
+                _mat(ga, b, n, n)[:, :] -= np.dot(gbb, _mat(out, b, n, k).T)
+    except Exception:
+        return E_LINALG
+    return OK
+
+
+@jit
+def cholesky_fwd(dt, node, tp):
+    h = header(tp)
+    ip = node_ip(h, node)
+    batch, n = ip[0], ip[1]
+    x = in_data(h, node, 0, dt)
+    out = out_data(h, node, 0, dt)
+    try:
+        for b in range(batch):
+            _mat(out, b, n, n)[:, :] = np.linalg.cholesky(_mat(x, b, n, n))
+    except Exception:
+        return E_LINALG
+    return OK
+
+
+@jit
+def cholesky_bwd(dt, node, tp):
+    """gA = sym(L^-T Phi(L^T gL) L^-1), Phi = lower triangle with the diagonal halved
+    (Murray 2016); symmetrised, as in PyTorch and JAX."""
+    h = header(tp)
+    ip = node_ip(h, node)
+    batch, n = ip[0], ip[1]
+    out = out_data(h, node, 0, dt)
+    g = out_grad(h, node, 0, dt)
+    gx = in_grad(h, node, 0, dt)
+    try:
+        for b in range(batch):
+            lo = _mat(out, b, n, n)
+            p = np.dot(lo.T, _mat(g, b, n, n))
+            for i in range(n):
+                p[i, i] *= 0.5
+                for j in range(i + 1, n):
+                    p[i, j] = 0.0
+            lt = np.ascontiguousarray(lo.T)
+            y = np.linalg.solve(lt, p)  # L^-T P
+            s = np.linalg.solve(lt, np.ascontiguousarray(y.T)).T  # (L^-T (L^-T P)^T)^T
+            _mat(gx, b, n, n)[:, :] += 0.5 * (s + s.T)
+    except Exception:
+        return E_LINALG
     return OK

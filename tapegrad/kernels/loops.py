@@ -88,6 +88,50 @@ def collapse(nd, dims, sa, sb, sc):
 
 
 @jit
+def broadcast_plan(oshape, ashape, bshape, cshape, sc):
+    """Loop over ``oshape`` with three operands broadcast into it (NumPy rules), collapsed.
+
+    Returns ``(nd, dims, sa, sb, sc)``. Pass ``oshape`` as an operand's shape to get the
+    contiguous strides of the output itself.
+    """
+    dims, sa, sb, s3 = plan_arrays(sc)
+    nd = oshape.size
+    for d in range(nd):
+        dims[d] = oshape[d]
+    broadcast_strides(ashape, nd, sa)
+    broadcast_strides(bshape, nd, sb)
+    broadcast_strides(cshape, nd, s3)
+    if nd == 0:
+        dims[0] = 1
+        sa[0] = 0
+        sb[0] = 0
+        s3[0] = 0
+        nd = 1
+    nd = collapse(nd, dims, sa, sb, s3)
+    return nd, dims, sa, sb, s3
+
+
+@jit
+def lines(shape, axis):
+    """A loop over the 1-D lines of a C-contiguous array along ``axis``:
+    ``(count, length, stride)``; line ``l`` starts at ``line_start(l, length, stride)``."""
+    length = shape[axis]
+    stride = 1
+    for d in range(axis + 1, shape.size):
+        stride *= shape[d]
+    total = 1
+    for d in range(shape.size):
+        total *= shape[d]
+    count = total // length if length else 0
+    return count, length, stride
+
+
+@jit
+def line_start(line, length, stride):
+    return (line // stride) * length * stride + line % stride
+
+
+@jit
 def row_offsets(r, nd, dims, sa, sb, sc):
     """Offsets of the three operands at the start of row ``r`` (all axes but the last)."""
     oa = 0

@@ -8,6 +8,8 @@ Parameters in the tape: ``ip = [naxes, axis...]``, ``fp = [scale]`` (1 for ``sum
 
 from __future__ import annotations
 
+import numpy as np
+
 from .._jit import jit
 from ..layout import (
     OK,
@@ -21,7 +23,7 @@ from ..layout import (
     out_grad,
     scratch,
 )
-from .loops import collapse, plan_arrays, row_offsets
+from .loops import collapse, line_start, lines, plan_arrays, row_offsets
 
 
 @jit
@@ -123,4 +125,247 @@ def sum_bwd(dt, node, tp):
         in_grad(h, node, 0, dt),
         scratch(h),
     )
+    return OK
+
+
+# --- max / min: outputs (out, count of elements equal to out) --------------------------------
+# The gradient goes to every element equal to the extreme, split equally between ties
+# (the count is a second, internal output of the forward).
+
+
+@jit
+def extreme_fwd_arrays(x, xshape, axes, out, count, sc, is_max):
+    inf = np.inf if is_max else -np.inf
+    for i in range(out.size):
+        out[i] = -inf
+        count[i] = 0
+    n = x.size
+    if n == 0:
+        return
+    nd, dims, sa, sb, sz = _reduce_plan(xshape, axes, sc)
+    inner = dims[nd - 1]
+    ia, ib = sa[nd - 1], sb[nd - 1]
+    for r in range(n // inner):
+        oa, ob, _ = row_offsets(r, nd, dims, sa, sb, sz)
+        for j in range(inner):
+            v = x[oa + j * ia]
+            cur = out[ob + j * ib]
+            # NaN propagates, as in numpy.max: once stored, no comparison replaces it
+            if v != v or (v > cur if is_max else v < cur):
+                if cur == cur:
+                    out[ob + j * ib] = v
+    for r in range(n // inner):
+        oa, ob, _ = row_offsets(r, nd, dims, sa, sb, sz)
+        for j in range(inner):
+            if x[oa + j * ia] == out[ob + j * ib]:
+                count[ob + j * ib] += 1
+
+
+@jit
+def extreme_bwd_arrays(g, x, xshape, axes, out, count, gx, sc):
+    n = x.size
+    if n == 0:
+        return
+    nd, dims, sa, sb, sz = _reduce_plan(xshape, axes, sc)
+    inner = dims[nd - 1]
+    ia, ib = sa[nd - 1], sb[nd - 1]
+    for r in range(n // inner):
+        oa, ob, _ = row_offsets(r, nd, dims, sa, sb, sz)
+        for j in range(inner):
+            o = ob + j * ib
+            if x[oa + j * ia] == out[o]:
+                gx[oa + j * ia] += g[o] / count[o]
+
+
+@jit
+def _extreme_fwd(dt, node, tp, is_max):
+    h = header(tp)
+    ip = node_ip(h, node)
+    extreme_fwd_arrays(
+        in_data(h, node, 0, dt),
+        in_shape(h, node, 0),
+        ip[1 : 1 + ip[0]],
+        out_data(h, node, 0, dt),
+        out_data(h, node, 1, dt),
+        scratch(h),
+        is_max,
+    )
+    return OK
+
+
+@jit
+def max_fwd(dt, node, tp):
+    return _extreme_fwd(dt, node, tp, True)
+
+
+@jit
+def min_fwd(dt, node, tp):
+    return _extreme_fwd(dt, node, tp, False)
+
+
+@jit
+def extreme_bwd(dt, node, tp):
+    h = header(tp)
+    ip = node_ip(h, node)
+    extreme_bwd_arrays(
+        out_grad(h, node, 0, dt),
+        in_data(h, node, 0, dt),
+        in_shape(h, node, 0),
+        ip[1 : 1 + ip[0]],
+        out_data(h, node, 0, dt),
+        out_data(h, node, 1, dt),
+        in_grad(h, node, 0, dt),
+        scratch(h),
+    )
+    return OK
+
+
+# --- prod: outputs (out, product of the non-zero elements, number of zeros) --------------
+# d prod / d x_i is the product of the others: out / x_i without zeros, the non-zero
+# product at the single zero when there is one, and 0 everywhere with two or more.
+
+
+@jit
+def prod_fwd_arrays(x, xshape, axes, out, nzprod, zeros, sc):
+    for i in range(out.size):
+        out[i] = 1
+        nzprod[i] = 1
+        zeros[i] = 0
+    n = x.size
+    if n == 0:
+        return
+    nd, dims, sa, sb, sz = _reduce_plan(xshape, axes, sc)
+    inner = dims[nd - 1]
+    ia, ib = sa[nd - 1], sb[nd - 1]
+    for r in range(n // inner):
+        oa, ob, _ = row_offsets(r, nd, dims, sa, sb, sz)
+        for j in range(inner):
+            v = x[oa + j * ia]
+            o = ob + j * ib
+            out[o] *= v
+            if v == 0:
+                zeros[o] += 1
+            else:
+                nzprod[o] *= v
+
+
+@jit
+def prod_bwd_arrays(g, x, xshape, axes, nzprod, zeros, gx, sc):
+    n = x.size
+    if n == 0:
+        return
+    nd, dims, sa, sb, sz = _reduce_plan(xshape, axes, sc)
+    inner = dims[nd - 1]
+    ia, ib = sa[nd - 1], sb[nd - 1]
+    for r in range(n // inner):
+        oa, ob, _ = row_offsets(r, nd, dims, sa, sb, sz)
+        for j in range(inner):
+            o = ob + j * ib
+            v = x[oa + j * ia]
+            if zeros[o] == 0:
+                gx[oa + j * ia] += g[o] * nzprod[o] / v
+            elif zeros[o] == 1 and v == 0:
+                gx[oa + j * ia] += g[o] * nzprod[o]
+
+
+@jit
+def prod_fwd(dt, node, tp):
+    h = header(tp)
+    ip = node_ip(h, node)
+    prod_fwd_arrays(
+        in_data(h, node, 0, dt),
+        in_shape(h, node, 0),
+        ip[1 : 1 + ip[0]],
+        out_data(h, node, 0, dt),
+        out_data(h, node, 1, dt),
+        out_data(h, node, 2, dt),
+        scratch(h),
+    )
+    return OK
+
+
+@jit
+def prod_bwd(dt, node, tp):
+    h = header(tp)
+    ip = node_ip(h, node)
+    prod_bwd_arrays(
+        out_grad(h, node, 0, dt),
+        in_data(h, node, 0, dt),
+        in_shape(h, node, 0),
+        ip[1 : 1 + ip[0]],
+        out_data(h, node, 1, dt),
+        out_data(h, node, 2, dt),
+        in_grad(h, node, 0, dt),
+        scratch(h),
+    )
+    return OK
+
+
+# --- cumulative sum and product along one axis (``ip = [axis]``) ---------------------------
+
+
+@jit
+def cumsum_fwd(dt, node, tp):
+    h = header(tp)
+    x = in_data(h, node, 0, dt)
+    out = out_data(h, node, 0, dt)
+    count, length, stride = lines(in_shape(h, node, 0), node_ip(h, node)[0])
+    for line in range(count):
+        start = line_start(line, length, stride)
+        acc = 0.0
+        for k in range(length):
+            acc += x[start + k * stride]
+            out[start + k * stride] = acc
+    return OK
+
+
+@jit
+def cumsum_bwd(dt, node, tp):
+    h = header(tp)
+    g = out_grad(h, node, 0, dt)
+    gx = in_grad(h, node, 0, dt)
+    count, length, stride = lines(in_shape(h, node, 0), node_ip(h, node)[0])
+    for line in range(count):
+        start = line_start(line, length, stride)
+        acc = 0.0
+        for k in range(length - 1, -1, -1):  # the gradient is the reversed cumulative sum
+            acc += g[start + k * stride]
+            gx[start + k * stride] += acc
+    return OK
+
+
+@jit
+def cumprod_fwd(dt, node, tp):
+    h = header(tp)
+    x = in_data(h, node, 0, dt)
+    out = out_data(h, node, 0, dt)
+    count, length, stride = lines(in_shape(h, node, 0), node_ip(h, node)[0])
+    for line in range(count):
+        start = line_start(line, length, stride)
+        acc = 1.0
+        for k in range(length):
+            acc *= x[start + k * stride]
+            out[start + k * stride] = acc
+    return OK
+
+
+@jit
+def cumprod_bwd(dt, node, tp):
+    """gx[i] = P[i] * S[i] with P[i] = out[i-1] (the product before i) and
+    S[i] = g[i] + x[i+1] * S[i+1]: exact with zeros, no division."""
+    h = header(tp)
+    x = in_data(h, node, 0, dt)
+    out = out_data(h, node, 0, dt)
+    g = out_grad(h, node, 0, dt)
+    gx = in_grad(h, node, 0, dt)
+    count, length, stride = lines(in_shape(h, node, 0), node_ip(h, node)[0])
+    for line in range(count):
+        start = line_start(line, length, stride)
+        s = 0.0
+        for k in range(length - 1, -1, -1):
+            if k < length - 1:
+                s = s * x[start + (k + 1) * stride]
+            s += g[start + k * stride]
+            before = out[start + (k - 1) * stride] if k > 0 else 1.0
+            gx[start + k * stride] += before * s
     return OK

@@ -16,17 +16,22 @@ import numpy as np
 
 from .._jit import jit
 from ..layout import (
+    N_MASK,
+    N_NIN,
     OK,
     header,
     in_data,
     in_grad,
     in_shape,
+    needs_grad,
     node_ip,
+    nodes,
     out_data,
     out_grad,
+    out_shape,
     scratch,
 )
-from .loops import collapse, plan_arrays, row_offsets
+from .loops import broadcast_plan, collapse, plan_arrays, row_offsets
 
 
 @jit
@@ -168,4 +173,126 @@ def cast_bwd(src, dst, node, tp):
     gx = in_grad(h, node, 0, src)
     for i in range(gx.size):
         gx[i] += g[i]
+    return OK
+
+
+# --- where: a select between two broadcast operands ----------------------------------------
+
+
+@jit
+def where_arrays(c, cshape, x, xshape, y, yshape, out, oshape, sc, g, gx, gy, mask, backward):
+    """Forward: ``out = where(c, x, y)`` with broadcasting. Backward (``g`` given):
+    ``gx += g`` where c, ``gy += g`` elsewhere (mask bits 1 and 2: inputs x and y)."""
+    n = out.size
+    if n == 0:
+        return
+    nd, dims, sa, sb, s3 = broadcast_plan(oshape, cshape, xshape, yshape, sc)
+    inner = dims[nd - 1]
+    ia, ib, ic = sa[nd - 1], sb[nd - 1], s3[nd - 1]
+    for r in range(n // inner):
+        oa, ob, oc = row_offsets(r, nd, dims, sa, sb, s3)
+        base = r * inner
+        if backward:
+            for j in range(inner):
+                if c[oa + j * ia]:
+                    if mask & 2:
+                        gx[ob + j * ib] += g[base + j]
+                elif mask & 4:
+                    gy[oc + j * ic] += g[base + j]
+        else:
+            for j in range(inner):
+                out[base + j] = x[ob + j * ib] if c[oa + j * ia] else y[oc + j * ic]
+
+
+@jit
+def where_fwd(dt, node, tp):
+    h = header(tp)
+    x = in_data(h, node, 1, dt)
+    where_arrays(
+        in_data(h, node, 0, np.bool_),
+        in_shape(h, node, 0),
+        x,
+        in_shape(h, node, 1),
+        in_data(h, node, 2, dt),
+        in_shape(h, node, 2),
+        out_data(h, node, 0, dt),
+        out_shape(h, node, 0),
+        scratch(h),
+        x,
+        x,
+        x,
+        0,
+        False,
+    )
+    return OK
+
+
+@jit
+def where_bwd(dt, node, tp):
+    h = header(tp)
+    mask = nodes(h)[N_MASK, node]
+    x = in_data(h, node, 1, dt)
+    y = in_data(h, node, 2, dt)
+    gx = in_grad(h, node, 1, dt) if mask & 2 else x
+    gy = in_grad(h, node, 2, dt) if mask & 4 else y
+    where_arrays(
+        in_data(h, node, 0, np.bool_),
+        in_shape(h, node, 0),
+        x,
+        in_shape(h, node, 1),
+        y,
+        in_shape(h, node, 2),
+        out_data(h, node, 0, dt),
+        out_shape(h, node, 0),
+        scratch(h),
+        out_grad(h, node, 0, dt),
+        gx,
+        gy,
+        mask,
+        True,
+    )
+    return OK
+
+
+# --- concatenate --------------------------------------------------------------------------
+
+
+@jit
+def concatenate_fwd(dt, node, tp):
+    """``ip = [outer, inner, total, len_0, ..., len_{n-1}]``: input i's block of
+    ``len_i * inner`` values goes after the previous inputs' in each of ``outer`` rows."""
+    h = header(tp)
+    ip = node_ip(h, node)
+    outer, inner, total = ip[0], ip[1], ip[2]
+    out = out_data(h, node, 0, dt)
+    off = 0
+    for i in range(nodes(h)[N_NIN, node]):
+        x = in_data(h, node, i, dt)
+        blk = ip[3 + i] * inner
+        for o in range(outer):
+            dst = (o * total + off) * inner
+            src = o * blk
+            for j in range(blk):
+                out[dst + j] = x[src + j]
+        off += ip[3 + i]
+    return OK
+
+
+@jit
+def concatenate_bwd(dt, node, tp):
+    h = header(tp)
+    ip = node_ip(h, node)
+    outer, inner, total = ip[0], ip[1], ip[2]
+    g = out_grad(h, node, 0, dt)
+    off = 0
+    for i in range(nodes(h)[N_NIN, node]):
+        blk = ip[3 + i] * inner
+        if needs_grad(h, node, i):
+            gx = in_grad(h, node, i, dt)
+            for o in range(outer):
+                src = (o * total + off) * inner
+                dst = o * blk
+                for j in range(blk):
+                    gx[dst + j] += g[src + j]
+        off += ip[3 + i]
     return OK

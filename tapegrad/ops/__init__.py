@@ -15,6 +15,7 @@ from . import (
     linalg,
     reduce,
     shape,
+    special,
 )
 from .table import BY_NAME, ELEMENTWISE, ROWS, Kind, Op
 
@@ -31,4 +32,5 @@ __all__ = [
     "linalg",
     "reduce",
     "shape",
+    "special",
 ]

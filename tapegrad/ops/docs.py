@@ -14,6 +14,8 @@ TARGET = Path(__file__).resolve().parent.parent.parent / "docs" / "ops.md"
 
 
 def _dtypes(sigs: tuple[int, ...]) -> str:
+    if not sigs:
+        return "float64, float32 (through its parts)"
     names = []
     for s in sigs:
         if s < N_DTYPES:
@@ -34,21 +36,25 @@ def render() -> str:
         "",
         f"{len(ROWS)} ops, {sum(op.differentiable for op in ROWS)} differentiable. Each is one",
         "row of the op table (`tapegrad/ops/`), which also generates its kernels' wrappers,",
-        "its `tapegrad.numpy` function and its gradient tests. *Saves* lists what the",
-        "backward reads, worked out from the backward formulas (elementwise ops; array",
-        "ops read their inputs through the tape).",
+        "its public function and its gradient tests. *Kind*: elementwise rows (`unary`,",
+        "`binary`, `compare`) give scalar formulas, `array` rows give array kernels,",
+        "`composite` rows are written with other ops (recorded as several nodes) or, when",
+        "not differentiable, computed by NumPy as constants. *Saves* lists what the",
+        "backward reads, worked out from the backward formulas. `tnp` is `tapegrad.numpy`.",
         "",
-        "| `tapegrad.numpy` | kind | what | dtypes | saves | differentiable | also |",
+        "| function | kind | what | dtypes | saves | differentiable | also |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for op in ROWS:
-        also = [f"`tnp.{a}`" for a in op.aliases]
+        also = [f"`{a}`" for a in op.aliases]
         also += [f"`{d}`" for d in op.dunder if d]
         saves = ", ".join(f"`{s}`" for s in op.saves) if op.kind is not Kind.ARRAY else "-"
         if op.kind is not Kind.ARRAY and op.differentiable and not op.saves:
             saves = "nothing"
+        qual = {"numpy": "tnp", "numpy.linalg": "tnp.linalg", "special": "tapegrad.special"}
+        name = f"{qual[op.namespace]}.{op.name}"
         lines.append(
-            f"| `{op.name}` | {op.kind.value} | {op.doc} | {_dtypes(op.sigs)} | "
+            f"| `{name}` | {op.kind.value} | {op.doc} | {_dtypes(op.sigs)} | "
             f"{saves if op.differentiable else '-'} | {'yes' if op.differentiable else 'no'} "
             f"| {' '.join(also)} |"
         )

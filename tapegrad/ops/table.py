@@ -43,6 +43,9 @@ class Kind(enum.Enum):
     BINARY = "binary"
     COMPARE = "compare"
     ARRAY = "array"
+    # Written in terms of other ops (recorded as several nodes, differentiated through
+    # them) or, when not differentiable, computed by NumPy on the values: no kernels.
+    COMPOSITE = "composite"
 
 
 ELEMENTWISE = (Kind.UNARY, Kind.BINARY, Kind.COMPARE)
@@ -85,8 +88,11 @@ class Op:
         For array rows, ``cases() -> [(label, f, shapes)]`` for the generated gradient
         tests; elementwise rows get shape cases from their kind.
     front
-        The public Python function of an array row (elementwise rows get a generated
-        one in ``tapegrad.numpy``).
+        The public Python function of an array or composite row (elementwise rows get
+        a generated one).
+    namespace
+        Where the function is published: ``numpy`` (``tapegrad.numpy``),
+        ``numpy.linalg`` or ``special`` (``tapegrad.special``, SciPy's names).
     aliases
         Other ``tapegrad.numpy`` names for the op (``abs`` for ``absolute``).
     dunder
@@ -105,6 +111,7 @@ class Op:
     alias: bool = False
     cases: Callable | None = None
     front: Callable | None = None
+    namespace: str = "numpy"
     aliases: tuple[str, ...] = ()
     dunder: tuple[str | None, ...] = ()
     code: int = field(default=-1, init=False)
@@ -117,7 +124,9 @@ class Op:
         if self.name in BY_NAME:
             raise ValueError(f"op {self.name!r} declared twice")
         self.code = len(ROWS)
-        if self.sigs is None:
+        if self.kind is Kind.COMPOSITE:
+            self.sigs = ()
+        elif self.sigs is None:
             self.sigs = tuple(self.dtypes)
         if self.kind is Kind.BINARY and self.bwd is not None and len(self.bwd) != 2:
             raise ValueError(f"binary op {self.name!r} needs one backward formula per input")

@@ -1,0 +1,10 @@
+"""``tapegrad.numpy.linalg``: numpy.linalg's names, recording on Tensors (see
+``docs/ops.md``): ``inv det slogdet solve cholesky norm``, plus ``matmul``."""
+
+from __future__ import annotations
+
+from .._namespace import NAMESPACES
+
+globals().update(NAMESPACES["numpy.linalg"])
+matmul = NAMESPACES["numpy"]["matmul"]
+__all__ = [*sorted(NAMESPACES["numpy.linalg"]), "matmul"]

@@ -1,0 +1,9 @@
+"""``tapegrad.special``: scipy.special's names, recording on Tensors (see
+``docs/ops.md``): ``expit logit erf erfc gammaln xlogy logsumexp softmax log_softmax``."""
+
+from __future__ import annotations
+
+from ._namespace import NAMESPACES
+
+globals().update(NAMESPACES["special"])
+__all__ = sorted(NAMESPACES["special"])
