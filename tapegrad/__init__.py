@@ -13,9 +13,10 @@ array([0.90929743, 0.90929743, 0.90929743])
 
 from __future__ import annotations
 
-from . import numpy
+from . import numpy, special
 from .dispatch import compile_all
 from .tensor import Tensor, as_tensor, enable_grad, is_grad_enabled, no_grad, tensor
+from .transforms import grad, jacobian, value_and_grad, vjp
 
 __version__ = "0.1.0"
 
@@ -24,8 +25,13 @@ __all__ = [
     "as_tensor",
     "compile_all",
     "enable_grad",
+    "grad",
     "is_grad_enabled",
+    "jacobian",
     "no_grad",
     "numpy",
+    "special",
     "tensor",
+    "value_and_grad",
+    "vjp",
 ]

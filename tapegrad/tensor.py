@@ -70,9 +70,18 @@ class Tensor:
     """
 
     __slots__ = ("__weakref__", "_data", "_epoch", "_flags", "_shape", "_slot", "_tape", "grad")
-    # NumPy binary operators defer to ours (ndarray + Tensor -> Tensor.__radd__).
-    __array_ufunc__ = None
     __hash__ = object.__hash__
+
+    # NumPy's protocols route np.sin(t), np.sum(t), ndarray + t... to tapegrad's ops.
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        from ._protocols import array_ufunc
+
+        return array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+        from ._protocols import array_function
+
+        return array_function(func, args, kwargs)
 
     _tape: Tape | None
     _slot: int

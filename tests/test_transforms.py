@@ -1,0 +1,108 @@
+"""grad, value_and_grad, vjp, jacobian."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+
+import tapegrad as tg
+import tapegrad.numpy as tnp
+
+
+def f(x, y):
+    return tnp.sum(tnp.sin(x) * y) + tnp.sum(x**2)
+
+
+def test_grad_argnums():
+    x, y = np.array([0.1, 0.2]), np.array([2.0, 3.0])
+    gx = tg.grad(f)(x, y)
+    np.testing.assert_allclose(gx, np.cos(x) * y + 2 * x)
+    assert isinstance(gx, np.ndarray) and gx.shape == x.shape
+    gx2, gy = tg.grad(f, argnums=(0, 1))(x, y)
+    np.testing.assert_allclose(gx2, gx)
+    np.testing.assert_allclose(gy, np.sin(x))
+    np.testing.assert_allclose(tg.grad(f, argnums=-1)(x, y), np.sin(x))
+
+
+def test_value_and_grad_python_floats_and_float32():
+    v, g = tg.value_and_grad(lambda a, b: a * a * b)(3.0, 2.0)
+    assert v == 18.0 and g == 12.0 and isinstance(v, float)
+    g32 = tg.grad(lambda x: tnp.sum(x**2))(np.ones(3, np.float32))
+    assert g32.dtype == np.float32
+
+
+def test_pytrees_of_arguments():
+    params = {"w": np.ones((2, 2)), "layers": [np.array([1.0, 2.0]), (3.0, np.zeros(1))]}
+
+    def loss(p):
+        w, (b, (c, d)) = p["w"], p["layers"]
+        return tnp.sum(w @ b) * c + tnp.sum(d)
+
+    g = tg.grad(loss)(params)
+    assert set(g) == {"w", "layers"} and isinstance(g["layers"], list)
+    assert isinstance(g["layers"][1], tuple)
+    np.testing.assert_allclose(g["w"], 3.0 * np.array([[1.0, 2.0], [1.0, 2.0]]))
+    np.testing.assert_allclose(g["layers"][0], 3.0 * np.array([2.0, 2.0]))
+    assert g["layers"][1][0] == pytest.approx(6.0)
+    np.testing.assert_allclose(g["layers"][1][1], [1.0])
+
+
+def test_has_aux():
+    (v, aux), g = tg.value_and_grad(lambda x: (tnp.sum(x**2), {"x2": x**2}), has_aux=True)(
+        np.array([1.0, 2.0])
+    )
+    assert v == 5.0 and isinstance(aux["x2"], np.ndarray)
+    np.testing.assert_allclose(g, [2.0, 4.0])
+    g2, aux2 = tg.grad(lambda x: (tnp.sum(x), "note"), has_aux=True)(np.ones(2))
+    assert aux2 == "note"
+
+
+def test_independent_argument_gets_zeros():
+    g = tg.grad(lambda x, y: tnp.sum(x), argnums=1)(np.ones(2), np.ones(3))
+    np.testing.assert_array_equal(g, np.zeros(3))
+
+
+def test_errors():
+    with pytest.raises(TypeError, match="must return a scalar"):
+        tg.grad(lambda x: x * 2)(np.ones(2))
+    with pytest.raises(TypeError, match="integer or bool"):
+        tg.grad(lambda x: tnp.sum(x))(np.arange(3))
+    with pytest.raises(ValueError, match="argnums 3 out of range"):
+        tg.grad(lambda x: tnp.sum(x), argnums=3)(np.ones(2))
+    with pytest.raises(TypeError, match=r"has_aux=True needs f to return \(value, aux\)"):
+        tg.grad(lambda x: tnp.sum(x), has_aux=True)(np.ones(2))
+
+
+def test_vjp_can_be_called_repeatedly():
+    out, vjp_fn = tg.vjp(lambda x, y: x * y + tnp.sin(x), np.array([1.0, 2.0]), 3.0)
+    np.testing.assert_allclose(out, [3 + np.sin(1), 6 + np.sin(2)])
+    for c in (np.ones(2), np.array([1.0, 0.0])):
+        gx, gy = vjp_fn(c)
+        np.testing.assert_allclose(gx, c * (3 + np.cos([1.0, 2.0])))
+        assert gy == pytest.approx(c @ np.array([1.0, 2.0]))
+    with pytest.raises(ValueError, match="cotangent has shape"):
+        vjp_fn(np.ones(3))
+
+
+def test_jacobian():
+    x = np.array([0.3, -0.7, 1.1])
+    jac = tg.jacobian(lambda v: tnp.tanh(v) * v[0])(x)
+    expected = np.diag((1 - np.tanh(x) ** 2) * x[0])
+    expected[:, 0] += np.tanh(x)
+    np.testing.assert_allclose(jac, expected)
+    jx, jw = tg.jacobian(lambda v, w: w @ v, argnums=(0, 1))(x, np.ones((2, 3)))
+    assert jx.shape == (2, 3) and jw.shape == (2, 2, 3)
+    np.testing.assert_allclose(jx, np.ones((2, 3)))
+
+
+def test_value_and_grad_drives_scipy_minimize():
+    target = np.array([1.0, -2.0, 0.5])
+
+    def rosen_like(x):
+        return tnp.sum((x - target) ** 2) + 0.1 * tnp.sum(x**4)
+
+    res = minimize(tg.value_and_grad(rosen_like), np.zeros(3), jac=True, method="BFGS")
+    assert res.success
+    grad_at = tg.grad(rosen_like)(res.x)
+    assert np.max(np.abs(grad_at)) < 1e-5
