@@ -31,8 +31,9 @@ def _flatten(tree: Any) -> tuple[list[Any], Callable[[list[Any]], Any]]:
     if isinstance(tree, list | tuple) and not isinstance(tree, Tensor):
         parts = [_flatten(t) for t in tree]
         counts = [len(p[0]) for p in parts]
+        kind = type(tree)
 
-        def unflatten(leaves: list[Any], kind: type = type(tree)) -> Any:
+        def unflatten(leaves: list[Any]) -> Any:
             out, i = [], 0
             for (_, rebuild), n in zip(parts, counts):
                 out.append(rebuild(leaves[i : i + n]))

@@ -56,6 +56,7 @@ def test_has_aux():
     np.testing.assert_allclose(g, [2.0, 4.0])
     g2, aux2 = tg.grad(lambda x: (tnp.sum(x), "note"), has_aux=True)(np.ones(2))
     assert aux2 == "note"
+    np.testing.assert_array_equal(g2, [1.0, 1.0])
 
 
 def test_independent_argument_gets_zeros():
