@@ -15,19 +15,29 @@ from __future__ import annotations
 
 from . import numpy, special
 from .dispatch import compile_all
+from .engine import backward_stats, detect_anomaly, is_anomaly_enabled
+from .function import Function, FunctionCtx, kernel
 from .tensor import Tensor, as_tensor, enable_grad, is_grad_enabled, no_grad, tensor
+from .testing import gradcheck
 from .transforms import grad, jacobian, value_and_grad, vjp
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Function",
+    "FunctionCtx",
     "Tensor",
     "as_tensor",
+    "backward_stats",
     "compile_all",
+    "detect_anomaly",
     "enable_grad",
     "grad",
+    "gradcheck",
+    "is_anomaly_enabled",
     "is_grad_enabled",
     "jacobian",
+    "kernel",
     "no_grad",
     "numpy",
     "special",

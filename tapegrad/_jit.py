@@ -196,7 +196,7 @@ KERNEL_SIGNATURE = "int64(int64, int64)"
 _PY_KERNELS: list[Any] = [None]
 
 
-def kernel_cfunc(pyfunc: Callable[[int, int], int]) -> tuple[int, Any]:
+def kernel_cfunc(pyfunc: Callable[[int, int], int], cache: bool = True) -> tuple[int, Any]:
     """Compile a kernel wrapper ``f(node, tape_address) -> status`` to a C callback.
 
     Returns ``(address, keepalive)``: the address goes into the dispatch table, the
@@ -205,7 +205,7 @@ def kernel_cfunc(pyfunc: Callable[[int, int], int]) -> tuple[int, Any]:
     if DISABLE_JIT:
         _PY_KERNELS.append(pyfunc)
         return len(_PY_KERNELS) - 1, pyfunc
-    cf = numba.cfunc(KERNEL_SIGNATURE, cache=True, nopython=True, error_model="numpy")(pyfunc)
+    cf = numba.cfunc(KERNEL_SIGNATURE, cache=cache, nopython=True, error_model="numpy")(pyfunc)
     return cf.address, cf
 
 

@@ -16,11 +16,24 @@ from typing import Any
 import numpy as np
 
 from ._jit import kernel_cfunc
-from .layout import BWD, FWD, N_SIGS, NO_RULE
+from .layout import BWD, FWD, N_SIGS, NO_RULE, PY_CALLBACK
 
 _lock = threading.RLock()
 _keepalive: list[Any] = []
 _ktab: np.ndarray | None = None
+_saved: np.ndarray | None = None
+
+# Custom functions (tapegrad.function) take op codes after the table's rows: the first
+# for every function with a Python backward (its table entries say PY_CALLBACK), then
+# one per function class with a compiled backward kernel.
+MAX_USER_FUNCTIONS = 1024
+USER_FUNCTIONS: list[Any] = []  # compiled-backward Function classes, by code - first - 1
+
+
+def first_user_code() -> int:
+    from .ops import ROWS
+
+    return len(ROWS)
 
 
 def ktable() -> np.ndarray:
@@ -31,12 +44,25 @@ def ktable() -> np.ndarray:
             if _ktab is None:
                 from .ops import ROWS
 
-                tab = np.zeros((len(ROWS), N_SIGS, 2), np.int64)
+                tab = np.zeros((len(ROWS) + 1 + MAX_USER_FUNCTIONS, N_SIGS, 2), np.int64)
                 for op in ROWS:
                     if op.bwd is None:
                         tab[op.code, :, BWD] = NO_RULE
+                tab[len(ROWS), :, BWD] = PY_CALLBACK
+                global _saved
+                saved = np.full(tab.shape[0], -1, np.int64)  # custom compiled: everything
+                for op in ROWS:
+                    saved[op.code] = op.saved_mask
+                saved[len(ROWS)] = 0  # Python backward: its saved values are copies
+                _saved = saved
                 _ktab = tab
     return _ktab
+
+
+def saved_masks() -> np.ndarray:
+    """Per op code, the bits of the node's links whose values its backward reads."""
+    ktable()
+    return _saved
 
 
 def ensure(op: int, sig: int, direction: int) -> None:
@@ -48,6 +74,14 @@ def ensure(op: int, sig: int, direction: int) -> None:
     from .ops import ROWS
     from .ops.codegen import sig_name, wrapper_name
 
+    if op > len(ROWS):  # a custom function's compiled backward
+        with _lock:
+            if tab[op, sig, direction] == 0:
+                fn = USER_FUNCTIONS[op - len(ROWS) - 1]
+                addr, keep = kernel_cfunc(fn._wrapper(sig), cache=False)
+                _keepalive.append(keep)
+                tab[op, sig, direction] = addr
+        return
     row = ROWS[op]
     if sig not in row.sigs:
         raise TypeError(
@@ -65,6 +99,15 @@ def ensure(op: int, sig: int, direction: int) -> None:
             addr, keep = kernel_cfunc(fn)
             _keepalive.append(keep)
             tab[op, sig, direction] = addr
+
+
+def register_function(cls: Any) -> int:
+    """Give a Function class with a compiled backward its own op code."""
+    with _lock:
+        if len(USER_FUNCTIONS) >= MAX_USER_FUNCTIONS:
+            raise RuntimeError(f"more than {MAX_USER_FUNCTIONS} compiled custom functions")
+        USER_FUNCTIONS.append(cls)
+        return first_user_code() + len(USER_FUNCTIONS)
 
 
 def compile_all(directions: tuple[int, ...] = (FWD, BWD)) -> int:

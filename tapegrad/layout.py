@@ -91,8 +91,13 @@ def cast_sig(src: int, dst: int) -> int:
     H_STAT_CALLBACKS,
     H_GEN,
     H_CAST_OP,
+    H_LO,  # lowest node the running backward can reach (set by run_backward)
+    H_HOOKS,  # 1 when some slot has gradient hooks: the scheduler then checks per node
+    H_ANOMALY,  # 1 in detect_anomaly(): every produced gradient is checked for NaN/Inf
+    H_USER_OP0,  # first op code outside the table: custom functions (see dispatch.py)
+    H_SAVED,  # address of the int64 table: per op code, bits of the links it saves
     H_LEN,
-) = range(41)
+) = range(46)
 
 # --- node table fields ---------------------------------------------------------------
 (N_OP, N_SIG, N_LINK, N_NIN, N_NOUT, N_IP, N_NIP, N_FP, N_NFP, N_FLAGS, N_MASK, N_FIELDS) = range(
@@ -109,10 +114,12 @@ SLOT_RG = 1  # requires grad
 SLOT_LEAF = 2  # a user tensor imported into the tape (its gradient lands in .grad)
 SLOT_FREED = 4  # a non-leaf whose graph was freed (copied out of an earlier tape epoch)
 SLOT_CONST = 8  # a constant: Python scalar, NumPy array, index array
+SLOT_HOOK = 16  # has gradient hooks: the scheduler yields to Python before its producer
 
 # --- kernel table ------------------------------------------------------------------
 FWD, BWD = 0, 1
 NO_RULE = -1  # kernel table entry of an op without that kernel (e.g. no backward)
+PY_CALLBACK = -2  # kernel table entry of a custom function whose backward is Python
 
 # --- status codes (returned by compiled code, turned into exceptions by Python) ------
 OK = 0
@@ -126,6 +133,9 @@ E_GRAD_META = -7  # produced gradient does not match its input: A node, B slot, 
 E_VERSION = -8  # saved value modified in place: A node, B slot, C saved, D current
 E_GRAD_SPACE = -9  # gradient arena too small: H_NEED bytes
 E_LINALG = -10  # LAPACK failed (singular / not positive definite): H_ERR_A node
+E_CALLBACK_PY = -11  # node H_ERR_A has a Python backward: run it, resume below it
+E_CALLBACK_HOOK = -12  # outputs of node H_ERR_A have hooks: run them, resume at it
+E_NONFINITE = -13  # anomaly mode: node H_ERR_A produced NaN/Inf for its input H_ERR_B
 
 # --- request area: the start of the scratch array, filled by Python for general ops ----
 R_NIN, R_NOUT, R_NIP, R_NFP, R_ALIAS, R_OUT = range(6)  # then per output: dtype, ndim

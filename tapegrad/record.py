@@ -466,3 +466,26 @@ def alias_slot(h, s, flags):
 NODE_FIELDS = N_FIELDS
 SLOT_FIELDS = S_FIELDS
 CAPS = (H_NODE_CAP, H_SLOT_CAP, H_LINK_CAP, H_IP_CAP, H_FP_CAP, H_SHAPE_CAP, H_ARENA_CAP)
+
+
+@jit
+def record_custom(h, op, sig, nin, nout, rg_mask):
+    """Record a custom function's node. Python has written its input slots then its
+    output slots (already holding the forward's values) at ``links[0, nlink:]`` and the
+    index of its Python state at ``iparams[nip]``. Output j requires grad when bit j of
+    ``rg_mask`` is set."""
+    if not has_room(h, 0, 1, 0, 0, 0):
+        return E_SPACE
+    S = slots(h)
+    L = links(h)
+    base = h[H_NLINK]
+    k = new_node(h, op, sig, nin, nout, h[H_NIP], 1, h[H_NFP], 0)
+    h[H_NIP] += 1
+    for i in range(nin + nout):
+        L[1, base + i] = S[S_VERSION, L[0, base + i]]
+    h[H_NLINK] = base + nin + nout
+    for j in range(nout):
+        s = L[0, base + nin + j]
+        S[S_NODE, s] = k
+        S[S_FLAGS, s] = SLOT_RG if (rg_mask >> j) & 1 else 0
+    return k

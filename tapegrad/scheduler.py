@@ -27,11 +27,16 @@ from numba import carray
 from ._jit import as_pointer, call_kernel, jit
 from .layout import (
     BWD,
+    E_CALLBACK_HOOK,
+    E_CALLBACK_PY,
     E_FREED,
     E_GRAD_META,
     E_GRAD_SPACE,
     E_NO_BWD,
     E_NO_KERNEL,
+    E_NONFINITE,
+    E_VERSION,
+    H_ANOMALY,
     H_ERR_A,
     H_ERR_B,
     H_ERR_C,
@@ -39,10 +44,15 @@ from .layout import (
     H_GEN,
     H_GRAD,
     H_GRAD_CAP,
+    H_HOOKS,
+    H_KTAB_OPS,
+    H_LO,
     H_NEED,
+    H_SAVED,
     H_SELF,
     H_STAT_CALLBACKS,
     H_STAT_NODES,
+    H_USER_OP0,
     ITEMSIZE,
     N_DTYPES,
     N_FLAGS,
@@ -56,6 +66,7 @@ from .layout import (
     NODE_FREED,
     NODE_LIVE,
     OK,
+    PY_CALLBACK,
     S_ADDR,
     S_DTYPE,
     S_FLAGS,
@@ -63,11 +74,14 @@ from .layout import (
     S_GRAD,
     S_NODE,
     S_SIZE,
+    S_VERSION,
     SLOT_FREED,
+    SLOT_HOOK,
     SLOT_RG,
     ktable,
     links,
     nodes,
+    slot_grad,
     slots,
 )
 from .record import aligned
@@ -138,9 +152,26 @@ def _prune(h, start, gen, total):
             h[H_ERR_B] = N[N_SIG, k]
             h[H_ERR_C] = BWD
             return E_NO_KERNEL, lo, total
+        saved = carray(as_pointer(h[H_SAVED], np.int64), h[H_KTAB_OPS])[N[N_OP, k]]
+        for i in range(nin + nout):
+            bit = i if i < nin else 32 + i - nin
+            if (saved >> bit) & 1:
+                s = L[0, base + i]
+                if L[1, base + i] != S[S_VERSION, s]:  # modified in place since recorded
+                    h[H_ERR_A] = k
+                    h[H_ERR_B] = s
+                    h[H_ERR_C] = L[1, base + i]
+                    h[H_ERR_D] = S[S_VERSION, s]
+                    return E_VERSION, lo, total
         N[N_FLAGS, k] |= NODE_LIVE
         N[N_MASK, k] = mask
+        # a compiled custom function gets a buffer for every float input (its kernel may
+        # write them all); the mask still says which are wanted
+        every = N[N_OP, k] > h[H_USER_OP0]
         for i in range(nin):
+            s = L[0, base + i]
+            if every and not mask & (1 << i) and S[S_DTYPE, s] <= 1:
+                total = _want(h, s, gen, total)
             if mask & (1 << i):
                 s = L[0, base + i]
                 if S[S_FLAGS, s] & SLOT_FREED:
@@ -182,12 +213,13 @@ def _validate(h, k):
 @jit
 def run_backward(h, root, seed, retain):
     """Backpropagate from slot ``root``; ``seed`` is a slot with the root's cotangent
-    (same dtype and size) or -1 for ones. Returns a status (``OK`` = 0)."""
-    N = nodes(h)
+    (same dtype and size) or -1 for ones. Returns a status (``OK`` = 0), or asks Python
+    to run a node (``E_CALLBACK_*``) and :func:`resume` afterwards."""
     S = slots(h)
-    K = ktable(h)
     gen = h[H_GEN] + 1
     h[H_GEN] = gen
+    h[H_STAT_NODES] = 0
+    h[H_STAT_CALLBACKS] = 0
     start = S[S_NODE, root]  # -1 for a leaf: nothing to run
     total = _want(h, root, gen, 0)
     st, lo, total = _prune(h, start, gen, total)
@@ -207,21 +239,83 @@ def run_backward(h, root, seed, retain):
         carray(as_pointer(h[H_GRAD] + S[S_GRAD, root], np.float64), S[S_SIZE, root])[:] = 1.0
     else:
         carray(as_pointer(h[H_GRAD] + S[S_GRAD, root], np.float32), S[S_SIZE, root])[:] = 1.0
-    # run the live nodes, newest first
-    ran = 0
+    h[H_LO] = lo
+    return resume(h, start, retain, False)
+
+
+@jit
+def _hooked_outputs(h, k, gen):
+    N = nodes(h)
+    S = slots(h)
+    L = links(h)
+    base = N[N_LINK, k] + N[N_NIN, k]
+    for j in range(N[N_NOUT, k]):
+        s = L[0, base + j]
+        if S[S_FLAGS, s] & SLOT_HOOK and S[S_GEN, s] == gen:
+            return True
+    return False
+
+
+@jit
+def _all_finite(g):
+    for v in g:
+        if not np.isfinite(v):
+            return False
+    return True
+
+
+@jit
+def _finite(h, k):
+    """Anomaly mode: index of the first input whose gradient has NaN/Inf, or -1."""
+    N = nodes(h)
+    S = slots(h)
+    L = links(h)
+    base = N[N_LINK, k]
+    for i in range(N[N_NIN, k]):
+        if (N[N_MASK, k] >> i) & 1:
+            s = L[0, base + i]
+            if S[S_DTYPE, s] == 0:
+                ok = _all_finite(slot_grad(h, s, np.float64))
+            else:
+                ok = _all_finite(slot_grad(h, s, np.float32))
+            if not ok:
+                return i
+    return -1
+
+
+@jit
+def resume(h, k0, retain, hooks_done):
+    """Run the live nodes from ``k0`` down, newest first. With ``hooks_done`` the hooks
+    of node ``k0``'s outputs have just run (in Python)."""
+    N = nodes(h)
+    K = ktable(h)
     me = h[H_SELF]
-    for k in range(start, lo - 1, -1):
-        if N[N_FLAGS, k] & NODE_LIVE:
-            st = _validate(h, k)
-            if st != OK:
-                return st
-            st = call_kernel(K[N[N_OP, k], N[N_SIG, k], BWD], k, me)
-            if st != OK:
+    gen = h[H_GEN]
+    for k in range(k0, h[H_LO] - 1, -1):
+        if not N[N_FLAGS, k] & NODE_LIVE:
+            continue
+        if h[H_HOOKS] != 0 and not (hooks_done and k == k0) and _hooked_outputs(h, k, gen):
+            h[H_ERR_A] = k
+            return E_CALLBACK_HOOK
+        addr = K[N[N_OP, k], N[N_SIG, k], BWD]
+        if addr == PY_CALLBACK:  # a custom function with a Python backward
+            h[H_ERR_A] = k
+            h[H_STAT_CALLBACKS] += 1
+            return E_CALLBACK_PY
+        st = _validate(h, k)
+        if st != OK:
+            return st
+        st = call_kernel(addr, k, me)
+        if st != OK:
+            h[H_ERR_A] = k
+            return st
+        if h[H_ANOMALY] != 0:
+            bad = _finite(h, k)
+            if bad >= 0:
                 h[H_ERR_A] = k
-                return st
-            ran += 1
-            if not retain:
-                N[N_FLAGS, k] |= NODE_FREED
-    h[H_STAT_NODES] = ran
-    h[H_STAT_CALLBACKS] = 0
+                h[H_ERR_B] = bad
+                return E_NONFINITE
+        h[H_STAT_NODES] += 1
+        if not retain:
+            N[N_FLAGS, k] |= NODE_FREED
     return OK

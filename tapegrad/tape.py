@@ -44,6 +44,7 @@ from .layout import (
     H_GRAD,
     H_GRAD_CAP,
     H_GRAD_ENABLED,
+    H_HOOKS,
     H_IP,
     H_IP_CAP,
     H_KTAB,
@@ -60,6 +61,7 @@ from .layout import (
     H_NODE_CAP,
     H_NSHAPE,
     H_NSLOTS,
+    H_SAVED,
     H_SCRATCH,
     H_SCRATCH_CAP,
     H_SELF,
@@ -68,6 +70,7 @@ from .layout import (
     H_SHAPE_CAP,
     H_SLOT,
     H_SLOT_CAP,
+    H_USER_OP0,
     ITEMSIZE,
     MAXDIM,
     N_FIELDS,
@@ -83,6 +86,7 @@ from .layout import (
     S_NDIM,
     S_NODE,
     S_SHAPE,
+    S_VERSION,
     SCRATCH_KERNEL,
     SLOT_RG,
 )
@@ -165,6 +169,8 @@ class Tape:
         from .ops.shape import CAST
 
         self.h[H_CAST_OP] = CAST.code
+        self.h[H_USER_OP0] = dispatch.first_user_code()
+        self.h[H_SAVED] = dispatch.saved_masks().ctypes.data
         self.chunks: list[np.ndarray] = []
         self._new_chunk(1 << 20)
         self.grad_buf, self.h[H_GRAD] = _aligned_buffer(1 << 16)
@@ -174,6 +180,9 @@ class Tape:
         self.handles: list[Tensor] = []  # in-tape tensors created this epoch
         self.leaves: list[tuple[int, Tensor]] = []  # bound leaves that require grad
         self.keep: list[Any] = []  # arrays whose memory slots point into
+        self.custom: list[Any] = []  # custom functions' Python state, by node iparam
+        self.hooks: dict[int, list] = {}  # gradient hooks of tensors in this tape, by slot
+        self.sources: dict[int, str] = {}  # anomaly mode: where each node was recorded
         self.blas = False
         # Set by a backward that freed its graph: the next op first tries to rewind, so
         # the sweep over handles is paid once per step, not inside backward().
@@ -286,6 +295,11 @@ class Tape:
                 return s
             self.fix(s)
 
+    def bump_version(self, s: int) -> None:
+        """Slot ``s``'s value was replaced in place (``+=``, ``x[key] = v``, or a leaf
+        updated under no_grad): nodes that saved it will refuse to run backward."""
+        self.views["slot"][S_VERSION * self.h[H_SLOT_CAP] + s] += 1
+
     def mark(self) -> tuple[int, int, int, int, int]:
         """The tape's fill level, to :meth:`restore` if an op fails after binding."""
         return (self.epoch, self.h[H_NSLOTS], self.h[H_NSHAPE], len(self.keep), len(self.leaves))
@@ -347,6 +361,10 @@ class Tape:
         self.handles = []
         self.leaves = []
         self.keep = []
+        self.custom = []
+        self.hooks = {}
+        self.sources = {}
+        h[H_HOOKS] = 0
 
     def capacity(self) -> dict[str, int]:
         """Current capacities (entries, or bytes for the arenas)."""

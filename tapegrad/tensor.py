@@ -13,6 +13,7 @@ op table by :mod:`tapegrad.numpy`.
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -21,19 +22,9 @@ import numpy as np
 from .layout import (
     DTYPE_NAMES,
     E_BROADCAST,
-    E_FREED,
-    E_GRAD_META,
     E_LINALG,
-    E_NO_BWD,
     E_NOFLOAT,
-    H_ERR_A,
-    H_ERR_B,
-    H_ERR_C,
-    H_ERR_D,
-    H_NODE_CAP,
-    N_OP,
     NP_DTYPES,
-    OK,
     R_ALIAS,
     R_NFP,
     R_NIN,
@@ -46,7 +37,6 @@ from .layout import (
     SLOT_RG,
 )
 from .record import ABSENT, SCALAR, record_elementwise, record_general, record_tensors
-from .scheduler import run_backward
 from .tape import Tape, current_tape, normalize_array
 
 _RG = 1  # external tensor requires grad
@@ -213,7 +203,61 @@ class Tensor:
             Keep the graph so ``backward`` can run through it again; by default its
             saved values are freed and a second backward raises.
         """
+        from .engine import backward
+
         backward(self, gradient, retain_graph)
+
+    def register_hook(self, hook: Callable[[np.ndarray], Any]) -> Any:
+        """Call ``hook(grad)`` when this tensor's gradient has been computed (before it
+        flows on, or, for a leaf, before it is added to ``.grad``); a returned array
+        replaces the gradient. Returns a handle with ``.remove()``."""
+        from .engine import register_hook
+
+        return register_hook(self, hook)
+
+    def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], Any]) -> Any:
+        """Call ``hook(tensor)`` after a backward has added to this leaf's ``.grad``."""
+        from .engine import register_post_accumulate_grad_hook
+
+        return register_post_accumulate_grad_hook(self, hook)
+
+    def retain_grad(self) -> None:
+        """Populate ``.grad`` of this non-leaf tensor in backward passes."""
+        from .engine import retain_grad
+
+        retain_grad(self)
+
+    @property
+    def _version(self) -> int:
+        """How many in-place operations changed this tensor (as PyTorch's ``_version``)."""
+        return _VERSIONS.get(self, 0)
+
+    def _begin_inplace(self, what: str) -> None:
+        """Checks and bookkeeping before an in-place op (``+=``, ``x[key] = v``).
+
+        A leaf that requires grad may only be updated under ``no_grad`` (PyTorch's rule:
+        a parameter update). The slot holding the current value gets a new version, so
+        nodes that saved it refuse to run backward (the tape's values are never written
+        in place, but a gradient of a value the user has since replaced is a bug magnet).
+        """
+        if self.requires_grad and self.is_leaf and is_grad_enabled():
+            raise RuntimeError(
+                f"a leaf tensor that requires grad is being used in an in-place operation "
+                f"({what}); do it under tg.no_grad() (e.g. a parameter update) or on a copy"
+            )
+        if self._tape is not None and (self._data is None or self._epoch == self._tape.epoch):
+            self._tape.bump_version(self._slot)
+        _VERSIONS[self] = _VERSIONS.get(self, 0) + 1
+
+    def _inplace(self, result: Tensor, what: str) -> Tensor:
+        """``self`` takes ``result``'s value in place (after :meth:`_begin_inplace`)."""
+        if self.requires_grad and self.is_leaf:
+            # a parameter update under no_grad: the leaf keeps its identity and grad
+            self._data = normalize_array(result._value(), copy=True).astype(self.dtype)
+            self._epoch = -1  # rebind on next use
+        else:
+            self._adopt(result)
+        return self
 
     # --- printing --------------------------------------------------------------------
     def __repr__(self) -> str:
@@ -237,6 +281,36 @@ class Tensor:
 
 
 _new = object.__new__
+
+
+class WeakIdMap:
+    """A dict keyed by objects' identity that forgets an object when it dies (a
+    WeakKeyDictionary would compare tensors with ``==``, which is elementwise)."""
+
+    def __init__(self) -> None:
+        self._data: dict[int, tuple[weakref.ref, Any]] = {}
+
+    def _forget(self, key: int) -> Callable[[weakref.ref], None]:
+        return lambda _ref: self._data.pop(key, None)
+
+    def get(self, obj: Any, default: Any = None) -> Any:
+        entry = self._data.get(id(obj))
+        return entry[1] if entry is not None and entry[0]() is obj else default
+
+    def __setitem__(self, obj: Any, value: Any) -> None:
+        self._data[id(obj)] = (weakref.ref(obj, self._forget(id(obj))), value)
+
+    def __contains__(self, obj: Any) -> bool:
+        return self.get(obj, _ABSENT_VALUE) is not _ABSENT_VALUE
+
+    def setdefault(self, obj: Any, default: Any) -> Any:
+        if obj not in self:
+            self[obj] = default
+        return self.get(obj)
+
+
+_ABSENT_VALUE = object()
+_VERSIONS = WeakIdMap()
 
 
 def _in_tape(tape: Tape, slot: int, epoch: int) -> Tensor:
@@ -495,87 +569,6 @@ def general(
             shapes = ", ".join(str(t.shape) for t in inputs)
             raise np.linalg.LinAlgError(f"{op.name}: {what} (input shapes {shapes})")
         tape.fix(r)
-
-
-# --- backward ----------------------------------------------------------------------------
-
-
-def backward(t: Tensor, gradient: Any = None, retain_graph: bool = False) -> None:
-    """Run the compiled backward pass from ``t`` (see :meth:`Tensor.backward`)."""
-    shape = t.shape
-    dtype = t.dtype
-    if gradient is None:
-        if int(np.prod(shape)) != 1:
-            raise RuntimeError(
-                f"grad can be implicitly created only for scalar outputs; "
-                f"backward() of a tensor of shape {shape} needs gradient="
-            )
-        seed = None
-    else:
-        g = np.asarray(_values(gradient))
-        if g.shape != shape:
-            raise RuntimeError(
-                f"backward: gradient has shape {g.shape} but the tensor has shape {shape}"
-            )
-        if g.dtype.kind not in "fiub":
-            raise TypeError(f"backward: gradient of dtype {g.dtype} is not real")
-        seed = np.array(g, dtype=dtype, order="C", copy=True)
-    if t._data is not None:  # an external tensor: a leaf, or a freed non-leaf
-        if t._flags & _FREED:
-            raise RuntimeError(FREED_MESSAGE)
-        if not t._flags & _RG:
-            raise RuntimeError(NO_GRAD_MESSAGE)
-        g = np.ones(shape, dtype) if seed is None else seed
-        t.grad = g if t.grad is None else t.grad + g
-        return
-    tape = t._tape
-    s = t._slot
-    if not tape.slot_rg(s):
-        raise RuntimeError(NO_GRAD_MESSAGE)
-    seed_slot = -1 if seed is None else tape.import_array(seed, SLOT_CONST)
-    while True:
-        st = run_backward(tape.header, s, seed_slot, retain_graph)
-        if st == OK:
-            break
-        _raise_backward_error(tape, st)
-        tape.fix(st)
-    for slot, leaf in tape.leaves:
-        g = tape.read_grad(slot)
-        if g is not None:
-            leaf.grad = g if leaf.grad is None else leaf.grad + g
-    if not retain_graph:
-        tape.stale = True  # rewound by the next op (see Tape.try_rewind)
-
-
-def _raise_backward_error(tape: Tape, st: int) -> None:
-    """Raise the exception for a failed backward status (statuses that ``Tape.fix``
-    can repair -- a kernel to compile, a bigger gradient arena -- return)."""
-    from .ops import ROWS
-
-    h = tape.h
-    if st == E_FREED:
-        raise RuntimeError(FREED_MESSAGE)
-    if st == E_NO_BWD:
-        name = ROWS[_node_op(tape, h[H_ERR_A])].name
-        raise NotImplementedError(
-            f"backward of '{name}' is not implemented (the op table has no backward rule for it)"
-        )
-    if st == E_LINALG:
-        name = ROWS[_node_op(tape, h[H_ERR_A])].name
-        raise np.linalg.LinAlgError(f"backward of '{name}': singular matrix")
-    if st == E_GRAD_META:
-        node, s, expect, actual = h[H_ERR_A], h[H_ERR_B], h[H_ERR_C], h[H_ERR_D]
-        name = ROWS[_node_op(tape, node)].name
-        got = DTYPE_NAMES[actual] if 0 <= actual < len(DTYPE_NAMES) else str(actual)
-        raise RuntimeError(
-            f"backward: gradient buffer for an input of '{name}' (node {node}, "
-            f"slot {s}) does not match its kernel: expected dtype "
-            f"{DTYPE_NAMES[expect]}, got {got}"
-        )
-
-
-def _node_op(tape: Tape, node: int) -> int:
-    return tape.views["node"][N_OP * tape.h[H_NODE_CAP] + node]
 
 
 # --- grad mode ----------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import numpy as np
 
 from .tensor import Tensor, no_grad, tensor
 
-__all__ = ["GradientCheckError", "check_grads"]
+__all__ = ["GradientCheckError", "check_grads", "gradcheck"]
 
 
 class GradientCheckError(AssertionError):
@@ -145,3 +145,24 @@ def _report(
             f"reverse mode {g[where]!r}, finite differences {fd[where]!r}"
         )
     return "\n".join(lines)
+
+
+def gradcheck(
+    f: Callable[..., Any],
+    inputs: Sequence[Any],
+    *,
+    eps: float | None = None,
+    atol: float | None = None,
+    rtol: float | None = None,
+    raise_exception: bool = True,
+    seed: int = 0,
+) -> bool:
+    """PyTorch-style wrapper of :func:`check_grads`: ``True`` when the gradients agree;
+    otherwise raise (default) or return ``False``."""
+    try:
+        check_grads(f, inputs, eps=eps, rtol=rtol, atol=atol, seed=seed)
+    except GradientCheckError:
+        if raise_exception:
+            raise
+        return False
+    return True

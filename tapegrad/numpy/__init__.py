@@ -157,5 +157,38 @@ def _install_methods() -> None:
     Tensor.flatten = lambda self: ns["reshape"](self, -1)
     Tensor.__pos__ = lambda self: self
 
+    def inplace(name: str, symbol: str) -> Any:
+        fn = ns[name]
+
+        def method(self: Tensor, other: Any) -> Tensor:
+            self._begin_inplace(symbol)
+            result = fn(self, other)
+            if result.shape != self.shape:
+                raise ValueError(
+                    f"{symbol}: non-broadcastable output operand with shape "
+                    f"{self.shape} doesn't match the broadcast shape "
+                    f"{result.shape}"
+                )
+            if not _np.can_cast(result.dtype, self.dtype, "same_kind"):
+                raise TypeError(
+                    f"{symbol}: cannot cast the result ({result.dtype}) to the "
+                    f"tensor's dtype {self.dtype}"
+                )
+            if result.dtype != self.dtype:
+                result = result.astype(self.dtype)
+            return self._inplace(result, symbol)
+
+        return method
+
+    for dunder, name, symbol in (
+        ("__iadd__", "add", "+="),
+        ("__isub__", "subtract", "-="),
+        ("__imul__", "multiply", "*="),
+        ("__itruediv__", "true_divide", "/="),
+        ("__ipow__", "power", "**="),
+        ("__imatmul__", "matmul", "@="),
+    ):
+        setattr(Tensor, dunder, inplace(name, symbol))
+
 
 _install_methods()

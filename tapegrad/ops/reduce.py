@@ -342,6 +342,7 @@ SUM = Op(
     sum_bwd,
     "sum over axes (None, int or tuple; keepdims)",
     front=sum,
+    array_saves=(),
     cases=_axis_cases("sum"),
 )
 MEAN = Op(
@@ -351,6 +352,7 @@ MEAN = Op(
     sum_bwd,
     "mean over axes (None, int or tuple; keepdims)",
     front=mean,
+    array_saves=(),
     cases=_axis_cases("mean"),
 )
 PROD = Op(
@@ -389,6 +391,7 @@ CUMSUM = Op(
     cumsum_bwd,
     "cumulative sum along an axis",
     front=cumsum,
+    array_saves=(),
     cases=_cumulative_cases("cumsum"),
 )
 CUMPROD = Op(

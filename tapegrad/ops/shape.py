@@ -71,6 +71,7 @@ CAST = Op(
     "dtype conversion (float64 <-> float32)",
     sigs=tuple(cast_sig(s, d) for d in (F64, F32) for s in (F64, F32, I64, BOOL) if s != d),
     front=astype,
+    array_saves=(),
     cases=_cast_cases,
 )
 
@@ -121,6 +122,7 @@ RESHAPE = Op(
     "new shape, same data (no copy)",
     alias=True,
     front=reshape,
+    array_saves=(),
     cases=_reshape_cases,
 )
 
@@ -162,6 +164,7 @@ TRANSPOSE = Op(
     transpose_bwd,
     "permute axes",
     front=transpose,
+    array_saves=(),
     cases=_transpose_cases,
 )
 
@@ -236,6 +239,7 @@ GATHER = Op(
     gather_bwd,
     "indexing x[key] (basic, integer-array, boolean; scatter-add backward)",
     front=getitem,
+    array_saves=(),
     dunder=("__getitem__",),
     cases=_getitem_cases,
 )
@@ -494,11 +498,7 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
     values that were kept and to the assigned ones that survived. Other tensors that
     held x's old value keep it (the tape's values are never modified in place).
     """
-    if x.requires_grad and x.is_leaf:
-        raise RuntimeError(
-            "setitem: a leaf tensor that requires grad cannot be modified in "
-            "place; assign into a copy (x = x * 1) or use tnp.where"
-        )
+    x._begin_inplace("setitem")
     k = _index_values(key)
     n = x.size
     pos = np.arange(n, dtype=np.int64).reshape(x.shape)
@@ -517,13 +517,13 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
     if x.dtype.kind != "f":  # integer / bool data: NumPy assigns, nothing to record
         data = x._value().copy()
         data[k] = v._value()
-        x._adopt(Tensor._external(data))
+        x._inplace(Tensor._external(data), "setitem")
         return
     v = broadcast_to(astype(v, x.dtype), target.shape).reshape(-1)
     perm = np.arange(n, dtype=np.int64).reshape(x.shape)
     perm[k] = n + np.arange(target.size, dtype=np.int64).reshape(target.shape)
     both = concatenate([x.reshape(-1), v])
-    x._adopt(gather_positions(both, lambda p: p[perm.reshape(-1)]).reshape(x.shape))
+    x._inplace(gather_positions(both, lambda p: p[perm.reshape(-1)]).reshape(x.shape), "setitem")
 
 
 # --- rows ----------------------------------------------------------------------------------
@@ -540,6 +540,7 @@ CONCATENATE = Op(
     concatenate_bwd,
     "join along an existing axis",
     front=concatenate,
+    array_saves=(),
     cases=_cases(
         ("axis 0", lambda m, x, y: m.concatenate([x, y]), [(2, 3), (1, 3)]),
         (
@@ -558,6 +559,7 @@ WHERE = Op(
     where_bwd,
     "select x where condition, else y (broadcast)",
     front=where,
+    array_saves=("x",),
     cases=_cases(
         ("same shape", lambda m, x, y: m.where(x > 0, x, y), [(3, 4), (3, 4)]),
         ("broadcast", lambda m, x, y: m.where(x > 0.5, x, y), [(3, 1), (4,)]),

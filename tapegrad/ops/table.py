@@ -90,6 +90,9 @@ class Op:
     front
         The public Python function of an array or composite row (elementwise rows get
         a generated one).
+    array_saves
+        For array rows, which operands the backward reads (``x``/``y``/``z``: inputs 0-2,
+        ``out``: output 0; default: all), for the in-place version check.
     namespace
         Where the function is published: ``numpy`` (``tapegrad.numpy``),
         ``numpy.linalg`` or ``special`` (``tapegrad.special``, SciPy's names).
@@ -111,6 +114,7 @@ class Op:
     alias: bool = False
     cases: Callable | None = None
     front: Callable | None = None
+    array_saves: tuple[str, ...] | None = None
     namespace: str = "numpy"
     aliases: tuple[str, ...] = ()
     dunder: tuple[str | None, ...] = ()
@@ -135,6 +139,16 @@ class Op:
         self.is_compare = self.kind is Kind.COMPARE
         ROWS.append(self)
         BY_NAME[self.name] = self
+
+    @property
+    def saved_mask(self) -> int:
+        """Bits of the node's link list whose values the backward reads: input i is bit
+        i, output j bit 32 + j. The scheduler checks their versions (in-place safety)."""
+        names = self.saves if self.kind in ELEMENTWISE else self.array_saves
+        if self.kind is not Kind.ARRAY or names is not None:
+            bits = {"x": 1, "y": 2, "z": 4, "out": 1 << 32}
+            return sum(bits[n] for n in (names or ()))
+        return (1 << 32) - 1 | ((1 << 31) - 1) << 32
 
     @property
     def arity(self) -> int:

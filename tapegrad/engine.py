@@ -1,0 +1,448 @@
+"""Driving a backward pass from Python: seeding, the compiled scheduler's callbacks
+(custom functions with a Python backward, gradient hooks), leaf gradients, anomaly
+mode, and the errors a failed pass raises.
+
+The scheduler (``scheduler.py``) runs every node it can in compiled code. It returns to
+this loop only for a node whose backward is Python, or before a node whose outputs have
+hooks; after handling it, ``resume`` continues where it stopped. A graph without custom
+Python functions or hooks makes exactly one compiled call.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .layout import (
+    DTYPE_NAMES,
+    E_CALLBACK_HOOK,
+    E_CALLBACK_PY,
+    E_FREED,
+    E_GRAD_META,
+    E_LINALG,
+    E_NO_BWD,
+    E_NONFINITE,
+    E_VERSION,
+    H_ANOMALY,
+    H_ERR_A,
+    H_ERR_B,
+    H_ERR_C,
+    H_ERR_D,
+    H_GEN,
+    H_GRAD,
+    H_HOOKS,
+    H_NODE_CAP,
+    H_SLOT_CAP,
+    H_STAT_CALLBACKS,
+    H_STAT_NODES,
+    N_FLAGS,
+    N_IP,
+    N_LINK,
+    N_MASK,
+    N_NIN,
+    N_NOUT,
+    N_OP,
+    NODE_FREED,
+    NP_DTYPES,
+    OK,
+    S_DTYPE,
+    S_FLAGS,
+    S_GEN,
+    S_GRAD,
+    SLOT_CONST,
+    SLOT_HOOK,
+)
+from .scheduler import resume, run_backward
+from .tape import Tape
+from .tensor import _FREED, _RG, FREED_MESSAGE, NO_GRAD_MESSAGE, Tensor, WeakIdMap, _values, no_grad
+
+# --- hooks -------------------------------------------------------------------------------
+
+# Hooks of tensors outside a tape (leaves), keyed weakly so they die with the tensor; a
+# tensor in a tape keeps its gradient hooks in ``tape.hooks`` by slot.
+_LEAF_HOOKS = WeakIdMap()
+_POST_HOOKS = WeakIdMap()
+_RETAIN = WeakIdMap()
+
+
+class RemovableHandle:
+    """Returned by hook registration; ``remove()`` unregisters the hook."""
+
+    def __init__(self, hooks: list, fn: Callable) -> None:
+        self._hooks = hooks
+        self._fn = fn
+
+    def remove(self) -> None:
+        if self._fn in self._hooks:
+            self._hooks.remove(self._fn)
+
+
+def register_hook(t: Tensor, fn: Callable) -> RemovableHandle:
+    """Run ``fn(grad)`` when ``t``'s gradient is computed (see Tensor.register_hook)."""
+    if not t.requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    if t._data is None:  # an intermediate (or a leaf bound in this tape: the same slot)
+        tape = t._tape
+        hooks = tape.hooks.setdefault(t._slot, [])
+        tape.views["slot"][S_FLAGS * tape.h[H_SLOT_CAP] + t._slot] |= SLOT_HOOK
+        tape.h[H_HOOKS] = 1
+    else:
+        hooks = _LEAF_HOOKS.setdefault(t, [])
+    hooks.append(fn)
+    return RemovableHandle(hooks, fn)
+
+
+def register_post_accumulate_grad_hook(t: Tensor, fn: Callable) -> RemovableHandle:
+    """Run ``fn(t)`` after ``t.grad`` was updated by a backward (leaves only)."""
+    if not (t.requires_grad and t.is_leaf):
+        raise RuntimeError(
+            "post accumulate grad hooks can only be registered on leaf tensors that require grad"
+        )
+    hooks = _POST_HOOKS.setdefault(t, [])
+    hooks.append(fn)
+    return RemovableHandle(hooks, fn)
+
+
+def retain_grad(t: Tensor) -> None:
+    """Keep ``.grad`` of a non-leaf tensor after backward (accumulating, like a leaf)."""
+    if not t.requires_grad:
+        raise RuntimeError("can't retain_grad on a tensor that has requires_grad=False")
+    if t.is_leaf or t in _RETAIN:
+        return
+    _RETAIN[t] = True
+    ref = weakref.ref(t)
+
+    def keep(g: np.ndarray) -> None:
+        owner = ref()
+        if owner is not None:
+            owner.grad = g.copy() if owner.grad is None else owner.grad + g
+
+    keep._retain = True
+    register_hook(t, keep)
+
+
+def _run_hooks(hooks: list, g: np.ndarray, what: str) -> np.ndarray:
+    # retain_grad's hook runs last, so .grad shows what the other hooks made of it
+    for fn in sorted(hooks, key=lambda f: getattr(f, "_retain", False)):
+        r = fn(g.copy())
+        if r is not None:
+            r = np.asarray(r._value() if isinstance(r, Tensor) else r)
+            if r.shape != g.shape:
+                raise RuntimeError(
+                    f"hook {getattr(fn, '__name__', fn)!r} on {what} returned "
+                    f"a gradient of shape {r.shape}, expected {g.shape}"
+                )
+            g = r.astype(g.dtype, copy=False)
+    return g
+
+
+# --- anomaly mode --------------------------------------------------------------------------
+
+_anomaly_lock = threading.Lock()
+_anomaly_depth = 0
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _user_frame() -> str:
+    """``file:line: code`` of the innermost caller outside tapegrad."""
+    import linecache
+
+    f = sys._getframe(2)
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_PACKAGE):
+        f = f.f_back
+    if f is None:
+        return "<unknown>"
+    line = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
+    return f"{f.f_code.co_filename}:{f.f_lineno}: {line}"
+
+
+class detect_anomaly:
+    """Context manager: backward checks every produced gradient for NaN/Inf and raises
+    naming the op and the source line that recorded it. Source lines are recorded only
+    inside this context; outside it nothing is checked or recorded."""
+
+    def __enter__(self) -> detect_anomaly:
+        global _anomaly_depth
+        tensor = sys.modules["tapegrad.tensor"]  # (tapegrad.tensor is also a function)
+
+        with _anomaly_lock:
+            _anomaly_depth += 1
+            if _anomaly_depth == 1:
+                self._plain = tensor._in_tape
+
+                def in_tape_recording_source(tape: Tape, slot: int, epoch: int) -> Tensor:
+                    from .layout import S_NODE
+
+                    t = self._plain(tape, slot, epoch)
+                    node = tape.slot_field(S_NODE, slot)
+                    if node >= 0:
+                        tape.sources[node] = _user_frame()
+                    return t
+
+                tensor._in_tape = in_tape_recording_source
+                _set_in_tape(in_tape_recording_source)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        global _anomaly_depth
+        with _anomaly_lock:
+            _anomaly_depth -= 1
+            if _anomaly_depth == 0:
+                sys.modules["tapegrad.tensor"]._in_tape = self._plain
+                _set_in_tape(self._plain)
+
+
+def _set_in_tape(fn: Callable) -> None:
+    # modules that imported _in_tape by name record through it too
+    from . import function
+    from .ops import shape
+
+    function._in_tape = fn
+    shape._in_tape = fn
+
+
+def is_anomaly_enabled() -> bool:
+    return _anomaly_depth > 0
+
+
+# --- the backward pass -------------------------------------------------------------------
+
+
+def backward(t: Tensor, gradient: Any = None, retain_graph: bool = False) -> None:
+    """Run the compiled backward pass from ``t`` (see :meth:`Tensor.backward`)."""
+    shape = t.shape
+    dtype = t.dtype
+    if gradient is None:
+        if int(np.prod(shape)) != 1:
+            raise RuntimeError(
+                f"grad can be implicitly created only for scalar outputs; "
+                f"backward() of a tensor of shape {shape} needs gradient="
+            )
+        seed = None
+    else:
+        g = np.asarray(_values(gradient))
+        if g.shape != shape:
+            raise RuntimeError(
+                f"backward: gradient has shape {g.shape} but the tensor has shape {shape}"
+            )
+        if g.dtype.kind not in "fiub":
+            raise TypeError(f"backward: gradient of dtype {g.dtype} is not real")
+        seed = np.array(g, dtype=dtype, order="C", copy=True)
+    if t._data is not None:  # an external tensor: a leaf, or a freed non-leaf
+        if t._flags & _FREED:
+            raise RuntimeError(FREED_MESSAGE)
+        if not t._flags & _RG:
+            raise RuntimeError(NO_GRAD_MESSAGE)
+        _accumulate_leaf(t, np.ones(shape, dtype) if seed is None else seed)
+        return
+    tape = t._tape
+    s = t._slot
+    if not tape.slot_rg(s):
+        raise RuntimeError(NO_GRAD_MESSAGE)
+    seed_slot = -1 if seed is None else tape.import_array(seed, SLOT_CONST)
+    h = tape.header
+    tape.h[H_ANOMALY] = int(_anomaly_depth > 0)
+    while True:
+        st = run_backward(h, s, seed_slot, retain_graph)
+        if st >= 0 or st in (E_CALLBACK_PY, E_CALLBACK_HOOK):
+            break
+        _raise_backward_error(tape, st)
+        tape.fix(st)
+    while st != OK:
+        k = tape.h[H_ERR_A]
+        if st == E_CALLBACK_PY:
+            _run_python_node(tape, k, retain_graph)
+            st = resume(h, k - 1, retain_graph, False)
+        elif st == E_CALLBACK_HOOK:
+            _run_node_hooks(tape, k)
+            st = resume(h, k, retain_graph, True)
+        else:
+            _raise_backward_error(tape, st)
+            raise RuntimeError(f"tapegrad: backward status {st}")
+    for slot, leaf in tape.leaves:
+        g = tape.read_grad(slot)
+        if g is not None:
+            _accumulate_leaf(leaf, g)
+    if not retain_graph:
+        tape.stale = True  # rewound by the next op (see Tape.try_rewind)
+
+
+def _accumulate_leaf(leaf: Tensor, g: np.ndarray) -> None:
+    hooks = _LEAF_HOOKS.get(leaf)
+    if hooks:
+        g = _run_hooks(hooks, g, "a leaf tensor")
+    leaf.grad = g if leaf.grad is None else leaf.grad + g
+    for fn in list(_POST_HOOKS.get(leaf, ())):
+        fn(leaf)
+
+
+def backward_stats() -> dict[str, int]:
+    """Counts of this thread's last backward pass: nodes run in compiled code and
+    callbacks to Python (custom functions with a Python backward)."""
+    from .tape import current_tape
+
+    h = current_tape().h
+    return {"nodes": h[H_STAT_NODES], "python_callbacks": h[H_STAT_CALLBACKS]}
+
+
+# --- callbacks -----------------------------------------------------------------------------
+
+
+def _node_links(tape: Tape, k: int) -> tuple[list[int], list[int]]:
+    cap = tape.h[H_NODE_CAP]
+    nv = tape.views["node"]
+    base, nin, nout = nv[N_LINK * cap + k], nv[N_NIN * cap + k], nv[N_NOUT * cap + k]
+    lv = tape.views["link"]
+    return list(lv[base : base + nin]), list(lv[base + nin : base + nin + nout])
+
+
+def grad_view(tape: Tape, slot: int) -> np.ndarray:
+    """A writable view of ``slot``'s gradient buffer in the running backward."""
+    dt = NP_DTYPES[tape.slot_field(S_DTYPE, slot)]
+    shape = tape.slot_shape(slot)
+    start = tape.h[H_GRAD] - tape.grad_buf.ctypes.data + tape.slot_field(S_GRAD, slot)
+    n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    return tape.grad_buf[start : start + n].view(dt).reshape(shape)
+
+
+def _has_grad(tape: Tape, slot: int) -> bool:
+    return tape.slot_field(S_GEN, slot) == tape.h[H_GEN]
+
+
+def _run_node_hooks(tape: Tape, k: int) -> None:
+    _, outs = _node_links(tape, k)
+    scap = tape.h[H_SLOT_CAP]
+    for s in outs:
+        if tape.views["slot"][S_FLAGS * scap + s] & SLOT_HOOK and _has_grad(tape, s):
+            view = grad_view(tape, s)
+            new = _run_hooks(tape.hooks.get(s, []), view.copy(), "a tensor")
+            view[...] = new
+
+
+def _run_python_node(tape: Tape, k: int, retain: bool) -> None:
+    """Run a custom function's Python backward for node ``k``: validate what it returns
+    (count, shape, dtype) and add it into the inputs' gradient buffers."""
+    cap = tape.h[H_NODE_CAP]
+    nv = tape.views["node"]
+    entry = tape.custom[tape.views["ip"][nv[N_IP * cap + k]]]
+    cls, ctx, nargs, positions = entry
+    if ctx is None:
+        raise RuntimeError(FREED_MESSAGE)
+    name = cls.__name__
+    ins, outs = _node_links(tape, k)
+    grads = [
+        grad_view(tape, s).copy()
+        if _has_grad(tape, s)
+        else np.zeros(tape.slot_shape(s), NP_DTYPES[tape.slot_field(S_DTYPE, s)])
+        for s in outs
+    ]
+    with no_grad():
+        result = cls.backward(ctx, *grads)
+    result = result if isinstance(result, tuple) else (result,)
+    if len(result) == len(ins) and len(ins) != nargs and len(result) != nargs:
+        per_input = list(result)
+    elif len(result) == nargs:
+        per_input = [result[p] for p in positions]
+    else:
+        raise RuntimeError(
+            f"function {name}.backward returned {len(result)} gradients, "
+            f"expected {nargs} (one per forward argument)"
+        )
+    mask = nv[N_MASK * cap + k]
+    anomaly = tape.h[H_ANOMALY]
+    for i, (s, g) in enumerate(zip(ins, per_input)):
+        if g is None or not (mask >> i) & 1:
+            continue
+        g = np.asarray(g._value() if isinstance(g, Tensor) else g)
+        shape = tape.slot_shape(s)
+        g = _reduce_to(g, shape, name, i)
+        if anomaly and not np.all(np.isfinite(g)):
+            raise RuntimeError(
+                f"Function '{name}' returned nan or inf values in its {i}th "
+                f"input gradient; the op was recorded at "
+                f"{tape.sources.get(k, '<unknown>')}"
+            )
+        view = grad_view(tape, s)
+        view += g.astype(view.dtype, copy=False)
+    tape.h[H_STAT_NODES] += 1
+    if not retain:
+        nv[N_FLAGS * cap + k] |= NODE_FREED
+        tape.custom[tape.views["ip"][nv[N_IP * cap + k]]] = (cls, None, nargs, positions)
+
+
+def _reduce_to(g: np.ndarray, shape: tuple[int, ...], name: str, i: int) -> np.ndarray:
+    """PyTorch's validate_outputs: a gradient the input broadcasts to is summed down to
+    the input's shape; any other shape is an error naming the function."""
+    if g.shape == shape:
+        return g
+    try:
+        if np.broadcast_shapes(shape, g.shape) != g.shape:
+            raise ValueError
+    except ValueError:
+        raise RuntimeError(
+            f"function {name}.backward returned an invalid gradient at index "
+            f"{i}: got shape {g.shape} but expected shape compatible with "
+            f"{shape}"
+        ) from None
+    lead = g.ndim - len(shape)
+    g = g.sum(axis=tuple(range(lead))) if lead else g
+    axes = tuple(d for d, n in enumerate(shape) if n == 1 and g.shape[d] != 1)
+    return g.sum(axis=axes, keepdims=True) if axes else g
+
+
+def _node_name(tape: Tape, k: int) -> str:
+    from . import dispatch
+    from .ops import ROWS
+
+    op = tape.views["node"][N_OP * tape.h[H_NODE_CAP] + k]
+    if op < len(ROWS):
+        return ROWS[op].name
+    if op == len(ROWS):
+        cap = tape.h[H_NODE_CAP]
+        return tape.custom[tape.views["ip"][tape.views["node"][N_IP * cap + k]]][0].__name__
+    return dispatch.USER_FUNCTIONS[op - len(ROWS) - 1].__name__
+
+
+def _raise_backward_error(tape: Tape, st: int) -> None:
+    """Raise the exception for a failed backward status (statuses that ``Tape.fix``
+    can repair -- a kernel to compile, a bigger gradient arena -- return)."""
+    h = tape.h
+    if st == E_FREED:
+        raise RuntimeError(FREED_MESSAGE)
+    if st == E_NO_BWD:
+        raise NotImplementedError(
+            f"backward of '{_node_name(tape, h[H_ERR_A])}' is not "
+            "implemented (the op table has no backward rule for it)"
+        )
+    if st == E_LINALG:
+        raise np.linalg.LinAlgError(
+            f"backward of '{_node_name(tape, h[H_ERR_A])}': singular matrix"
+        )
+    if st == E_NONFINITE:
+        k, i = h[H_ERR_A], h[H_ERR_B]
+        raise RuntimeError(
+            f"Function '{_node_name(tape, k)}' returned nan or inf values in "
+            f"its {i}th input gradient; the op was recorded at "
+            f"{tape.sources.get(k, '<unknown>')}"
+        )
+    if st == E_VERSION:
+        k, s, saved, now = h[H_ERR_A], h[H_ERR_B], h[H_ERR_C], h[H_ERR_D]
+        raise RuntimeError(
+            f"one of the values needed for gradient computation has been modified by an "
+            f"in-place operation: '{_node_name(tape, k)}' (node {k}) saved slot {s} at "
+            f"version {saved}, which is now version {now}"
+        )
+    if st == E_GRAD_META:
+        node, s, expect, actual = h[H_ERR_A], h[H_ERR_B], h[H_ERR_C], h[H_ERR_D]
+        got = DTYPE_NAMES[actual] if 0 <= actual < len(DTYPE_NAMES) else str(actual)
+        raise RuntimeError(
+            f"backward: gradient buffer for an input of '{_node_name(tape, node)}' (node "
+            f"{node}, slot {s}) does not match its kernel: expected dtype "
+            f"{DTYPE_NAMES[expect]}, got {got}"
+        )
