@@ -96,8 +96,9 @@ def cast_sig(src: int, dst: int) -> int:
     H_ANOMALY,  # 1 in detect_anomaly(): every produced gradient is checked for NaN/Inf
     H_USER_OP0,  # first op code outside the table: custom functions (see dispatch.py)
     H_SAVED,  # address of the int64 table: per op code, bits of the links it saves
+    H_INPLACE,  # 1 once a value of this tape epoch was replaced in place: check versions
     H_LEN,
-) = range(46)
+) = range(47)
 
 # --- node table fields ---------------------------------------------------------------
 (N_OP, N_SIG, N_LINK, N_NIN, N_NOUT, N_IP, N_NIP, N_FP, N_NFP, N_FLAGS, N_MASK, N_FIELDS) = range(

@@ -45,6 +45,7 @@ from .layout import (
     H_GRAD,
     H_GRAD_CAP,
     H_HOOKS,
+    H_INPLACE,
     H_KTAB_OPS,
     H_LO,
     H_NEED,
@@ -152,8 +153,10 @@ def _prune(h, start, gen, total):
             h[H_ERR_B] = N[N_SIG, k]
             h[H_ERR_C] = BWD
             return E_NO_KERNEL, lo, total
-        saved = carray(as_pointer(h[H_SAVED], np.int64), h[H_KTAB_OPS])[N[N_OP, k]]
-        for i in range(nin + nout):
+        saved = 0
+        if h[H_INPLACE] != 0:
+            saved = carray(as_pointer(h[H_SAVED], np.int64), h[H_KTAB_OPS])[N[N_OP, k]]
+        for i in range(nin + nout if saved != 0 else 0):
             bit = i if i < nin else 32 + i - nin
             if (saved >> bit) & 1:
                 s = L[0, base + i]

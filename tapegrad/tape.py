@@ -45,6 +45,7 @@ from .layout import (
     H_GRAD_CAP,
     H_GRAD_ENABLED,
     H_HOOKS,
+    H_INPLACE,
     H_IP,
     H_IP_CAP,
     H_KTAB,
@@ -299,6 +300,7 @@ class Tape:
         """Slot ``s``'s value was replaced in place (``+=``, ``x[key] = v``, or a leaf
         updated under no_grad): nodes that saved it will refuse to run backward."""
         self.views["slot"][S_VERSION * self.h[H_SLOT_CAP] + s] += 1
+        self.h[H_INPLACE] = 1
 
     def mark(self) -> tuple[int, int, int, int, int]:
         """The tape's fill level, to :meth:`restore` if an op fails after binding."""
@@ -365,6 +367,7 @@ class Tape:
         self.hooks = {}
         self.sources = {}
         h[H_HOOKS] = 0
+        h[H_INPLACE] = 0
 
     def capacity(self) -> dict[str, int]:
         """Current capacities (entries, or bytes for the arenas)."""
