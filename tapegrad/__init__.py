@@ -14,6 +14,7 @@ array([0.90929743, 0.90929743, 0.90929743])
 from __future__ import annotations
 
 from . import numpy, special
+from .compile import compile
 from .dispatch import compile_all
 from .engine import backward_stats, detect_anomaly, is_anomaly_enabled
 from .function import Function, FunctionCtx, kernel
@@ -29,6 +30,7 @@ __all__ = [
     "Tensor",
     "as_tensor",
     "backward_stats",
+    "compile",
     "compile_all",
     "detect_anomaly",
     "enable_grad",

@@ -97,7 +97,21 @@ WEAK = -1  # dtype of a Python scalar: adopts the other operand's float dtype (N
 
 @jit
 def aligned(nbytes):
+    """Bytes to reserve: a whole number of cache lines for arrays of a line or more (one
+    pass per line), 8-byte granules below (a scalar must not cost a 64-byte line: chains
+    of scalar ops then touch 8x less memory)."""
+    if nbytes < ALIGN:
+        return (nbytes + 7) // 8 * 8
     return (nbytes + ALIGN - 1) // ALIGN * ALIGN
+
+
+@jit
+def place(top, nbytes):
+    """Offset at which a value of ``nbytes`` goes when the arena is filled up to ``top``:
+    values of a cache line or more start on a line."""
+    if nbytes >= ALIGN:
+        return (top + ALIGN - 1) // ALIGN * ALIGN
+    return top
 
 
 @jit
@@ -135,7 +149,7 @@ def has_room(h, nslots, nnodes, nlinks, nshape, nbytes):
 
 @jit
 def arena_alloc(h, nbytes):
-    top = h[H_ARENA_TOP]
+    top = place(h[H_ARENA_TOP], nbytes)
     h[H_ARENA_TOP] = top + aligned(nbytes)
     return h[H_ARENA] + top
 
@@ -230,7 +244,7 @@ def cast_slot(h, a, dt):
         return a
     if ktable(h)[h[H_CAST_OP], cast_sig(src, dt), FWD] <= 0:
         return kernel_missing(h, h[H_CAST_OP], cast_sig(src, dt), FWD)
-    if not has_room(h, 1, 1, 2, 0, S[S_SIZE, a] * ITEMSIZE[dt] + ALIGN):
+    if not has_room(h, 1, 1, 2, 0, S[S_SIZE, a] * ITEMSIZE[dt] + 2 * ALIGN):
         return E_SPACE
     return record_cast(h, a, dt)
 
@@ -316,7 +330,7 @@ def record_elementwise(h, op, a, b, fa, fb, compare):
     out_dt = BOOL if compare else dt
     sz_a = S[S_SIZE, a] if cast_a else 0
     sz_b = S[S_SIZE, b] if cast_b else 0
-    nbytes = (size * ITEMSIZE[out_dt] + (sz_a + sz_b) * ITEMSIZE[dt]) + 5 * ALIGN
+    nbytes = (size * ITEMSIZE[out_dt] + (sz_a + sz_b) * ITEMSIZE[dt]) + 8 * ALIGN
     if not has_room(h, 3, 3, 7, nd, nbytes):
         return E_SPACE
     # --- write: constants and casts first, then the node
@@ -390,7 +404,7 @@ def record_general(h, op, sig, differentiable):
             size *= P[off + nshape + d]
         nshape += ndim
         if not (sc[R_ALIAS] != 0 and j == 0):
-            nbytes += aligned(size * ITEMSIZE[sc[R_OUT + 2 * j]])
+            nbytes += aligned(size * ITEMSIZE[sc[R_OUT + 2 * j]]) + ALIGN
     if not has_room(h, nout, 1, nin + nout, nshape, nbytes):
         return E_SPACE
     base = h[H_NLINK]

@@ -85,7 +85,7 @@ from .layout import (
     slot_grad,
     slots,
 )
-from .record import aligned
+from .record import aligned, place
 
 
 @jit
@@ -102,9 +102,11 @@ def _want(h, s, gen, total):
     the new end of the gradient arena."""
     S = slots(h)
     if S[S_GEN, s] != gen:
+        nbytes = S[S_SIZE, s] * ITEMSIZE[S[S_DTYPE, s]]
+        total = place(total, nbytes)
         S[S_GEN, s] = gen
         S[S_GRAD, s] = total
-        total += aligned(S[S_SIZE, s] * ITEMSIZE[S[S_DTYPE, s]])
+        total += aligned(nbytes)
     return total
 
 

@@ -185,6 +185,7 @@ class Tape:
         self.hooks: dict[int, list] = {}  # gradient hooks of tensors in this tape, by slot
         self.sources: dict[int, str] = {}  # anomaly mode: where each node was recorded
         self.blas = False
+        self.pinned = False  # a captured program's tape: never rewound
         # Set by a backward that freed its graph: the next op first tries to rewind, so
         # the sweep over handles is paid once per step, not inside backward().
         self.stale = False
@@ -326,6 +327,8 @@ class Tape:
         """Start over from an empty tape if no graph that may still run backward is
         held; copy out the values of tensors user code still references."""
         self.stale = False
+        if self.pinned:
+            return False
         handles = self.handles
         live = [handles[i] for i in np.flatnonzero(_refcounts(handles) > _UNREFERENCED)]
         # still in this tape (x[key] = v and requires_grad_() can take a handle out of

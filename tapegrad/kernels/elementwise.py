@@ -106,11 +106,9 @@ def unary_bwd_arrays(op, g, x, out, gx):
 
 
 @jit(inline="always")
-def binary_fwd_arrays(op, x, xshape, y, yshape, out, oshape, sc):
-    """``out = f(x, y)`` with NumPy broadcasting (``out`` may be bool for comparisons)."""
+def binary_fwd_fast(op, x, y, out):
+    """Same-shape and scalar operands (no shapes needed); False if broadcasting is."""
     n = out.size
-    if n == 0:
-        return
     if x.size == n and y.size == n:
         for i in range(n):
             out[i] = fwd2(op, x[i], y[i])
@@ -123,25 +121,36 @@ def binary_fwd_arrays(op, x, xshape, y, yshape, out, oshape, sc):
         for i in range(n):
             out[i] = fwd2(op, x[i], b)
     else:
-        nd, dims, sa, sb, so = broadcast_plan(oshape, xshape, yshape, oshape, sc)
-        inner = dims[nd - 1]
-        ia, ib, io = sa[nd - 1], sb[nd - 1], so[nd - 1]
-        for r in range(n // inner):
-            oa, ob, oo = row_offsets(r, nd, dims, sa, sb, so)
-            for j in range(inner):
-                out[oo + j * io] = fwd2(op, x[oa + j * ia], y[ob + j * ib])
+        return False
+    return True
 
 
 @jit(inline="always")
-def binary_bwd_arrays(op, mask, g, x, xshape, y, yshape, out, oshape, gx, gy, sc):
-    """Accumulate the x formula into ``gx`` (mask bit 0) and the y formula into ``gy``.
-
-    A broadcast operand receives the sum of its contributions over the broadcast axes.
-    Sums of a scalar operand are carried in float64 whatever the dtype.
-    """
+def binary_fwd_general(op, x, xshape, y, yshape, out, oshape, sc):
     n = out.size
     if n == 0:
         return
+    nd, dims, sa, sb, so = broadcast_plan(oshape, xshape, yshape, oshape, sc)
+    inner = dims[nd - 1]
+    ia, ib, io = sa[nd - 1], sb[nd - 1], so[nd - 1]
+    for r in range(n // inner):
+        oa, ob, oo = row_offsets(r, nd, dims, sa, sb, so)
+        for j in range(inner):
+            out[oo + j * io] = fwd2(op, x[oa + j * ia], y[ob + j * ib])
+
+
+@jit(inline="always")
+def binary_fwd_arrays(op, x, xshape, y, yshape, out, oshape, sc):
+    """``out = f(x, y)`` with NumPy broadcasting (``out`` may be bool for comparisons)."""
+    if not binary_fwd_fast(op, x, y, out):
+        binary_fwd_general(op, x, xshape, y, yshape, out, oshape, sc)
+
+
+@jit(inline="always")
+def binary_bwd_fast(op, mask, g, x, y, out, gx, gy):
+    """Same-shape and scalar operands; False if broadcasting is needed. Sums into a
+    scalar operand are carried in float64 whatever the dtype."""
+    n = out.size
     want_x = (mask & 1) != 0
     want_y = (mask & 2) != 0
     if x.size == n and y.size == n:
@@ -172,19 +181,37 @@ def binary_bwd_arrays(op, mask, g, x, xshape, y, yshape, out, oshape, gx, gy, sc
                 acc += bwd2(op, 1, g[i], x[i], b, out[i])
             gy[0] += acc
     else:
-        nd, dims, sa, sb, so = broadcast_plan(oshape, xshape, yshape, oshape, sc)
-        inner = dims[nd - 1]
-        ia, ib, io = sa[nd - 1], sb[nd - 1], so[nd - 1]
-        for r in range(n // inner):
-            oa, ob, oo = row_offsets(r, nd, dims, sa, sb, so)
-            if want_x:
-                for j in range(inner):
-                    k = oo + j * io
-                    gx[oa + j * ia] += bwd2(op, 0, g[k], x[oa + j * ia], y[ob + j * ib], out[k])
-            if want_y:
-                for j in range(inner):
-                    k = oo + j * io
-                    gy[ob + j * ib] += bwd2(op, 1, g[k], x[oa + j * ia], y[ob + j * ib], out[k])
+        return False
+    return True
+
+
+@jit(inline="always")
+def binary_bwd_general(op, mask, g, x, xshape, y, yshape, out, oshape, gx, gy, sc):
+    """The broadcast case: each operand receives the sum of its contributions over the
+    axes it was broadcast along (stride 0 in the strided loop)."""
+    n = out.size
+    if n == 0:
+        return
+    nd, dims, sa, sb, so = broadcast_plan(oshape, xshape, yshape, oshape, sc)
+    inner = dims[nd - 1]
+    ia, ib, io = sa[nd - 1], sb[nd - 1], so[nd - 1]
+    for r in range(n // inner):
+        oa, ob, oo = row_offsets(r, nd, dims, sa, sb, so)
+        if mask & 1:
+            for j in range(inner):
+                k = oo + j * io
+                gx[oa + j * ia] += bwd2(op, 0, g[k], x[oa + j * ia], y[ob + j * ib], out[k])
+        if mask & 2:
+            for j in range(inner):
+                k = oo + j * io
+                gy[ob + j * ib] += bwd2(op, 1, g[k], x[oa + j * ia], y[ob + j * ib], out[k])
+
+
+@jit(inline="always")
+def binary_bwd_arrays(op, mask, g, x, xshape, y, yshape, out, oshape, gx, gy, sc):
+    """Accumulate the x formula into ``gx`` (mask bit 0) and the y formula into ``gy``."""
+    if not binary_bwd_fast(op, mask, g, x, y, out, gx, gy):
+        binary_bwd_general(op, mask, g, x, xshape, y, yshape, out, oshape, gx, gy, sc)
 
 
 # --- node adapters -------------------------------------------------------------------
@@ -213,32 +240,40 @@ def unary_bwd(op, dt, node, tp):
 @jit(inline="always")
 def binary_fwd(op, dt, node, tp):
     h = header(tp)
-    binary_fwd_arrays(
-        op,
-        in_data(h, node, 0, dt),
-        in_shape(h, node, 0),
-        in_data(h, node, 1, dt),
-        in_shape(h, node, 1),
-        out_data(h, node, 0, dt),
-        out_shape(h, node, 0),
-        scratch(h),
-    )
+    x = in_data(h, node, 0, dt)
+    y = in_data(h, node, 1, dt)
+    out = out_data(h, node, 0, dt)
+    if not binary_fwd_fast(op, x, y, out):  # shapes are read only when broadcasting
+        binary_fwd_general(
+            op,
+            x,
+            in_shape(h, node, 0),
+            y,
+            in_shape(h, node, 1),
+            out,
+            out_shape(h, node, 0),
+            scratch(h),
+        )
     return OK
 
 
 @jit(inline="always")
 def compare_fwd(op, dt, node, tp):
     h = header(tp)
-    binary_fwd_arrays(
-        op,
-        in_data(h, node, 0, dt),
-        in_shape(h, node, 0),
-        in_data(h, node, 1, dt),
-        in_shape(h, node, 1),
-        out_data(h, node, 0, np.bool_),
-        out_shape(h, node, 0),
-        scratch(h),
-    )
+    x = in_data(h, node, 0, dt)
+    y = in_data(h, node, 1, dt)
+    out = out_data(h, node, 0, np.bool_)
+    if not binary_fwd_fast(op, x, y, out):
+        binary_fwd_general(
+            op,
+            x,
+            in_shape(h, node, 0),
+            y,
+            in_shape(h, node, 1),
+            out,
+            out_shape(h, node, 0),
+            scratch(h),
+        )
     return OK
 
 
@@ -252,18 +287,21 @@ def binary_bwd(op, dt, node, tp):
     # guarantees the kernel never writes it.
     gx = in_grad(h, node, 0, dt) if mask & 1 else x
     gy = in_grad(h, node, 1, dt) if mask & 2 else y
-    binary_bwd_arrays(
-        op,
-        mask,
-        out_grad(h, node, 0, dt),
-        x,
-        in_shape(h, node, 0),
-        y,
-        in_shape(h, node, 1),
-        out_data(h, node, 0, dt),
-        out_shape(h, node, 0),
-        gx,
-        gy,
-        scratch(h),
-    )
+    g = out_grad(h, node, 0, dt)
+    out = out_data(h, node, 0, dt)
+    if not binary_bwd_fast(op, mask, g, x, y, out, gx, gy):
+        binary_bwd_general(
+            op,
+            mask,
+            g,
+            x,
+            in_shape(h, node, 0),
+            y,
+            in_shape(h, node, 1),
+            out,
+            out_shape(h, node, 0),
+            gx,
+            gy,
+            scratch(h),
+        )
     return OK

@@ -1,0 +1,129 @@
+"""Capture and replay (tg.compile): replay equals eager for every op, capture counts,
+check=True, and what capture refuses."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+import tapegrad.numpy as tnp
+
+from .custom_ops import Cube
+from .optable_cases import cases
+
+DIFFERENTIABLE = [c for c in cases() if c.op.differentiable]
+
+
+@pytest.mark.parametrize("case", DIFFERENTIABLE, ids=lambda c: c.id)
+def test_replay_equals_eager(case):
+    args = case.args()
+    out_shape = np.shape(case.f(np, *args))
+    v = np.random.default_rng(2).standard_normal(out_shape)
+
+    def loss(*a):
+        return tnp.sum(case.f(tnp, *a) * v)
+
+    argnums = tuple(range(len(args)))
+    step = tg.compile(loss, argnums=argnums)
+    for scale in (1.0, 0.9):  # capture, then replay on new values
+        moved = [a * scale for a in args]
+        value, grads = step.value_and_grad(*moved)
+        ev, eg = tg.value_and_grad(loss, argnums=argnums)(*moved)
+        np.testing.assert_allclose(value, ev, rtol=1e-12, atol=1e-12)
+        for g, e in zip(grads, eg):
+            np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-12)
+    assert step.stats == {"captures": 1, "replays": 2, "checks": 0}
+
+
+def test_capture_counts_per_signature():
+    rng = np.random.default_rng(0)
+    step = tg.compile(lambda x, n: tnp.sum(tnp.sin(x) ** n))
+    for _ in range(5):
+        step.value_and_grad(rng.random(3), 2)
+    assert step.stats["captures"] == 1 and step.stats["replays"] == 5
+    step.value_and_grad(rng.random(4), 2)  # new shape
+    assert step.stats["captures"] == 2
+    step.value_and_grad(rng.random(4), 3)  # new Python constant
+    assert step.stats["captures"] == 3
+    step.value_and_grad(rng.random(4).astype(np.float32), 3)  # new dtype
+    assert step.stats["captures"] == 4
+    assert len(step.programs) == 4
+
+
+def test_value_only_aux_argnums_and_float32():
+    def f(w, b, x):
+        pred = tnp.tanh(x @ w + b)
+        return tnp.mean(pred**2), {"pred": pred}
+
+    step = tg.compile(f, argnums=(0, 1), has_aux=True)
+    w, b, x = np.ones((3, 2)), 0.5, np.random.default_rng(0).standard_normal((4, 3))
+    (value, aux), (gw, gb) = step.value_and_grad(w, b, x)
+    (ev, eaux), (ew, eb) = tg.value_and_grad(f, argnums=(0, 1), has_aux=True)(w, b, x)
+    assert value == pytest.approx(ev) and isinstance(gb, np.floating)
+    assert gb == pytest.approx(eb)
+    np.testing.assert_allclose(gw, ew)
+    np.testing.assert_allclose(aux["pred"], eaux["pred"])
+    v2, aux2 = step(w * 2, b, x)
+    assert v2 == pytest.approx(f(tg.tensor(w * 2), b, x)[0].item())
+    assert aux2["pred"].shape == (4, 2)
+    s32 = tg.compile(lambda a: tnp.sum(a * a))
+    _, g = s32.value_and_grad(np.ones(3, np.float32))
+    assert g.dtype == np.float32
+
+
+def test_training_loop_replays_without_growing():
+    rng = np.random.default_rng(1)
+    x, y = rng.standard_normal((32, 2)), rng.standard_normal(32)
+
+    def loss(w):
+        return tnp.mean((tnp.tanh(x @ w) - y) ** 2)
+
+    step = tg.compile(loss)
+    w = np.zeros(2)
+    first = None
+    for _ in range(200):
+        value, g = step.value_and_grad(w)
+        first = first if first is not None else value
+        w = w - 0.5 * g
+    assert value < first
+    program = next(iter(step.programs.values()))
+    caps = program.tape.capacity()
+    for _ in range(50):
+        step.value_and_grad(w)
+    assert program.tape.capacity() == caps
+    assert step.stats["captures"] == 1
+
+
+def test_check_mode_catches_value_dependent_branch():
+    def f(x):
+        if x.sum().item() > 0:  # Python control flow on a value: captured once
+            return tnp.sum(tnp.sin(x))
+        return tnp.sum(tnp.cos(x))
+
+    plain = tg.compile(f)
+    plain.value_and_grad(np.ones(2))
+    v, _ = plain.value_and_grad(-np.ones(2))  # replays the sin branch silently
+    assert v == pytest.approx(np.sin(-np.ones(2)).sum())
+    checked = tg.compile(f, check=True)
+    checked.value_and_grad(np.ones(2))
+    checked.value_and_grad(np.ones(2) * 2)  # same branch: fine
+    with pytest.raises(RuntimeError, match="different computation"):
+        checked.value_and_grad(-np.ones(2))
+
+
+def test_capture_refuses_python_code_it_cannot_replay():
+    with pytest.raises(TypeError, match="custom functions"):
+        tg.compile(lambda x: tnp.sum(Cube.apply(x))).value_and_grad(np.ones(2))
+
+    def hooked(x):
+        y = x * 2
+        y.register_hook(lambda g: g)
+        return tnp.sum(y)
+
+    with pytest.raises(TypeError, match="hooks"):
+        tg.compile(hooked).value_and_grad(np.ones(2))
+    with pytest.raises(TypeError, match="scalar"):
+        tg.compile(lambda x: x * 2).value_and_grad(np.ones(2))
+    with pytest.raises(TypeError, match="cannot differentiate argument 0"):
+        tg.compile(lambda x: tnp.sum(x * 1.0)).value_and_grad(np.arange(3))
