@@ -83,3 +83,55 @@ def forward_seconds(x0, n_ops, repeat=15):
         times.append(time.perf_counter() - t)
         loss.backward()  # free the graph, as a training step would
     return float(np.median(times))
+
+
+# --- the scalar recurrence: s = s + tanh(a s + b u[k]) c, loss s**2 ------------------------
+
+
+def recurrence(params, u, np_mod=tnp):
+    a, b, c = params[0], params[1], params[2]
+    s = 0.0
+    for k in range(u.shape[0]):
+        s = s + np_mod.tanh(a * s + b * u[k]) * c
+    return s**2
+
+
+def recurrence_numpy(params, u):
+    """Forward keeping the tanh values, then the hand-derived backward."""
+    a, b, c = params
+    n = u.shape[0]
+    s = np.zeros(n + 1)
+    t = np.zeros(n)
+    for k in range(n):
+        t[k] = np.tanh(a * s[k] + b * u[k])
+        s[k + 1] = s[k] + t[k] * c
+    value = s[n] ** 2
+    gs = 2 * s[n]
+    ga = gb = gc = 0.0
+    for k in range(n - 1, -1, -1):
+        gc += gs * t[k]
+        gz = gs * c * (1 - t[k] ** 2)
+        ga += gz * s[k]
+        gb += gz * u[k]
+        gs = gs + gz * a
+    return value, np.array([ga, gb, gc])
+
+
+def recurrence_nodes(n_steps):
+    return 7 * n_steps  # gather, 2 mul, add, tanh, mul, add per step
+
+
+def chain_loss(x, n_ops):
+    return chain_tapegrad(x, n_ops)
+
+
+def interleaved_medians(fns: dict, repeat: int = 15) -> dict:
+    """Median time of each function, timing them in turn on every round so that a noisy,
+    shared machine slows them all alike (ratios measured this way are stable)."""
+    times = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t)
+    return {name: float(np.median(ts)) for name, ts in times.items()}

@@ -1,0 +1,71 @@
+"""Capture and replay (tg.compile) against eager recording and hand-written NumPy."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+import tapegrad as tg
+
+from .workloads import chain_loss, chain_numpy, recurrence, recurrence_nodes, recurrence_numpy
+
+STEPS = 1430  # about 10,000 nodes
+
+
+class Recurrence:
+    timeout = 600
+
+    def setup(self):
+        self.u = np.random.default_rng(0).standard_normal(STEPS)
+        self.p = np.array([0.5, 0.3, 0.1])
+        self.step = tg.compile(recurrence)
+        self.step.value_and_grad(self.p, self.u)  # capture (and compile on first run)
+        self.eager = tg.value_and_grad(recurrence)
+
+    def time_replay(self):
+        self.step.value_and_grad(self.p, self.u)
+
+    def time_eager(self):
+        self.eager(self.p, self.u)
+
+    def time_hand_numpy(self):
+        recurrence_numpy(self.p, self.u)
+
+    def track_replay_ns_per_node(self):
+        ts = []
+        for _ in range(15):
+            t = time.perf_counter()
+            self.step.value_and_grad(self.p, self.u)
+            ts.append(time.perf_counter() - t)
+        return float(np.median(ts)) / recurrence_nodes(STEPS) * 1e9
+
+    track_replay_ns_per_node.unit = "ns/node"
+
+    def track_capture_over_eager(self):
+        """Capture time of a new signature divided by one eager step."""
+        step = tg.compile(recurrence)
+        u = np.random.default_rng(1).standard_normal(STEPS + 1)
+        t = time.perf_counter()
+        step.value_and_grad(self.p, u)
+        capture = time.perf_counter() - t
+        t = time.perf_counter()
+        self.eager(self.p, u)
+        return capture / (time.perf_counter() - t)
+
+    track_capture_over_eager.unit = "ratio"
+
+
+class Chain:
+    timeout = 600
+
+    def setup(self):
+        self.x = np.random.default_rng(0).uniform(-1, 1, 16)
+        self.step = tg.compile(chain_loss)
+        self.step.value_and_grad(self.x, 1000)
+
+    def time_replay(self):
+        self.step.value_and_grad(self.x, 1000)
+
+    def time_hand_numpy(self):
+        chain_numpy(self.x, 1000)
