@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import time
-from pathlib import Path
 
+import common
 import numpy as np
 from scipy.optimize import minimize
 
@@ -33,7 +34,7 @@ import tapegrad.numpy as tnp
 NAMES = ("alpha", "beta", "gamma", "delta")
 TRUE = np.array([1.0, 0.1, 1.5, 0.075])
 TRUE_X0 = (10.0, 5.0)  # initial prey and predator populations (simulated data)
-DATA = Path(__file__).resolve().parent / "data" / "hudson_bay.csv"
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "hudson_bay.csv")
 
 
 def rk4_trajectory(theta, x0, y0, n_obs, dt, substeps):
@@ -80,58 +81,46 @@ def make_objective(log_obs, n_obs, dt, substeps, fit_initial):
     """``phi -> (loss, gradient)`` for scipy; phi = log(theta) [+ log(x0, y0)]."""
     x0_known, y0_known = TRUE_X0
 
-    def loss_and_grad(phi):
-        p = tg.tensor(phi, requires_grad=True)
-        ep = tnp.exp(p)
+    def loss(phi):
+        ep = tnp.exp(phi)
         theta = (ep[0], ep[1], ep[2], ep[3])
         x0, y0 = (ep[4], ep[5]) if fit_initial else (x0_known, y0_known)
         xs, ys = rk4_trajectory(theta, x0, y0, n_obs, dt, substeps)
-        loss = 0.0
+        total = 0.0
         for k in range(n_obs):
-            loss = (
-                loss + (tnp.log(xs[k]) - log_obs[0, k]) ** 2 + (tnp.log(ys[k]) - log_obs[1, k]) ** 2
+            total = (
+                total
+                + (tnp.log(xs[k]) - log_obs[0, k]) ** 2
+                + (tnp.log(ys[k]) - log_obs[1, k]) ** 2
             )
-        loss = loss / (2 * n_obs)
-        loss.backward()
-        return loss.item(), p.grad
+        return total / (2 * n_obs)
 
-    return loss_and_grad
+    return tg.value_and_grad(loss)
 
 
 def fit(obs, dt, substeps, fit_initial, start, progress=True):
     n_obs = obs.shape[1]
     objective = make_objective(np.log(obs), n_obs, dt, substeps, fit_initial)
-    phi0 = np.log(start)
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(desc="L-BFGS-B", unit="iter")
+    bar = common.progress(None, "L-BFGS-B", progress)
 
     def callback(intermediate_result):
-        if bar is not None:
-            bar.set_postfix(loss=f"{intermediate_result.fun:.4g}")
-            bar.update()
+        bar.set_postfix(loss=f"{intermediate_result.fun:.4g}")
+        bar.update()
 
     res = minimize(
         objective,
-        phi0,
+        np.log(start),
         jac=True,
         method="L-BFGS-B",
         callback=callback,
         options={"maxiter": 500, "gtol": 1e-9},
     )
-    if bar is not None:
-        bar.close()
+    bar.close()
     return res
 
 
 def plot(path, t_obs, obs, t_fine, fine, title):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = common.pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for i, (name, color) in enumerate((("prey", "tab:blue"), ("predator", "tab:red"))):
         ax.plot(t_obs, obs[i], "o", color=color, alpha=0.7, label=f"{name} (data)")
@@ -140,9 +129,7 @@ def plot(path, t_obs, obs, t_fine, fine, title):
     ax.set_ylabel("population")
     ax.set_title(title)
     ax.legend(ncol=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return common.save(fig, path)
 
 
 def main(argv=None):
@@ -194,9 +181,7 @@ def main(argv=None):
     xi, yi = (est[4], est[5]) if fit_initial else TRUE_X0
     xs, ys = rk4_trajectory(tuple(est[:4]), xi, yi, n_fine, dt, 1)
     t_fine = t_obs[0] + np.arange(n_fine) * dt
-    out = Path(args.out).resolve()
-    plot(out, t_obs, obs, t_fine, np.array([xs, ys]), f"Lotka-Volterra fit ({args.data} data)")
-    print(f"plot saved to {out}")
+    plot(args.out, t_obs, obs, t_fine, np.array([xs, ys]), f"Lotka-Volterra fit ({args.data} data)")
     return est, res
 
 

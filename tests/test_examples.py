@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,8 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 def _load(name):
+    if str(EXAMPLES) not in sys.path:  # the examples import their helper module `common`
+        sys.path.insert(0, str(EXAMPLES))
     spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -35,3 +38,44 @@ def test_lotka_volterra_on_hudson_bay_data(tmp_path):
     np.testing.assert_allclose(est[:4], [0.55, 0.028, 0.80, 0.024], rtol=0.15)
     assert res.fun < 0.06
     assert out.exists() and out.stat().st_size > 10_000
+
+
+def _plot_ok(path):
+    assert path.exists() and path.stat().st_size > 10_000
+
+
+def test_lennard_jones_forces_and_relaxation(tmp_path):
+    lj = _load("lennard_jones")
+    out = tmp_path / "lj.png"
+    r = lj.main(["--atoms", "13", "--no-progress", "--out", str(out)])
+    assert r["force_error"] < 1e-10  # autodiff forces equal the analytic ones
+    assert r["energy"] < r["start"] - 10 and r["residual_force"] < 1e-4
+    assert r["energy"] < -40  # LJ13's minimum is -44.33
+    _plot_ok(out)
+
+
+def test_gaussian_process_recovers_noise(tmp_path):
+    gp = _load("gaussian_process")
+    out = tmp_path / "gp.png"
+    r = gp.main(["--points", "40", "--no-progress", "--out", str(out)])
+    assert r["success"] and 0.05 < r["noise"] < 0.2 and r["rmse"] < 0.15
+    _plot_ok(out)
+
+
+def test_spirals_mlp_trains_with_replay(tmp_path):
+    mlp = _load("spirals_mlp")
+    out = tmp_path / "mlp.png"
+    r = mlp.main(["--points", "60", "--hidden", "16", "--iterations", "300",
+                  "--no-progress", "--out", str(out)])
+    assert r["losses"][-1] < r["losses"][0] / 5
+    assert r["accuracy"] > 0.85
+    assert r["stats"]["captures"] == 1 and r["stats"]["replays"] == 300
+    _plot_ok(out)
+
+
+def test_logistic_regression_matches_newton(tmp_path):
+    lr = _load("logistic_regression")
+    out = tmp_path / "lr.png"
+    r = lr.main(["--samples", "200", "--no-progress", "--out", str(out)])
+    assert r["difference"] < 1e-6
+    _plot_ok(out)
