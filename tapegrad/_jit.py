@@ -196,7 +196,9 @@ KERNEL_SIGNATURE = "int64(int64, int64)"
 _PY_KERNELS: list[Any] = [None]
 
 
-def kernel_cfunc(pyfunc: Callable[[int, int], int], cache: bool = True) -> tuple[int, Any]:
+def kernel_cfunc(
+    pyfunc: Callable[[int, int], int], cache: bool = True, parallel: bool = False
+) -> tuple[int, Any]:
     """Compile a kernel wrapper ``f(node, tape_address) -> status`` to a C callback.
 
     Returns ``(address, keepalive)``: the address goes into the dispatch table, the
@@ -205,7 +207,12 @@ def kernel_cfunc(pyfunc: Callable[[int, int], int], cache: bool = True) -> tuple
     if DISABLE_JIT:
         _PY_KERNELS.append(pyfunc)
         return len(_PY_KERNELS) - 1, pyfunc
-    cf = numba.cfunc(KERNEL_SIGNATURE, cache=cache, nopython=True, error_model="numpy")(pyfunc)
+    # Kernels may call parallel (prange) functions: their machine code refers to the
+    # threading layer's symbols, which exist once the layer is launched.
+    numba.get_num_threads()
+    cf = numba.cfunc(
+        KERNEL_SIGNATURE, cache=cache, nopython=True, error_model="numpy", parallel=parallel
+    )(pyfunc)
     return cf.address, cf
 
 

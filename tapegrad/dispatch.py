@@ -16,12 +16,13 @@ from typing import Any
 import numpy as np
 
 from ._jit import kernel_cfunc
-from .layout import BWD, FWD, N_SIGS, NO_RULE, PY_CALLBACK
+from .layout import BWD, FWD, N_SIGS, NO_RULE, OPF_UFUNC, PY_CALLBACK
 
 _lock = threading.RLock()
 _keepalive: list[Any] = []
 _ktab: np.ndarray | None = None
 _saved: np.ndarray | None = None
+_opflags: np.ndarray | None = None
 
 # Custom functions (tapegrad.function) take op codes after the table's rows: the first
 # for every function with a Python backward (its table entries say PY_CALLBACK), then
@@ -43,6 +44,7 @@ def ktable() -> np.ndarray:
         with _lock:
             if _ktab is None:
                 from .ops import ROWS
+                from .ops.table import ELEMENTWISE
 
                 tab = np.zeros((len(ROWS) + 1 + MAX_USER_FUNCTIONS, N_SIGS, 2), np.int64)
                 for op in ROWS:
@@ -55,8 +57,24 @@ def ktable() -> np.ndarray:
                     saved[op.code] = op.saved_mask
                 saved[len(ROWS)] = 0  # Python backward: its saved values are copies
                 _saved = saved
+                global _opflags
+                flags = np.zeros(tab.shape[0], np.int64)
+                for op in ROWS:
+                    if (
+                        op.kind in ELEMENTWISE
+                        and op.namespace == "numpy"
+                        and isinstance(getattr(np, op.name, None), np.ufunc)
+                    ):
+                        flags[op.code] |= OPF_UFUNC
+                _opflags = flags
                 _ktab = tab
     return _ktab
+
+
+def op_flags() -> np.ndarray:
+    """Per op code, ``OPF_*`` bits."""
+    ktable()
+    return _opflags
 
 
 def saved_masks() -> np.ndarray:

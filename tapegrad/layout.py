@@ -97,8 +97,12 @@ def cast_sig(src: int, dst: int) -> int:
     H_USER_OP0,  # first op code outside the table: custom functions (see dispatch.py)
     H_SAVED,  # address of the int64 table: per op code, bits of the links it saves
     H_INPLACE,  # 1 once a value of this tape epoch was replaced in place: check versions
+    H_OPFLAGS,  # address of the int64 table of per-op flags (OPF_*)
+    H_NUMPY_MIN,  # elementwise results this large are computed by NumPy's ufunc (0: never)
     H_LEN,
-) = range(47)
+) = range(49)
+OPF_UFUNC = 1  # the op's forward is exactly a NumPy ufunc of the same name
+DEFERRED = 1 << 40  # added to a slot id: "recorded, forward left to NumPy's ufunc"
 
 # --- node table fields ---------------------------------------------------------------
 (N_OP, N_SIG, N_LINK, N_NIN, N_NOUT, N_IP, N_NIP, N_FP, N_NFP, N_FLAGS, N_MASK, N_FIELDS) = range(

@@ -13,11 +13,13 @@ The same forward kernels are what a captured program replays.
 from __future__ import annotations
 
 import numpy as np
+from numba import carray
 
-from ._jit import call_kernel, jit
+from ._jit import as_pointer, call_kernel, jit
 from .layout import (
     ALIGN,
     BOOL,
+    DEFERRED,
     E_BROADCAST,
     E_NO_KERNEL,
     E_NOFLOAT,
@@ -35,6 +37,7 @@ from .layout import (
     H_FP_CAP,
     H_GRAD_ENABLED,
     H_IP_CAP,
+    H_KTAB_OPS,
     H_LINK_CAP,
     H_NEED,
     H_NFP,
@@ -44,6 +47,8 @@ from .layout import (
     H_NODE_CAP,
     H_NSHAPE,
     H_NSLOTS,
+    H_NUMPY_MIN,
+    H_OPFLAGS,
     H_SELF,
     H_SHAPE_CAP,
     H_SLOT_CAP,
@@ -61,6 +66,7 @@ from .layout import (
     N_OP,
     N_SIG,
     OK,
+    OPF_UFUNC,
     R_ALIAS,
     R_NFP,
     R_NIN,
@@ -365,6 +371,9 @@ def record_elementwise(h, op, a, b, fa, fb, compare):
     if not unary:
         push_link(h, b)
     push_link(h, out)
+    if size >= h[H_NUMPY_MIN] > 0:  # a large array: NumPy's SIMD ufunc may do better
+        if carray(as_pointer(h[H_OPFLAGS], np.int64), h[H_KTAB_OPS])[op] & OPF_UFUNC:
+            return out + DEFERRED
     run_forward(h, k, op, dt)
     return out
 

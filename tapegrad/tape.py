@@ -62,6 +62,8 @@ from .layout import (
     H_NODE_CAP,
     H_NSHAPE,
     H_NSLOTS,
+    H_NUMPY_MIN,
+    H_OPFLAGS,
     H_SAVED,
     H_SCRATCH,
     H_SCRATCH_CAP,
@@ -120,6 +122,12 @@ def _refcounts(objs: list) -> np.ndarray:
 _UNREFERENCED = int(_refcounts([object()])[0])
 
 
+# Elementwise results of at least this many elements are computed by NumPy's ufunc
+# (SIMD exp/tanh/log are several times faster than the scalar libm calls a numba loop
+# makes; below this the ufunc call and the views cost more than they save).
+NUMPY_MIN = 16384
+
+
 def _aligned_buffer(nbytes: int) -> tuple[np.ndarray, int]:
     """A uint8 buffer and the address of its first ALIGN-aligned byte."""
     buf = np.empty(nbytes + ALIGN, np.uint8)
@@ -172,6 +180,8 @@ class Tape:
         self.h[H_CAST_OP] = CAST.code
         self.h[H_USER_OP0] = dispatch.first_user_code()
         self.h[H_SAVED] = dispatch.saved_masks().ctypes.data
+        self.h[H_OPFLAGS] = dispatch.op_flags().ctypes.data
+        self.h[H_NUMPY_MIN] = NUMPY_MIN
         self.chunks: list[np.ndarray] = []
         self._new_chunk(1 << 20)
         self.grad_buf, self.h[H_GRAD] = _aligned_buffer(1 << 16)
@@ -227,8 +237,7 @@ class Tape:
         """Make a failed record/backward call possible to retry, or raise."""
         h = self.h
         if status == E_SPACE:
-            if self.try_rewind():
-                return
+            self.try_rewind()  # then grow whatever is still too small
             for name, (_, cap_f, count_f, *_rest) in _TABLES.items():
                 if h[cap_f] - h[count_f] < _HEADROOM[name]:
                     self.grow(name, _HEADROOM[name])
@@ -263,6 +272,15 @@ class Tape:
 
     def slot_rg(self, s: int) -> bool:
         return bool(self.slot_field(S_FLAGS, s) & SLOT_RG)
+
+    def view(self, s: int) -> np.ndarray:
+        """A writable NumPy view of slot ``s``'s memory (for large values: building it
+        costs a few microseconds)."""
+        dt = NP_DTYPES[self.slot_field(S_DTYPE, s)]
+        shape = self.slot_shape(s)
+        n = int(np.prod(shape, dtype=np.int64))
+        buf = (ctypes.c_char * (n * dt.itemsize)).from_address(self.slot_field(S_ADDR, s))
+        return np.frombuffer(buf, dt, n).reshape(shape)
 
     def read(self, s: int) -> np.ndarray:
         """A fresh array with slot ``s``'s values."""

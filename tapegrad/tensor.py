@@ -13,6 +13,8 @@ op table by :mod:`tapegrad.numpy`.
 from __future__ import annotations
 
 import functools
+import itertools
+import os
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -20,10 +22,12 @@ from typing import Any
 import numpy as np
 
 from .layout import (
+    DEFERRED,
     DTYPE_NAMES,
     E_BROADCAST,
     E_LINALG,
     E_NOFLOAT,
+    H_NLINK,
     NP_DTYPES,
     R_ALIAS,
     R_NFP,
@@ -464,6 +468,8 @@ def elementwise(op: Any, x: Any, y: Any = None, out: Any = None) -> Tensor:
         else:
             r = record_elementwise(h, code, a, b, fa, fb, compare)
         if r >= 0:
+            if r >= DEFERRED:
+                r = _numpy_forward(tape, op, r - DEFERRED)
             return _in_tape(tape, r, ep)
         if r == E_NOFLOAT:  # integers and bools only: not differentiable, NumPy computes
             ufunc = getattr(np, op.name)
@@ -477,6 +483,44 @@ def elementwise(op: Any, x: Any, y: Any = None, out: Any = None) -> Tensor:
                 f"shapes {_shape_of(x)} and {_shape_of(y)}"
             )
         tape.fix(r)
+
+
+_POOL: Any = None
+THREAD_MIN = 1 << 18  # elements from which a NumPy forward is split across the cores
+
+
+def _numpy_forward(tape: Tape, op: Any, out: int) -> int:
+    """Compute a large elementwise result with NumPy's ufunc, straight into its slot
+    (the node is already recorded; its operands are in the link list before it). With
+    same-shape operands and several cores, halves of it run in threads (ufunc loops
+    release the GIL)."""
+    global _POOL
+    base = tape.h[H_NLINK] - 1  # out is the node's last link
+    nin = 1 if op.is_unary else 2
+    lv = tape.views["link"]
+    ins = [tape.view(lv[base - nin + i]) for i in range(nin)]
+    dst = tape.view(out)
+    ufunc = getattr(np, op.name)
+    workers = os.cpu_count() or 1
+    with np.errstate(all="ignore"):  # IEEE results, no warnings: like the kernels
+        if dst.size < THREAD_MIN or workers < 2 or any(a.size not in (1, dst.size) for a in ins):
+            ufunc(*ins, out=dst)
+            return out
+        if _POOL is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _POOL = ThreadPoolExecutor(workers, thread_name_prefix="tapegrad")
+        flat_out = dst.reshape(-1)
+        flat_in = [a.reshape(-1) for a in ins]
+        cuts = np.linspace(0, dst.size, workers + 1).astype(int)
+
+        def part(lo: int, hi: int) -> None:
+            with np.errstate(all="ignore"):
+                ufunc(*[a if a.size == 1 else a[lo:hi] for a in flat_in], out=flat_out[lo:hi])
+
+        for f in [_POOL.submit(part, lo, hi) for lo, hi in itertools.pairwise(cuts)]:
+            f.result()
+    return out
 
 
 def elementwise_function(op: Any) -> Callable[..., Tensor]:
@@ -493,6 +537,8 @@ def elementwise_function(op: Any) -> Callable[..., Tensor]:
                 if x._tape is tape and x._epoch == ep:
                     r = record_tensors(tape.header, opc, x._slot, ABSENT)
                     if r >= 0:
+                        if r >= DEFERRED:
+                            r = _numpy_forward(tape, op, r - DEFERRED)
                         return _in_tape(tape, r, ep)
             return elementwise(op, x, out=out)
 
@@ -505,6 +551,8 @@ def elementwise_function(op: Any) -> Callable[..., Tensor]:
             if x._tape is tape and x._epoch == ep and y._tape is tape and y._epoch == ep:
                 r = record_tensors(tape.header, opc, x._slot, y._slot)
                 if r >= 0:
+                    if r >= DEFERRED:
+                        r = _numpy_forward(tape, op, r - DEFERRED)
                     return _in_tape(tape, r, ep)
         return elementwise(op, x, y, out=out)
 

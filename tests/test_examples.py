@@ -65,8 +65,19 @@ def test_gaussian_process_recovers_noise(tmp_path):
 def test_spirals_mlp_trains_with_replay(tmp_path):
     mlp = _load("spirals_mlp")
     out = tmp_path / "mlp.png"
-    r = mlp.main(["--points", "60", "--hidden", "16", "--iterations", "300",
-                  "--no-progress", "--out", str(out)])
+    r = mlp.main(
+        [
+            "--points",
+            "60",
+            "--hidden",
+            "16",
+            "--iterations",
+            "300",
+            "--no-progress",
+            "--out",
+            str(out),
+        ]
+    )
     assert r["losses"][-1] < r["losses"][0] / 5
     assert r["accuracy"] > 0.85
     assert r["stats"]["captures"] == 1 and r["stats"]["replays"] == 300

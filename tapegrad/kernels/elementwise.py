@@ -19,7 +19,7 @@ reduction of the backward pass (``gx[off_x] += ...`` with stride 0 on broadcast 
 from __future__ import annotations
 
 import numpy as np
-from numba import types
+from numba import prange, types
 
 from .._jit import StaticRef, StaticRefType, jit, overload
 from ..layout import (
@@ -36,6 +36,10 @@ from ..layout import (
     scratch,
 )
 from .loops import broadcast_plan, row_offsets
+
+# Backward loops over at least this many elements run on all cores (numba prange):
+# measured on 2 vCPUs, g * cos(x) over 2e6 elements takes 9.5 ms instead of 16.7.
+PARALLEL_MIN = 1 << 17
 
 
 def _row(op: StaticRef | StaticRefType):
@@ -99,10 +103,31 @@ def unary_fwd_arrays(op, x, out):
         out[i] = fwd1(op, x[i])
 
 
+@jit(parallel=True)
+def unary_bwd_parallel(op, g, x, out, gx):
+    for i in prange(gx.size):
+        gx[i] += bwd1(op, g[i], x[i], out[i])
+
+
+@jit(parallel=True)
+def binary_bwd_parallel(op, which, g, x, y, out, gv):
+    """Same-shape operands, all cores: ``which`` 0 accumulates dx into gv, 1 dy."""
+    if which == 0:
+        for i in prange(g.size):
+            gv[i] += bwd2(op, 0, g[i], x[i], y[i], out[i])
+    else:
+        for i in prange(g.size):
+            gv[i] += bwd2(op, 1, g[i], x[i], y[i], out[i])
+
+
 @jit(inline="always")
 def unary_bwd_arrays(op, g, x, out, gx):
-    for i in range(gx.size):
-        gx[i] += bwd1(op, g[i], x[i], out[i])
+    n = gx.size
+    if n >= PARALLEL_MIN:  # all cores (see PARALLEL_MIN)
+        unary_bwd_parallel(op, g, x, out, gx)
+    else:
+        for i in range(n):
+            gx[i] += bwd1(op, g[i], x[i], out[i])
 
 
 @jit(inline="always")
@@ -154,6 +179,12 @@ def binary_bwd_fast(op, mask, g, x, y, out, gx, gy):
     want_x = (mask & 1) != 0
     want_y = (mask & 2) != 0
     if x.size == n and y.size == n:
+        if n >= PARALLEL_MIN:
+            if want_x:
+                binary_bwd_parallel(op, 0, g, x, y, out, gx)
+            if want_y:
+                binary_bwd_parallel(op, 1, g, x, y, out, gy)
+            return True
         if want_x:
             for i in range(n):
                 gx[i] += bwd2(op, 0, g[i], x[i], y[i], out[i])
