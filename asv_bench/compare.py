@@ -11,6 +11,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+
+# Thread pools: NumPy's and SciPy's OpenBLAS, PyTorch's and numba's OpenMP, tapegrad's
+# ufunc threads all share the machine; interleaved timing makes idle spinning workers of
+# one slow down the next. --threads N (read before NumPy is imported) gives every pool N
+# threads; 1 is the reproducible single-core comparison.
+_THREADS = "1"
+for _i, _a in enumerate(os.sys.argv):
+    if _a == "--threads" and _i + 1 < len(os.sys.argv):
+        _THREADS = os.sys.argv[_i + 1]
+for _var in (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "NUMBA_NUM_THREADS",
+    "TAPEGRAD_THREADS",
+):
+    os.environ[_var] = _THREADS
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import platform
 import sys
 from pathlib import Path
@@ -26,6 +45,17 @@ from benchmarks.workloads import (
     chain_numpy,
     forward_seconds,
     interleaved_medians,
+    lj_numpy,
+    lj_positions,
+    lj_tapegrad,
+    lv_data,
+    lv_loss,
+    lv_numpy,
+    lv_tapegrad,
+    mlp_data,
+    mlp_loss,
+    mlp_numpy,
+    mlp_tapegrad,
     recurrence,
     recurrence_nodes,
     recurrence_numpy,
@@ -37,6 +67,7 @@ def _torch_chain():
         import torch
     except ImportError:
         return None
+    torch.set_num_threads(int(_THREADS))
 
     def run(x0, n_ops):
         x = torch.tensor(x0, requires_grad=True)
@@ -134,10 +165,155 @@ def _recurrence_rows(repeat: int) -> list[dict]:
     return rows
 
 
+def _torch_models() -> dict:
+    try:
+        import torch
+    except ImportError:
+        return {}
+    torch.set_num_threads(int(_THREADS))
+
+    def mlp(params, x, labels):
+        ps = [torch.tensor(p, requires_grad=True) for p in params]
+        h = torch.tanh(torch.tensor(x) @ ps[0] + ps[1])
+        loss = torch.nn.functional.cross_entropy(h @ ps[2] + ps[3], torch.tensor(labels))
+        loss.backward()
+        return loss.item(), [p.grad.numpy() for p in ps]
+
+    def lv(theta, observed, dt=0.01):
+        th = torch.tensor(theta, requires_grad=True)
+        a, b, c, d = th[0], th[1], th[2], th[3]
+        obs = torch.tensor(observed)
+        x = torch.tensor(10.0, dtype=torch.float64)
+        y = torch.tensor(5.0, dtype=torch.float64)
+        total = torch.tensor(0.0, dtype=torch.float64)
+        for k in range(observed.shape[1]):
+            x, y = x + dt * (a * x - b * x * y), y + dt * (d * x * y - c * y)
+            total = total + (x - obs[0, k]) ** 2 + (y - obs[1, k]) ** 2
+        total.backward()
+        return total.item(), th.grad.numpy()
+
+    def lj(pos):
+        p = torch.tensor(pos, requires_grad=True)
+        n = p.shape[0]
+        diff = p[:, None, :] - p[None, :, :]
+        eye = torch.eye(n, dtype=torch.float64)
+        r2 = (diff * diff).sum(-1) + eye
+        inv6 = 1.0 / (r2 * r2 * r2)
+        energy = 2.0 * ((inv6 * inv6 - inv6) * (1 - eye)).sum()
+        energy.backward()
+        return energy.item(), -p.grad.numpy()
+
+    return {"mlp": mlp, "lv": lv, "lj": lj}
+
+
+def _large_rows(repeat: int) -> list[dict]:
+    """A 16-op elementwise chain on 2e6 float64 (forward and backward)."""
+    n_ops, size = 16, 2_000_000
+    x0 = np.random.default_rng(0).uniform(-1, 1, size)
+    ref_value, ref_grad = chain_numpy(x0, n_ops)
+    impls = {
+        "hand-written NumPy": chain_numpy,
+        "tapegrad (eager)": chain_grad_tapegrad,
+        "PyTorch": _torch_chain(),
+    }
+    present = {}
+    for name, fn in impls.items():
+        if fn is None:
+            continue
+        value, grad = fn(x0, n_ops)
+        np.testing.assert_allclose(value, ref_value, rtol=1e-10)
+        np.testing.assert_allclose(grad, ref_grad, rtol=1e-8, atol=1e-12)
+        present[name] = lambda fn=fn: fn(x0, n_ops)
+    medians = interleaved_medians(present, max(3, repeat // 3))
+    base = medians["hand-written NumPy"]
+    return [
+        {
+            "workload": "chain of 16 ops, 2e6 elements",
+            "impl": name,
+            "median_ms": t * 1e3,
+            "ratio_to_numpy": t / base,
+        }
+        for name, t in medians.items()
+    ]
+
+
+def _model_rows(repeat: int) -> list[dict]:
+    import tapegrad as tg
+
+    torch_impls = _torch_models()
+    if not torch_impls:
+        print("  (PyTorch not installed: skipped)")
+    params, x, labels = mlp_data()
+    onehot = np.eye(10)[labels]
+    mlp_step = tg.compile(mlp_loss, argnums=(0, 1, 2, 3))
+    theta, observed = lv_data()
+    lv_step = tg.compile(lv_loss)
+    pos = lj_positions()
+    workloads = {
+        "MLP 256x64->256->10, tanh, CE": (
+            mlp_numpy,
+            {
+                "tapegrad (eager)": lambda: mlp_tapegrad(params, x, labels),
+                "tapegrad (replay)": lambda: _listed(mlp_step.value_and_grad(*params, x, onehot)),
+                "PyTorch": torch_impls.get("mlp")
+                and (lambda: torch_impls["mlp"](params, x, labels)),
+            },
+            (params, x, labels),
+        ),
+        "Lotka-Volterra Euler, 1000 steps": (
+            lv_numpy,
+            {
+                "tapegrad (eager)": lambda: lv_tapegrad(theta, observed),
+                "tapegrad (replay)": lambda: lv_step.value_and_grad(theta, observed),
+                "PyTorch": torch_impls.get("lv") and (lambda: torch_impls["lv"](theta, observed)),
+            },
+            (theta, observed),
+        ),
+        "Lennard-Jones 512, energy+forces": (
+            lj_numpy,
+            {
+                "tapegrad (eager)": lambda: lj_tapegrad(pos),
+                "PyTorch": torch_impls.get("lj") and (lambda: torch_impls["lj"](pos)),
+            },
+            (pos,),
+        ),
+    }
+    rows = []
+    for label, (ref, impls, args) in workloads.items():
+        ref_value, ref_grad = ref(*args)
+        present = {"hand-written NumPy": lambda ref=ref, args=args: ref(*args)}
+        for name, fn in impls.items():
+            if not fn:
+                continue
+            value, grad = fn()
+            np.testing.assert_allclose(value, ref_value, rtol=1e-9)
+            for g, e in zip(
+                grad if isinstance(grad, list) else [grad],
+                ref_grad if isinstance(ref_grad, list) else [ref_grad],
+            ):
+                np.testing.assert_allclose(g, e, rtol=1e-7, atol=1e-9)
+            present[name] = fn
+        medians = interleaved_medians(present, repeat)
+        base = medians["hand-written NumPy"]
+        for name, t in medians.items():
+            rows.append(
+                {"workload": label, "impl": name, "median_ms": t * 1e3, "ratio_to_numpy": t / base}
+            )
+    return rows
+
+
+def _listed(value_and_grads):
+    value, grads = value_and_grads
+    return value, list(grads)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", default=None, help="write the results here")
     parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument(
+        "--threads", type=int, default=1, help="threads for every library's pool (default 1)"
+    )
     args = parser.parse_args()
 
     rows = []
@@ -196,12 +372,15 @@ def main() -> None:
         )
 
     rows += _recurrence_rows(args.repeat)
+    rows += _model_rows(args.repeat)
+    rows += _large_rows(args.repeat)
 
     print(
-        f"\nmachine: {platform.processor() or platform.machine()}, "
-        f"Python {platform.python_version()}, NumPy {np.__version__}"
+        f"\nmachine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"{_THREADS} thread(s) per library; Python {platform.python_version()}, "
+        f"NumPy {np.__version__}"
     )
-    print(f"{'workload':34} {'implementation':28} {'median':>12} {'vs NumPy':>9}")
+    print(f"{'workload':36} {'implementation':28} {'median':>12} {'vs NumPy':>9}")
     for r in rows:
         if "median_ms" in r:
             print(

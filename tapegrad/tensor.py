@@ -486,6 +486,14 @@ def elementwise(op: Any, x: Any, y: Any = None, out: Any = None) -> Tensor:
 
 
 _POOL: Any = None
+
+
+def _workers() -> int:
+    """Threads for large NumPy forwards: ``$TAPEGRAD_THREADS``, else the CPU count."""
+    env = os.environ.get("TAPEGRAD_THREADS")
+    return max(1, int(env)) if env else (os.cpu_count() or 1)
+
+
 THREAD_MIN = 1 << 18  # elements from which a NumPy forward is split across the cores
 
 
@@ -501,7 +509,7 @@ def _numpy_forward(tape: Tape, op: Any, out: int) -> int:
     ins = [tape.view(lv[base - nin + i]) for i in range(nin)]
     dst = tape.view(out)
     ufunc = getattr(np, op.name)
-    workers = os.cpu_count() or 1
+    workers = _workers()
     with np.errstate(all="ignore"):  # IEEE results, no warnings: like the kernels
         if dst.size < THREAD_MIN or workers < 2 or any(a.size not in (1, dst.size) for a in ins):
             ufunc(*ins, out=dst)

@@ -135,3 +135,126 @@ def interleaved_medians(fns: dict, repeat: int = 15) -> dict:
             fn()
             times[name].append(time.perf_counter() - t)
     return {name: float(np.median(ts)) for name, ts in times.items()}
+
+
+# --- model steps ----------------------------------------------------------------------------
+
+
+def mlp_data(seed=0, batch=256, n_in=64, hidden=256, n_out=10):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((batch, n_in))
+    labels = rng.integers(0, n_out, batch)
+    params = [
+        rng.standard_normal((n_in, hidden)) / 8,
+        np.zeros(hidden),
+        rng.standard_normal((hidden, n_out)) / 16,
+        np.zeros(n_out),
+    ]
+    return params, x, labels
+
+
+def mlp_loss(w1, b1, w2, b2, x, onehot):
+    import tapegrad.special as tsp
+
+    h = tnp.tanh(x @ w1 + b1)
+    return -tnp.mean(tnp.sum(onehot * tsp.log_softmax(h @ w2 + b2, axis=1), axis=1))
+
+
+def mlp_tapegrad(params, x, labels):
+    onehot = np.eye(params[2].shape[1])[labels]
+    value, grads = tg.value_and_grad(mlp_loss, argnums=(0, 1, 2, 3))(*params, x, onehot)
+    return value, list(grads)
+
+
+def mlp_numpy(params, x, labels):
+    w1, b1, w2, b2 = params
+    n = x.shape[0]
+    h = np.tanh(x @ w1 + b1)
+    z = h @ w2 + b2
+    z = z - z.max(axis=1, keepdims=True)
+    p = np.exp(z)
+    p /= p.sum(axis=1, keepdims=True)
+    value = -np.mean(np.log(p[np.arange(n), labels]))
+    gz = p.copy()
+    gz[np.arange(n), labels] -= 1
+    gz /= n
+    gw2, gb2 = h.T @ gz, gz.sum(axis=0)
+    gh = (gz @ w2.T) * (1 - h * h)
+    return value, [x.T @ gh, gh.sum(axis=0), gw2, gb2]
+
+
+def lv_data(steps=1000, seed=0):
+    rng = np.random.default_rng(seed)
+    observed = 5 + rng.standard_normal((2, steps))
+    return np.array([1.0, 0.1, 1.5, 0.075]), observed
+
+
+def lv_loss(theta, observed, dt=0.01):
+    a, b, c, d = theta[0], theta[1], theta[2], theta[3]
+    x, y = 10.0, 5.0
+    total = 0.0
+    for k in range(observed.shape[1]):
+        x, y = x + dt * (a * x - b * x * y), y + dt * (d * x * y - c * y)
+        total = total + (x - observed[0, k]) ** 2 + (y - observed[1, k]) ** 2
+    return total
+
+
+def lv_tapegrad(theta, observed):
+    return tg.value_and_grad(lv_loss)(theta, observed)
+
+
+def lv_numpy(theta, observed, dt=0.01):
+    """Euler forward, then its adjoint (reverse-mode by hand) over Python floats."""
+    a, b, c, d = (float(v) for v in theta)
+    n = observed.shape[1]
+    xs, ys = np.empty(n + 1), np.empty(n + 1)
+    xs[0], ys[0] = 10.0, 5.0
+    total = 0.0
+    for k in range(n):
+        x, y = xs[k], ys[k]
+        xs[k + 1] = x + dt * (a * x - b * x * y)
+        ys[k + 1] = y + dt * (d * x * y - c * y)
+        total += (xs[k + 1] - observed[0, k]) ** 2 + (ys[k + 1] - observed[1, k]) ** 2
+    gx = gy = 0.0
+    g = np.zeros(4)
+    for k in range(n - 1, -1, -1):
+        gx += 2 * (xs[k + 1] - observed[0, k])
+        gy += 2 * (ys[k + 1] - observed[1, k])
+        x, y = xs[k], ys[k]
+        g += dt * np.array([gx * x, -gx * x * y, -gy * y, gy * x * y])
+        gx, gy = (
+            gx * (1 + dt * (a - b * y)) + gy * dt * d * y,
+            gx * (-dt * b * x) + gy * (1 + dt * (d * x - c)),
+        )
+    return total, g
+
+
+def lj_positions(n=512, seed=0):
+    rng = np.random.default_rng(seed)
+    side = int(np.ceil(n ** (1 / 3)))
+    grid = np.stack(np.meshgrid(*[np.arange(side)] * 3, indexing="ij"), -1).reshape(-1, 3)
+    return grid[:n] * 1.12 + 0.05 * rng.standard_normal((n, 3))
+
+
+def lj_energy(pos):
+    n = pos.shape[0]
+    diff = pos.reshape(n, 1, 3) - pos.reshape(1, n, 3)
+    r2 = tnp.sum(diff * diff, axis=-1) + np.eye(n)  # the diagonal is masked below
+    inv6 = 1.0 / (r2 * r2 * r2)
+    return 2.0 * tnp.sum((inv6 * inv6 - inv6) * (1 - np.eye(n)))  # 4 * (each pair once)
+
+
+def lj_tapegrad(pos):
+    value, grad = tg.value_and_grad(lj_energy)(pos)
+    return value, -grad
+
+
+def lj_numpy(pos):
+    n = pos.shape[0]
+    diff = pos[:, None, :] - pos[None, :, :]
+    r2 = np.sum(diff * diff, axis=-1) + np.eye(n)
+    inv6 = 1.0 / r2**3
+    mask = 1 - np.eye(n)
+    energy = 2.0 * np.sum((inv6 * inv6 - inv6) * mask)
+    coef = 24.0 * (2.0 * inv6 * inv6 - inv6) / r2 * mask
+    return energy, np.sum(coef[:, :, None] * diff, axis=1)
