@@ -143,6 +143,13 @@ def matmul_bwd(dt, node, tp):
 
 
 @jit
+def _stack(h, node):
+    """(number of matrices, their size n) of a dense linear algebra node."""
+    ip = node_ip(h, node)
+    return ip[0], ip[1]
+
+
+@jit
 def _mat(buf, b, n, m):
     return buf[b * n * m : (b + 1) * n * m].reshape((n, m))
 
@@ -150,8 +157,7 @@ def _mat(buf, b, n, m):
 @jit
 def inv_fwd(dt, node, tp):
     h = header(tp)
-    ip = node_ip(h, node)
-    batch, n = ip[0], ip[1]
+    batch, n = _stack(h, node)
     x = in_data(h, node, 0, dt)
     out = out_data(h, node, 0, dt)
     try:
@@ -165,8 +171,7 @@ def inv_fwd(dt, node, tp):
 @jit
 def inv_bwd(dt, node, tp):
     h = header(tp)
-    ip = node_ip(h, node)
-    batch, n = ip[0], ip[1]
+    batch, n = _stack(h, node)
     out = out_data(h, node, 0, dt)
     g = out_grad(h, node, 0, dt)
     gx = in_grad(h, node, 0, dt)
@@ -179,8 +184,7 @@ def inv_bwd(dt, node, tp):
 @jit
 def det_fwd(dt, node, tp):
     h = header(tp)
-    ip = node_ip(h, node)
-    batch, n = ip[0], ip[1]
+    batch, n = _stack(h, node)
     x = in_data(h, node, 0, dt)
     out = out_data(h, node, 0, dt)
     for b in range(batch):
@@ -192,8 +196,7 @@ def det_fwd(dt, node, tp):
 def det_bwd(dt, node, tp):
     """d det(A) = det(A) tr(A^-1 dA)  =>  gA = g det(A) A^-T (A must be invertible)."""
     h = header(tp)
-    ip = node_ip(h, node)
-    batch, n = ip[0], ip[1]
+    batch, n = _stack(h, node)
     x = in_data(h, node, 0, dt)
     out = out_data(h, node, 0, dt)
     g = out_grad(h, node, 0, dt)
@@ -210,8 +213,7 @@ def det_bwd(dt, node, tp):
 def slogdet_fwd(dt, node, tp):
     """Outputs (sign, log|det|)."""
     h = header(tp)
-    ip = node_ip(h, node)
-    batch, n = ip[0], ip[1]
+    batch, n = _stack(h, node)
     x = in_data(h, node, 0, dt)
     sign = out_data(h, node, 0, dt)
     logdet = out_data(h, node, 1, dt)
@@ -226,8 +228,7 @@ def slogdet_fwd(dt, node, tp):
 def slogdet_bwd(dt, node, tp):
     """d log|det A| = tr(A^-1 dA); the sign is piecewise constant."""
     h = header(tp)
-    ip = node_ip(h, node)
-    batch, n = ip[0], ip[1]
+    batch, n = _stack(h, node)
     x = in_data(h, node, 0, dt)
     g = out_grad(h, node, 1, dt)
     gx = in_grad(h, node, 0, dt)
@@ -284,8 +285,7 @@ def solve_bwd(dt, node, tp):
 @jit
 def cholesky_fwd(dt, node, tp):
     h = header(tp)
-    ip = node_ip(h, node)
-    batch, n = ip[0], ip[1]
+    batch, n = _stack(h, node)
     x = in_data(h, node, 0, dt)
     out = out_data(h, node, 0, dt)
     try:
@@ -301,8 +301,7 @@ def cholesky_bwd(dt, node, tp):
     """gA = sym(L^-T Phi(L^T gL) L^-1), Phi = lower triangle with the diagonal halved
     (Murray 2016); symmetrised, as in PyTorch and JAX."""
     h = header(tp)
-    ip = node_ip(h, node)
-    batch, n = ip[0], ip[1]
+    batch, n = _stack(h, node)
     out = out_data(h, node, 0, dt)
     g = out_grad(h, node, 0, dt)
     gx = in_grad(h, node, 0, dt)

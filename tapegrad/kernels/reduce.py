@@ -58,6 +58,20 @@ def _reduce_plan(xshape, axes, sc):
     return nd, dims, sa, sb, sz
 
 
+@jit(inline="always")
+def _reduce_rows(xshape, axes, sc):
+    """The reduce plan plus its innermost extent and strides (x's and the output's)."""
+    nd, dims, sa, sb, sz = _reduce_plan(xshape, axes, sc)
+    return nd, dims, sa, sb, sz, dims[nd - 1], sa[nd - 1], sb[nd - 1]
+
+
+@jit(inline="always")
+def _row(r, nd, dims, sa, sb, sz):
+    """Offsets of x and of the output at the start of row ``r``."""
+    oa, ob, _ = row_offsets(r, nd, dims, sa, sb, sz)
+    return oa, ob
+
+
 @jit
 def sum_fwd_arrays(x, xshape, axes, scale, out, sc):
     """``out = scale * sum(x, axes)``; a reduced inner axis is summed in float64."""
@@ -66,11 +80,9 @@ def sum_fwd_arrays(x, xshape, axes, scale, out, sc):
     n = x.size
     if n == 0:
         return
-    nd, dims, sa, sb, sz = _reduce_plan(xshape, axes, sc)
-    inner = dims[nd - 1]
-    ia, ib = sa[nd - 1], sb[nd - 1]
+    nd, dims, sa, sb, sz, inner, ia, ib = _reduce_rows(xshape, axes, sc)
     for r in range(n // inner):
-        oa, ob, _ = row_offsets(r, nd, dims, sa, sb, sz)
+        oa, ob = _row(r, nd, dims, sa, sb, sz)
         if ib == 0:
             acc = 0.0
             for j in range(inner):
@@ -89,11 +101,9 @@ def sum_bwd_arrays(g, xshape, axes, scale, gx, sc):
     n = gx.size
     if n == 0:
         return
-    nd, dims, sa, sb, sz = _reduce_plan(xshape, axes, sc)
-    inner = dims[nd - 1]
-    ia, ib = sa[nd - 1], sb[nd - 1]
+    nd, dims, sa, sb, sz, inner, ia, ib = _reduce_rows(xshape, axes, sc)
     for r in range(n // inner):
-        oa, ob, _ = row_offsets(r, nd, dims, sa, sb, sz)
+        oa, ob = _row(r, nd, dims, sa, sb, sz)
         for j in range(inner):
             gx[oa + j * ia] += scale * g[ob + j * ib]
 
@@ -142,11 +152,9 @@ def extreme_fwd_arrays(x, xshape, axes, out, count, sc, is_max):
     n = x.size
     if n == 0:
         return
-    nd, dims, sa, sb, sz = _reduce_plan(xshape, axes, sc)
-    inner = dims[nd - 1]
-    ia, ib = sa[nd - 1], sb[nd - 1]
+    nd, dims, sa, sb, sz, inner, ia, ib = _reduce_rows(xshape, axes, sc)
     for r in range(n // inner):
-        oa, ob, _ = row_offsets(r, nd, dims, sa, sb, sz)
+        oa, ob = _row(r, nd, dims, sa, sb, sz)
         for j in range(inner):
             v = x[oa + j * ia]
             cur = out[ob + j * ib]
@@ -166,11 +174,9 @@ def extreme_bwd_arrays(g, x, xshape, axes, out, count, gx, sc):
     n = x.size
     if n == 0:
         return
-    nd, dims, sa, sb, sz = _reduce_plan(xshape, axes, sc)
-    inner = dims[nd - 1]
-    ia, ib = sa[nd - 1], sb[nd - 1]
+    nd, dims, sa, sb, sz, inner, ia, ib = _reduce_rows(xshape, axes, sc)
     for r in range(n // inner):
-        oa, ob, _ = row_offsets(r, nd, dims, sa, sb, sz)
+        oa, ob = _row(r, nd, dims, sa, sb, sz)
         for j in range(inner):
             o = ob + j * ib
             if x[oa + j * ia] == out[o]:
@@ -234,11 +240,9 @@ def prod_fwd_arrays(x, xshape, axes, out, nzprod, zeros, sc):
     n = x.size
     if n == 0:
         return
-    nd, dims, sa, sb, sz = _reduce_plan(xshape, axes, sc)
-    inner = dims[nd - 1]
-    ia, ib = sa[nd - 1], sb[nd - 1]
+    nd, dims, sa, sb, sz, inner, ia, ib = _reduce_rows(xshape, axes, sc)
     for r in range(n // inner):
-        oa, ob, _ = row_offsets(r, nd, dims, sa, sb, sz)
+        oa, ob = _row(r, nd, dims, sa, sb, sz)
         for j in range(inner):
             v = x[oa + j * ia]
             o = ob + j * ib
@@ -254,11 +258,9 @@ def prod_bwd_arrays(g, x, xshape, axes, nzprod, zeros, gx, sc):
     n = x.size
     if n == 0:
         return
-    nd, dims, sa, sb, sz = _reduce_plan(xshape, axes, sc)
-    inner = dims[nd - 1]
-    ia, ib = sa[nd - 1], sb[nd - 1]
+    nd, dims, sa, sb, sz, inner, ia, ib = _reduce_rows(xshape, axes, sc)
     for r in range(n // inner):
-        oa, ob, _ = row_offsets(r, nd, dims, sa, sb, sz)
+        oa, ob = _row(r, nd, dims, sa, sb, sz)
         for j in range(inner):
             o = ob + j * ib
             v = x[oa + j * ia]
