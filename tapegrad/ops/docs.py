@@ -26,6 +26,12 @@ def _dtypes(sigs: tuple[int, ...]) -> str:
     return ", ".join(names)
 
 
+def _cuda(target: str | None) -> str:
+    if target is None:
+        return "-"
+    return "formulas" if target == "formulas" else f"`tapegrad.cuda.{target}`"
+
+
 def render() -> str:
     from . import ROWS
 
@@ -40,10 +46,13 @@ def render() -> str:
         "`binary`, `compare`) give scalar formulas, `array` rows give array kernels,",
         "`composite` rows are written with other ops (recorded as several nodes) or, when",
         "not differentiable, computed by NumPy as constants. *Saves* lists what the",
-        "backward reads, worked out from the backward formulas. `tnp` is `tapegrad.numpy`.",
+        "backward reads, worked out from the backward formulas. *CUDA*: the row's GPU",
+        "target (`Op.cuda`): `formulas` (its scalar formulas compiled as CUDA device",
+        "functions in broadcasting kernels), a `tapegrad.cuda` function, or `-` (CPU",
+        "only). `tnp` is `tapegrad.numpy`.",
         "",
-        "| function | kind | what | dtypes | saves | differentiable | also |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| function | kind | what | dtypes | saves | differentiable | CUDA | also |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for op in ROWS:
         also = [f"`{a}`" for a in op.aliases]
@@ -56,7 +65,7 @@ def render() -> str:
         lines.append(
             f"| `{name}` | {op.kind.value} | {op.doc} | {_dtypes(op.sigs)} | "
             f"{saves if op.differentiable else '-'} | {'yes' if op.differentiable else 'no'} "
-            f"| {' '.join(also)} |"
+            f"| {_cuda(op.cuda)} | {' '.join(also)} |"
         )
     lines += [
         "",

@@ -109,6 +109,7 @@ MATMUL = Op(
     matmul_bwd,
     "matrix product (1-D, 2-D, batched with broadcasting; NumPy rules)",
     front=matmul,
+    cuda="matmul",
     array_saves=("x", "y"),
     dunder=("__matmul__", "__rmatmul__"),
     cases=_cases,

@@ -342,6 +342,7 @@ SUM = Op(
     sum_bwd,
     "sum over axes (None, int or tuple; keepdims)",
     front=sum,
+    cuda="sum",
     array_saves=(),
     cases=_axis_cases("sum"),
 )
@@ -352,6 +353,7 @@ MEAN = Op(
     sum_bwd,
     "mean over axes (None, int or tuple; keepdims)",
     front=mean,
+    cuda="mean",
     array_saves=(),
     cases=_axis_cases("mean"),
 )

@@ -71,6 +71,7 @@ CAST = Op(
     "dtype conversion (float64 <-> float32)",
     sigs=tuple(cast_sig(s, d) for d in (F64, F32) for s in (F64, F32, I64, BOOL) if s != d),
     front=astype,
+    cuda="astype",
     array_saves=(),
     cases=_cast_cases,
 )
@@ -122,6 +123,7 @@ RESHAPE = Op(
     "new shape, same data (no copy)",
     alias=True,
     front=reshape,
+    cuda="reshape",
     array_saves=(),
     cases=_reshape_cases,
 )
@@ -164,6 +166,7 @@ TRANSPOSE = Op(
     transpose_bwd,
     "permute axes",
     front=transpose,
+    cuda="transpose",
     array_saves=(),
     cases=_transpose_cases,
 )
@@ -239,6 +242,7 @@ GATHER = Op(
     gather_bwd,
     "indexing x[key] (basic, integer-array, boolean; scatter-add backward)",
     front=getitem,
+    cuda="getitem",
     array_saves=(),
     dunder=("__getitem__",),
     cases=_getitem_cases,

@@ -140,6 +140,7 @@ GAMMALN = Op(
     "log|Gamma(x)|; gradient digamma(x)",
     domain=(0.3, 4.0),
     namespace="special",
+    cuda=None,  # digamma's series helper is not a CUDA device function
 )
 XLOGY = Op(
     "xlogy",

@@ -100,6 +100,11 @@ class Op:
         Other ``tapegrad.numpy`` names for the op (``abs`` for ``absolute``).
     dunder
         Tensor operator methods: ``(forward, reflected)``, e.g. ``("__add__", "__radd__")``.
+    cuda
+        The row's GPU target (:mod:`tapegrad.cuda`). ``UNARY``/``BINARY`` rows default to
+        ``"formulas"``: the same scalar formulas, compiled as CUDA device functions and
+        lifted by broadcasting kernels. Array rows name the method of
+        ``tapegrad.cuda.CudaTensor`` that records them on the GPU. ``None``: CPU only.
     """
 
     name: str
@@ -118,6 +123,7 @@ class Op:
     namespace: str = "numpy"
     aliases: tuple[str, ...] = ()
     dunder: tuple[str | None, ...] = ()
+    cuda: str | None = "default"
     code: int = field(default=-1, init=False)
     saves: tuple[str, ...] = field(default=(), init=False)
     # plain attributes for the eager hot path (enum and property lookups cost ~0.1 us)
@@ -134,6 +140,8 @@ class Op:
             self.sigs = tuple(self.dtypes)
         if self.kind is Kind.BINARY and self.bwd is not None and len(self.bwd) != 2:
             raise ValueError(f"binary op {self.name!r} needs one backward formula per input")
+        if self.cuda == "default":
+            self.cuda = "formulas" if self.kind in (Kind.UNARY, Kind.BINARY) else None
         self.saves = _saved_values(self)
         self.is_unary = self.kind is Kind.UNARY
         self.is_compare = self.kind is Kind.COMPARE
