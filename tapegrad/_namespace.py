@@ -8,10 +8,16 @@ operators.
 
 from __future__ import annotations
 
+import functools
+import importlib
 from collections.abc import Callable
+from typing import Any
 
 from .ops import ROWS, Kind, Op
 from .tensor import Tensor, elementwise_function
+
+# the module itself: the package attribute ``tapegrad.tensor`` is the function
+_tensor = importlib.import_module("tapegrad.tensor")
 
 NAMESPACES: dict[str, dict[str, Callable]] = {"numpy": {}, "numpy.linalg": {}, "special": {}}
 
@@ -25,6 +31,22 @@ def _operators(op: Op, f: Callable) -> None:
         setattr(Tensor, names[1], lambda self, other: f(other, self))
 
 
+def _on_either_device(op: Op, f: Callable) -> Callable:
+    """``f`` for CPU operands, ``tapegrad.cuda.<op.cuda>`` when one of the first two
+    arguments is a CUDA tensor (elementwise rows route inside ``elementwise``)."""
+
+    @functools.wraps(f)
+    def routed(*args: Any, **kwargs: Any) -> Any:
+        cuda_type = _tensor._CUDA
+        if cuda_type is not None and any(isinstance(a, cuda_type) for a in args[:2]):
+            from . import cuda
+
+            return getattr(cuda, op.cuda)(*args, **kwargs)
+        return f(*args, **kwargs)
+
+    return routed
+
+
 for _op in ROWS:
     if _op.kind in (Kind.UNARY, Kind.BINARY, Kind.COMPARE):
         _f = elementwise_function(_op)
@@ -36,7 +58,9 @@ for _op in ROWS:
         )
     else:
         _f = _op.front
+    _operators(_op, _f)
+    if _op.cuda is not None and _op.kind not in (Kind.UNARY, Kind.BINARY):
+        _f = _on_either_device(_op, _f)
     for _name in (_op.name, *_op.aliases):
         NAMESPACES[_op.namespace][_name] = _f
-    _operators(_op, _f)
 del _op, _f, _name

@@ -53,6 +53,15 @@ FREED_MESSAGE = (
     "to backward through the graph a second time."
 )
 NO_GRAD_MESSAGE = "element 0 of tensors does not require grad and does not have a grad_fn"
+CROSS_DEVICE_MESSAGE = (
+    "to: gradients do not flow between devices; this tensor is the result of ops that "
+    "require grad, so moving it would cut the graph. Move the leaves instead, or "
+    ".detach() it first"
+)
+
+# tapegrad.cuda.CudaTensor once the CUDA target has been loaded (tapegrad.cuda sets it);
+# None keeps the CPU paths free of any CUDA check until then.
+_CUDA: Any = None
 
 
 class Tensor:
@@ -193,6 +202,28 @@ class Tensor:
     def detach(self) -> Tensor:
         """A new tensor with the same values that does not require grad."""
         return Tensor._external(self.numpy())
+
+    @property
+    def device(self) -> str:
+        """``'cpu'`` (CUDA tensors, :class:`tapegrad.cuda.CudaTensor`, say ``'cuda'``)."""
+        return "cpu"
+
+    def to(self, device: str) -> Any:
+        """This tensor on ``device`` (``'cpu'``: itself; ``'cuda'``: a copy on the GPU).
+
+        The copy is a new leaf that requires grad if this one does: gradients do not
+        flow between devices, so moving a non-leaf tensor that requires grad raises
+        (``.detach()`` it first) rather than silently cutting the graph.
+        """
+        if device == "cpu":
+            return self
+        if device != "cuda":
+            raise ValueError(f"to: unknown device {device!r} (use 'cpu' or 'cuda')")
+        if self.requires_grad and not self.is_leaf:
+            raise RuntimeError(CROSS_DEVICE_MESSAGE)
+        from .cuda import to_device
+
+        return to_device(self.numpy(), requires_grad=self.requires_grad)
 
     # --- autograd ------------------------------------------------------------------
     def backward(self, gradient: Any = None, retain_graph: bool = False) -> None:
@@ -337,7 +368,9 @@ def _check_float(dtype: np.dtype, what: str) -> None:
         )
 
 
-def tensor(data: Any, requires_grad: bool = False, dtype: Any = None) -> Tensor:
+def tensor(
+    data: Any, requires_grad: bool = False, dtype: Any = None, device: str = "cpu"
+) -> Tensor:
     """Make a leaf tensor holding a copy of ``data``.
 
     Parameters
@@ -350,13 +383,24 @@ def tensor(data: Any, requires_grad: bool = False, dtype: Any = None) -> Tensor:
         Record ops on this tensor so ``backward`` computes its gradient (float only).
     dtype
         Optional dtype to convert to: float64, float32, int64 or bool.
+    device
+        ``'cpu'`` (default) or ``'cuda'``: a :class:`tapegrad.cuda.CudaTensor` whose
+        values live on the GPU (loads the CUDA target on first use).
 
     Returns
     -------
     Tensor
     """
+    if device != "cpu":
+        if device != "cuda":
+            raise ValueError(f"tensor: unknown device {device!r} (use 'cpu' or 'cuda')")
+        from .cuda import to_device
+
+        return to_device(data, requires_grad, dtype)
     if isinstance(data, Tensor):
         data = data._value()
+    elif _CUDA is not None and isinstance(data, _CUDA):
+        data = data.numpy()
     if dtype is not None:
         dt = np.dtype(dtype)
         if dt not in NP_DTYPES:
@@ -371,7 +415,18 @@ def tensor(data: Any, requires_grad: bool = False, dtype: Any = None) -> Tensor:
 
 def as_tensor(x: Any) -> Tensor:
     """``x`` if it is a Tensor, else a constant tensor holding its values."""
-    return x if isinstance(x, Tensor) else Tensor._external(normalize_array(x, copy=True))
+    if isinstance(x, Tensor):
+        return x
+    if _CUDA is not None and isinstance(x, _CUDA):
+        raise TypeError(DEVICE_MESSAGE)
+    return Tensor._external(normalize_array(x, copy=True))
+
+
+DEVICE_MESSAGE = (
+    "expected all tensors on one device, got a CUDA tensor among CPU operands (or in an op "
+    "without a CUDA kernel: see the op reference); move it with .to('cpu') or the others "
+    "with .to('cuda')"
+)
 
 
 # --- binding into a tape ----------------------------------------------------------------
@@ -434,6 +489,10 @@ def elementwise(op: Any, x: Any, y: Any = None, out: Any = None) -> Tensor:
     """
     if out is not None:
         raise TypeError(f"{op.name}: out= is not supported (tensors are immutable)")
+    if _CUDA is not None and (isinstance(x, _CUDA) or isinstance(y, _CUDA)):
+        from .cuda import elementwise as on_gpu
+
+        return on_gpu(op, x, y)
     code = op.code
     unary = op.is_unary
     compare = op.is_compare

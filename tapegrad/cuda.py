@@ -1,0 +1,804 @@
+"""The CUDA target: tensors on the GPU, ``numba.cuda.jit`` kernels, a host-driven scheduler.
+
+``tg.tensor(x, device="cuda")`` (or ``t.to("cuda")``) makes a :class:`CudaTensor`. Ops
+on it launch CUDA kernels and record a graph; ``backward()`` runs the same steps as the
+compiled CPU scheduler -- prune to the nodes between requires-grad leaves and the root,
+dispatch in reverse recording order, validate each gradient buffer against its tensor's
+shape and dtype, accumulate in place -- launching the kernels from the host.
+``.grad`` of a CUDA leaf is a CUDA tensor (``.grad.numpy()`` copies it to the host).
+
+Kernels come from the op table, one row, two targets (``Op.cuda``):
+
+* elementwise rows (``"formulas"``): the row's scalar formulas (``sin_fwd``,
+  ``mul_bwd_y``...) recompiled as CUDA device functions and lifted by broadcasting
+  kernels (:mod:`tapegrad.kernels.cuda`): one thread per output element, the backward
+  accumulating into broadcast operands with atomics;
+* array rows of the core set (sum, mean, matmul, reshape, transpose, indexing, astype)
+  name their function in this module; indexing's backward is a scatter-add with
+  atomics, so repeated indices add up.
+
+``tapegrad.numpy`` functions and NumPy's own (``np.sin(t)``, ``np.sum(t)``) route CUDA
+tensors here; an op without a CUDA kernel, or CPU and CUDA operands mixed, raise a
+``TypeError`` naming both devices.
+
+``import tapegrad`` never imports numba's CUDA target: this module loads it on first
+use of a CUDA tensor. Without a GPU, ``NUMBA_ENABLE_CUDASIM=1`` runs the kernels in
+numba's simulator (slow: keep arrays to a few hundred elements); with neither, making a
+CUDA tensor raises.
+
+Memory: values are carved out of per-dtype device arenas (chunks of at least
+``CHUNK`` elements, bump-allocated; a chunk is released when no tensor views it), and
+a backward pass allocates one zeroed gradient arena per dtype for all the buffers it
+needs. The graph is a list of Python node records: on a GPU the per-node cost is the
+kernel launch (a few microseconds), not Python.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import itertools
+import math
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .tensor import FREED_MESSAGE, NO_GRAD_MESSAGE, is_grad_enabled
+
+# the module itself: the package attribute ``tapegrad.tensor`` is the function
+_cpu = importlib.import_module("tapegrad.tensor")
+
+__all__ = [
+    "CudaTensor",
+    "astype",
+    "available",
+    "backward",
+    "elementwise",
+    "getitem",
+    "matmul",
+    "mean",
+    "reshape",
+    "sum",
+    "to_device",
+    "transpose",
+]
+
+THREADS = 128  # threads per block
+CHUNK = 1 << 20  # smallest value-arena chunk, in elements
+ALIGN = 32  # arena offsets are multiples of this many elements (256 bytes in float64)
+
+_lock = threading.RLock()
+_cuda: Any = None
+_kernels: dict[tuple, Any] = {}
+_small: dict[tuple, Any] = {}  # small device arrays by content: metadata, scalars
+_seq = itertools.count()
+
+
+def _module() -> Any:
+    """numba.cuda, imported on first use, or a clear error."""
+    global _cuda
+    if _cuda is None:
+        try:
+            from numba import cuda
+        except ImportError as e:  # pragma: no cover - numba always ships a cuda stub
+            raise RuntimeError(
+                "tapegrad: device='cuda' needs numba-cuda (pip install 'tapegrad[cuda]')"
+            ) from e
+        if not cuda.is_available():
+            raise RuntimeError(
+                "tapegrad: device='cuda' needs a CUDA GPU and its driver, and none was "
+                "found (pip install 'tapegrad[cuda]' provides numba-cuda). To run CUDA "
+                "code without a GPU, set NUMBA_ENABLE_CUDASIM=1 before numba is imported."
+            )
+        _cuda = cuda
+    return _cuda
+
+
+def available() -> bool:
+    """Whether CUDA tensors can be made here (a GPU, or numba's simulator)."""
+    try:
+        _module()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _launch(kernel: Any, n: int, *args: Any) -> None:
+    if n > 0:
+        kernel[(n + THREADS - 1) // THREADS, THREADS](*args)
+
+
+def _kernel(key: tuple, build: Callable[[Any], Any]) -> Any:
+    """The kernels ``build(tapegrad.kernels.cuda)`` returns, built once per key."""
+    k = _kernels.get(key)
+    if k is None:
+        with _lock:
+            k = _kernels.get(key)
+            if k is None:
+                _module()
+                from .kernels import cuda as kernels
+
+                k = _kernels[key] = build(kernels)
+    return k
+
+
+def _moves() -> dict[str, Any]:
+    return _kernel(("moves",), lambda k: k.move_kernels())
+
+
+def _small_array(values: tuple, dtype: Any = np.int64) -> Any:
+    """A small constant device array (shape metadata, scalar operands), uploaded once
+    and reused: a host-to-device copy per op would cost more than the op."""
+    key = (np.dtype(dtype).str, values)
+    d = _small.get(key)
+    if d is None:
+        if len(_small) > 4096:
+            _small.clear()
+        d = _small[key] = _module().to_device(np.array(values, dtype))
+    return d
+
+
+# --- device arenas ------------------------------------------------------------------------
+
+
+class _Arena:
+    """Bump allocation of device arrays out of large chunks, one chunk list per dtype.
+
+    A tensor's data is a view of a chunk; the chunk's memory goes back to numba's
+    allocator when the arena has moved on and the last view of it is gone.
+    """
+
+    def __init__(self) -> None:
+        self.chunks: dict[str, tuple[Any, int]] = {}  # dtype -> (chunk, next free offset)
+
+    def take(self, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+        n = int(np.prod(shape, dtype=np.int64))
+        need = max(-(-n // ALIGN) * ALIGN, ALIGN)
+        with _lock:
+            chunk, off = self.chunks.get(dtype.str, (None, 0))
+            if chunk is None or off + need > chunk.shape[0]:
+                chunk, off = _module().device_array(builtins.max(CHUNK, need), dtype), 0
+            self.chunks[dtype.str] = (chunk, off + need)
+        return chunk[off : off + n].reshape(shape)
+
+
+_values_arena = _Arena()
+
+
+def _empty(shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    return _values_arena.take(tuple(shape), np.dtype(dtype))
+
+
+def _fill(data: Any, value: float) -> None:
+    _launch(_moves()["fill"], _size(data), _flat(data), value)
+
+
+def _size(a: Any) -> int:
+    return int(np.prod(a.shape, dtype=np.int64))
+
+
+def _flat(a: Any) -> Any:
+    """A 1-d view (0-d arrays become one element): the kernels index flat."""
+    return a.reshape(_size(a)) if a.shape else a.reshape(1)
+
+
+# --- tensors ---------------------------------------------------------------------------
+
+
+class _Node:
+    """What backward needs of one op: its backward launcher, inputs and output."""
+
+    __slots__ = ("backward", "freed", "inputs", "name", "out", "seq")
+
+    def __init__(self, name: str, inputs: tuple, out: CudaTensor, backward: Any) -> None:
+        self.name = name
+        self.inputs = inputs
+        # the output's id, not the output: a reference would make a cycle that holds
+        # device memory until the garbage collector runs. The id stays valid: the node
+        # is only reachable through its output tensor.
+        self.out = id(out)
+        self.backward = backward  # backward(g, [input grad buffer or None, ...])
+        self.freed = False
+        self.seq = next(_seq)
+
+
+def _check_float(dtype: np.dtype, what: str) -> None:
+    _cpu._check_float(dtype, what)
+
+
+class CudaTensor:
+    """A tensor whose values live on the GPU (see the module docstring).
+
+    The same attributes and methods as :class:`tapegrad.Tensor` for the core ops:
+    arithmetic operators with broadcasting, ``@``, indexing, ``sum mean reshape
+    transpose T astype``, ``backward``, ``grad``, ``numpy()`` (a host copy),
+    ``to(device)``. It exposes ``__cuda_array_interface__``, so CuPy, PyTorch and
+    numba kernels can read it without a copy.
+    """
+
+    device = "cuda"
+
+    def __init__(self, data: Any, requires_grad: bool = False, node: _Node | None = None):
+        self.data = data  # a numba device array, C-contiguous
+        self._rg = requires_grad
+        self._node = node
+        self.grad: CudaTensor | None = None
+
+    # --- metadata and copies -------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.data.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self.data.dtype)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.data.shape)
+
+    @property
+    def size(self) -> int:
+        return _size(self.data)
+
+    @property
+    def requires_grad(self) -> bool:
+        return self._rg
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._node is None
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        return self.data.__cuda_array_interface__
+
+    def requires_grad_(self, requires_grad: bool = True) -> CudaTensor:
+        """Set ``requires_grad`` on a leaf, in place (float tensors only)."""
+        if not self.is_leaf:
+            raise RuntimeError("requires_grad_: only leaf tensors can change requires_grad")
+        if requires_grad:
+            _check_float(self.dtype, "requires_grad_")
+        self._rg = requires_grad
+        return self
+
+    def numpy(self) -> np.ndarray:
+        """A host copy of the values (detached from the graph)."""
+        return self.data.copy_to_host()
+
+    def item(self) -> float:
+        """The single value as a Python number."""
+        if self.size != 1:
+            raise ValueError(f"item(): tensor of shape {self.shape} has {self.size} elements")
+        return self.numpy().reshape(()).item()
+
+    def to(self, device: str) -> Any:
+        """This tensor on ``device``: itself for ``'cuda'``; for ``'cpu'`` a host copy
+        that is a new leaf, requiring grad if this one does (gradients do not flow
+        between devices, so a non-leaf that requires grad must be ``.detach()``-ed)."""
+        if device == "cuda":
+            return self
+        if device != "cpu":
+            raise ValueError(f"to: unknown device {device!r} (use 'cpu' or 'cuda')")
+        if self._rg and not self.is_leaf:
+            raise RuntimeError(_cpu.CROSS_DEVICE_MESSAGE)
+        return _cpu.tensor(self.numpy(), requires_grad=self._rg)
+
+    def detach(self) -> CudaTensor:
+        """The same values (shared, not copied), not requiring grad."""
+        return CudaTensor(self.data)
+
+    def __array__(self, *args: Any, **kwargs: Any) -> np.ndarray:
+        raise TypeError(
+            "a CUDA tensor does not convert to a NumPy array implicitly (that would copy "
+            "it to the host behind your back): use .numpy() or .to('cpu')"
+        )
+
+    def __repr__(self) -> str:
+        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
+        grad = ", requires_grad=True" if self._rg else ""
+        return f"tensor({body}, device='cuda'{grad})"
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __bool__(self) -> bool:
+        return bool(self.item())
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    # --- NumPy's protocols: np.sin(t), np.sum(t, axis=0), np.matmul(a, t) ------------------
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        from .ops import BY_NAME
+
+        op = BY_NAME.get(ufunc.__name__)
+        if method == "__call__" and not kwargs and op is not None and op.cuda == "formulas":
+            return elementwise(op, *inputs)
+        if method == "__call__" and ufunc.__name__ == "matmul" and not kwargs:
+            return matmul(*inputs)
+        raise TypeError(f"numpy.{ufunc.__name__} ({method}) is not supported on CUDA tensors")
+
+    def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+        f = _FUNCTIONS.get(func.__name__) if func.__module__ == "numpy" else None
+        if f is None:
+            raise TypeError(f"numpy.{func.__name__} is not supported on CUDA tensors")
+        return f(*args, **kwargs)
+
+    # --- autograd ---------------------------------------------------------------------------
+    def backward(self, gradient: Any = None, retain_graph: bool = False) -> None:
+        """Accumulate d(self)/d(leaf) into ``.grad`` of the leaves (see :func:`backward`)."""
+        backward(self, gradient, retain_graph)
+
+    # --- ops --------------------------------------------------------------------------------
+    def __getitem__(self, key: Any) -> CudaTensor:
+        return getitem(self, key)
+
+    def __matmul__(self, other: Any) -> CudaTensor:
+        return matmul(self, other)
+
+    def __rmatmul__(self, other: Any) -> CudaTensor:
+        return matmul(other, self)
+
+    def sum(self, axis: Any = None, keepdims: bool = False) -> CudaTensor:
+        return sum(self, axis, keepdims)
+
+    def mean(self, axis: Any = None, keepdims: bool = False) -> CudaTensor:
+        return mean(self, axis, keepdims)
+
+    def reshape(self, *shape: Any) -> CudaTensor:
+        return reshape(self, shape[0] if len(shape) == 1 else shape)
+
+    def transpose(self, *axes: Any) -> CudaTensor:
+        if len(axes) == 1 and not isinstance(axes[0], int | np.integer):
+            axes = axes[0]
+        return transpose(self, axes or None)
+
+    @property
+    def T(self) -> CudaTensor:
+        return transpose(self)
+
+    def astype(self, dtype: Any) -> CudaTensor:
+        return astype(self, dtype)
+
+
+def _operator(name: str, reflected: bool = False) -> Callable:
+    from .ops import BY_NAME
+
+    op = BY_NAME[name]
+    if op.is_unary:
+        return lambda self: elementwise(op, self)
+    if reflected:
+        return lambda self, other: elementwise(op, other, self)
+    return lambda self, other: elementwise(op, self, other)
+
+
+def _install_operators() -> None:
+    """Arithmetic operators from the table rows' ``dunder`` names (as for CPU tensors)."""
+    from .ops import ROWS
+
+    for op in ROWS:
+        if op.cuda == "formulas" and op.dunder:
+            setattr(CudaTensor, op.dunder[0], _operator(op.name))
+            if len(op.dunder) > 1 and op.dunder[1]:
+                setattr(CudaTensor, op.dunder[1], _operator(op.name, reflected=True))
+
+
+_install_operators()
+_cpu._CUDA = CudaTensor  # from now on the CPU front ends route CUDA tensors here
+
+
+def to_device(data: Any, requires_grad: bool = False, dtype: Any = None) -> CudaTensor:
+    """A CUDA leaf tensor holding a copy of ``data`` (what ``tg.tensor(...,
+    device='cuda')`` calls); the dtype rules are those of :func:`tapegrad.tensor`."""
+    from .tape import normalize_array
+
+    if isinstance(data, CudaTensor):
+        data = data.numpy()
+    elif isinstance(data, _cpu.Tensor):
+        data = data.numpy()
+    if dtype is not None:
+        dt = np.dtype(dtype)
+        if dt not in _cpu.NP_DTYPES:
+            raise TypeError(f"tensor: unsupported dtype {dt}")
+        arr = np.array(data, dtype=dt)
+    else:
+        arr = normalize_array(data, copy=True)
+    if requires_grad:
+        _check_float(arr.dtype, "tensor")
+    out = _empty(arr.shape, arr.dtype)
+    if arr.size:
+        _flat(out).copy_to_device(np.ascontiguousarray(arr).reshape(-1))
+    return CudaTensor(out, requires_grad)
+
+
+def _as_cuda(v: Any, like: np.dtype, op: str) -> CudaTensor:
+    """An operand as a CUDA tensor: CUDA tensors as they are, NumPy arrays and Python
+    numbers uploaded as constants (numbers once per value, weakly typed as on the
+    CPU), CPU tensors refused."""
+    if isinstance(v, CudaTensor):
+        return v
+    if isinstance(v, _cpu.Tensor):
+        raise TypeError(
+            f"{op}: operands are on different devices: cuda and cpu (move one with "
+            ".to('cuda') or .to('cpu'))"
+        )
+    if type(v) in (float, int, bool):
+        dt = like if like.kind == "f" else np.result_type(v)
+        return CudaTensor(_small_array((v,), dt).reshape(()))
+    return to_device(v)
+
+
+def _result(data: Any, name: str, inputs: tuple, backward: Any) -> CudaTensor:
+    rg = is_grad_enabled() and any(t._rg for t in inputs)
+    out = CudaTensor(data, rg)
+    if rg:
+        out._node = _Node(name, inputs, out, backward)
+    return out
+
+
+def _float_dtype(op: str, *ts: CudaTensor) -> np.dtype:
+    dtype = np.result_type(*[t.dtype for t in ts])
+    if dtype.kind != "f":
+        raise TypeError(
+            f"{op}: CUDA tensors compute in float32/float64; got "
+            f"{', '.join(str(t.dtype) for t in ts)} (convert with .astype)"
+        )
+    return dtype
+
+
+# --- elementwise ----------------------------------------------------------------------------
+
+
+def _broadcast_strides(shape: tuple[int, ...], out: tuple[int, ...]) -> list[int]:
+    """Element strides of a C-contiguous array of ``shape`` in a loop over ``out``
+    (0 on broadcast axes)."""
+    st = [0] * len(out)
+    s = 1
+    for d in range(len(out) - 1, -1, -1):
+        j = d - (len(out) - len(shape))
+        if j >= 0 and shape[j] != 1:
+            st[d] = s
+            s *= shape[j]
+    return st
+
+
+def elementwise(op: Any, x: Any, y: Any = None) -> CudaTensor:
+    """Record elementwise table row ``op`` on CUDA operands (``y`` unless unary)."""
+    if op.cuda != "formulas":
+        raise TypeError(
+            f"{op.name} is not available for CUDA tensors (its table row has no CUDA "
+            "target); move the operands with .to('cpu')"
+        )
+    if op.is_unary:
+        tx = _as_cuda(x, np.dtype(np.float64), op.name)
+        dtype = _float_dtype(op.name, tx)
+        fwd, bwd = _kernel(("ew", op.name), lambda k: k.elementwise_kernels(op))
+        out = _empty(tx.shape, dtype)
+        _launch(fwd, tx.size, _flat(tx.data), _flat(out))
+
+        def backward(g: Any, grads: list) -> None:
+            _launch(bwd, tx.size, _flat(g), _flat(tx.data), _flat(out), _flat(grads[0]))
+
+        return _result(out, op.name, (tx,), backward)
+    ref = x if isinstance(x, CudaTensor) else y
+    tx, ty = _as_cuda(x, ref.dtype, op.name), _as_cuda(y, ref.dtype, op.name)
+    dtype = _float_dtype(op.name, tx, ty)
+    tx, ty = astype(tx, dtype), astype(ty, dtype)
+    try:
+        shape = np.broadcast_shapes(tx.shape, ty.shape)
+    except ValueError:
+        raise ValueError(
+            f"{op.name}: operands could not be broadcast together with shapes "
+            f"{tx.shape} and {ty.shape}"
+        ) from None
+    nd = builtins.max(len(shape), 1)
+    dims = shape or (1,)
+    sx = _broadcast_strides(tx.shape, shape) or [0]
+    sy = _broadcast_strides(ty.shape, shape) or [0]
+    meta = _small_array((nd, 0, 0, 0, *dims, *sx, *sy))  # matmul's layout (kernels)
+    n = int(np.prod(shape, dtype=np.int64))
+    fwd, bwd = _kernel(("ew", op.name), lambda k: k.elementwise_kernels(op))
+    out = _empty(shape, dtype)
+    _launch(fwd, n, _flat(tx.data), _flat(ty.data), _flat(out), meta)
+    # bits 2/3: the operand is broadcast, so several threads add into one element
+    broadcast = (4 if tx.size != n else 0) | (8 if ty.size != n else 0)
+
+    def backward(g: Any, grads: list) -> None:
+        mask = broadcast | int(grads[0] is not None) | (int(grads[1] is not None) << 1)
+        gx = _flat(grads[0] if grads[0] is not None else tx.data)  # unused unless bit 0
+        gy = _flat(grads[1] if grads[1] is not None else ty.data)
+        _launch(bwd, n, _flat(g), _flat(tx.data), _flat(ty.data), _flat(out), gx, gy, mask, meta)
+
+    return _result(out, op.name, (tx, ty), backward)
+
+
+def astype(x: CudaTensor, dtype: Any) -> CudaTensor:
+    """``x`` converted to ``dtype`` (a float<->float cast passes gradients through)."""
+    dtype = np.dtype(dtype)
+    if x.dtype == dtype:
+        return x
+    k = _moves()
+    out = _empty(x.shape, dtype)
+    _launch(k["copy_cast"], x.size, _flat(x.data), _flat(out))
+
+    def backward(g: Any, grads: list) -> None:
+        _launch(k["add"], x.size, _flat(g), _flat(grads[0]))
+
+    if dtype.kind != "f":  # integers and bools are not differentiable
+        return CudaTensor(out)
+    return _result(out, "astype", (x,), backward)
+
+
+# --- array ops ----------------------------------------------------------------------------
+
+
+def _reduce(x: CudaTensor, axis: Any, keepdims: bool, name: str) -> CudaTensor:
+    from .ops.reduce import normalize_axes, reduced_shape
+
+    if not isinstance(x, CudaTensor):
+        x = _as_cuda(x, np.dtype(np.float64), name)
+    axes = normalize_axes(axis, x.ndim, name)
+    dtype = x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
+    x = astype(x, dtype)
+    out_shape = reduced_shape(x.shape, axes, keepdims)
+    count = int(np.prod([x.shape[d] for d in axes], dtype=np.int64))
+    scale = (1.0 / count if count else math.nan) if name == "mean" else 1.0
+    so = [0] * builtins.max(x.ndim, 1)  # output strides over x's axes, 0 if reduced
+    s = 1
+    for d in range(x.ndim - 1, -1, -1):
+        if d not in axes:
+            so[d] = s
+            s *= x.shape[d]
+    meta = _small_array((builtins.max(x.ndim, 1), *(x.shape or (1,)), *so))
+    fwd, bwd = _kernel(("reduce",), lambda k: k.reduce_kernels())
+    out = _empty(out_shape, dtype)
+    _fill(out, 0.0)
+    if s == 1 and x.size > THREADS:  # everything into one element: block tree sums
+        total = _kernel(("sum_all", dtype.str), lambda k: k.sum_all_kernel(dtype, THREADS))
+        blocks = builtins.min((x.size + THREADS - 1) // THREADS, 1024)
+        if x.size:
+            total[blocks, THREADS](_flat(x.data), _flat(out), scale)
+    else:
+        _launch(fwd, x.size, _flat(x.data), _flat(out), scale, meta)
+
+    def backward(g: Any, grads: list) -> None:
+        _launch(bwd, x.size, _flat(g), _flat(grads[0]), scale, meta)
+
+    return _result(out, name, (x,), backward)
+
+
+def sum(x: Any, axis: Any = None, keepdims: bool = False) -> CudaTensor:
+    """Sum over ``axis`` (None, int or tuple), as ``numpy.sum``."""
+    return _reduce(x, axis, keepdims, "sum")
+
+
+def mean(x: Any, axis: Any = None, keepdims: bool = False) -> CudaTensor:
+    """Mean over ``axis`` (None, int or tuple), as ``numpy.mean``."""
+    return _reduce(x, axis, keepdims, "mean")
+
+
+def matmul(x: Any, y: Any) -> CudaTensor:
+    """Matrix product with NumPy's rules (1-D, 2-D, batched with broadcasting)."""
+    from .ops.linalg import _batch_strides
+
+    ref = x if isinstance(x, CudaTensor) else y
+    tx, ty = _as_cuda(x, ref.dtype, "matmul"), _as_cuda(y, ref.dtype, "matmul")
+    xs, ys = tx.shape, ty.shape
+    if not xs or not ys:
+        raise ValueError(
+            f"matmul: operands must have at least one dimension (shapes {xs} and {ys})"
+        )
+    dtype = _float_dtype("matmul", tx, ty)
+    tx, ty = astype(tx, dtype), astype(ty, dtype)
+    x2 = xs if len(xs) >= 2 else (1, *xs)
+    y2 = ys if len(ys) >= 2 else (*ys, 1)
+    m, k = x2[-2:]
+    k2, n = y2[-2:]
+    try:
+        if k != k2:
+            raise ValueError
+        bo = np.broadcast_shapes(x2[:-2], y2[:-2])
+    except ValueError:
+        raise ValueError(f"matmul: shapes {xs} and {ys} are not aligned") from None
+    out_shape = bo + ((m,) if len(xs) >= 2 else ()) + ((n,) if len(ys) >= 2 else ())
+    p = _small_array(
+        (len(bo), m, k, n, *bo, *_batch_strides(x2[:-2], bo), *_batch_strides(y2[:-2], bo))
+    )
+    gemm = _kernel(("matmul", dtype.str), lambda kk: kk.matmul_kernel(dtype))
+    nbatch = int(np.prod(bo, dtype=np.int64))
+    out = _empty(out_shape, dtype)
+    mk, kn, mn = m * k, k * n, m * n
+    # q = [rows, cols, inner, a: batch, size, strides; b: batch, size, strides; c: batch,
+    # size; add] (batch 0: the output's own index, 1: x's broadcast one, 2: y's)
+    _gemm(gemm, nbatch, tx.data, ty.data, out, p, (m, n, k, 1, mk, k, 1, 2, kn, n, 1, 0, mn, 0))
+
+    def backward(g: Any, grads: list) -> None:
+        if grads[0] is not None:  # gx += g y^T
+            q = (m, k, n, 0, mn, n, 1, 2, kn, 1, n, 1, mk, 1)
+            _gemm(gemm, nbatch, g, ty.data, grads[0], p, q)
+        if grads[1] is not None:  # gy += x^T g
+            q = (k, n, m, 1, mk, 1, k, 0, mn, n, 1, 2, kn, 1)
+            _gemm(gemm, nbatch, tx.data, g, grads[1], p, q)
+
+    return _result(out, "matmul", (tx, ty), backward)
+
+
+def _gemm(kernel: Any, nbatch: int, a: Any, b: Any, c: Any, p: Any, q: tuple) -> None:
+    """Launch the tiled product (``kernels.cuda.matmul_kernel``) over ``c``'s tiles."""
+    from .kernels.cuda import TILE
+
+    rows, cols = q[0], q[1]
+    if nbatch and rows and cols:
+        grid = ((cols + TILE - 1) // TILE, (rows + TILE - 1) // TILE, nbatch)
+        kernel[grid, (TILE, TILE)](_flat(a), _flat(b), _flat(c), p, _small_array(q))
+
+
+def reshape(x: CudaTensor, shape: Any) -> CudaTensor:
+    """The same values in a new shape (one dimension may be -1), as ``numpy.reshape``;
+    the result shares ``x``'s memory."""
+    from .ops.shape import _normalize_shape
+
+    shape = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
+    new = _normalize_shape(x.size, shape, x.shape)
+    k = _moves()
+
+    def backward(g: Any, grads: list) -> None:
+        _launch(k["add"], x.size, _flat(g), _flat(grads[0]))
+
+    return _result(x.data.reshape(new), "reshape", (x,), backward)
+
+
+def _gather(x: CudaTensor, positions: np.ndarray, name: str) -> CudaTensor:
+    """``x.ravel()[positions]``; the backward scatter-adds with atomics, so repeated
+    positions add up (the CPU's ``gather_positions``)."""
+    k = _moves()
+    flat = np.ascontiguousarray(positions.reshape(-1), np.int64)
+    idx = to_device(flat if flat.size else np.zeros(1, np.int64)).data
+    out = _empty(positions.shape, x.dtype)
+    _launch(k["gather"], flat.size, _flat(x.data), idx, _flat(out))
+
+    def backward(g: Any, grads: list) -> None:
+        _launch(k["scatter_add"], flat.size, _flat(g), idx, _flat(grads[0]))
+
+    return _result(out, name, (x,), backward)
+
+
+def transpose(x: CudaTensor, axes: Any = None) -> CudaTensor:
+    """Permute the axes (reverse them by default), as ``numpy.transpose``."""
+    nd = x.ndim
+    perm = (
+        tuple(range(nd - 1, -1, -1))
+        if axes is None
+        else tuple(int(a) + nd if int(a) < 0 else int(a) for a in axes)
+    )
+    if sorted(perm) != list(range(nd)):
+        raise ValueError(f"transpose: axes {tuple(axes)} don't match array of shape {x.shape}")
+    positions = np.transpose(np.arange(x.size).reshape(x.shape), perm)
+    return _gather(x, np.array(positions, order="C"), "transpose")  # 0-d stays 0-d
+
+
+def getitem(x: CudaTensor, key: Any) -> CudaTensor:
+    """``x[key]``: basic slices, ints, None, Ellipsis, integer and boolean arrays (NumPy
+    arrays, lists, or CUDA tensors, copied to the host to plan the gather)."""
+    if isinstance(key, tuple):
+        key = tuple(k.numpy() if isinstance(k, CudaTensor) else k for k in key)
+    elif isinstance(key, CudaTensor):
+        key = key.numpy()
+    elif isinstance(key, list):
+        key = np.asarray(key)
+    try:
+        positions = np.arange(x.size).reshape(x.shape)[key]
+    except (IndexError, ValueError, TypeError) as e:
+        raise type(e)(f"getitem: {e} (tensor of shape {x.shape})") from None
+    return _gather(x, np.asarray(positions), "getitem")
+
+
+_FUNCTIONS: dict[str, Callable] = {
+    "sum": sum,
+    "mean": mean,
+    "matmul": matmul,
+    "reshape": reshape,
+    "transpose": transpose,
+}
+
+
+# --- the backward pass ------------------------------------------------------------------------
+
+
+def _pruned(root: CudaTensor) -> list[_Node]:
+    """Nodes on a path from a requires-grad leaf to ``root``, in reverse recording order."""
+    nodes: dict[int, _Node] = {}
+    stack = [root]
+    while stack:
+        node = stack.pop()._node
+        if node is None or id(node) in nodes:
+            continue
+        if node.freed:
+            raise RuntimeError(FREED_MESSAGE)
+        nodes[id(node)] = node
+        stack.extend(t for t in node.inputs if t._rg)
+    return sorted(nodes.values(), key=lambda nd: nd.seq, reverse=True)
+
+
+def _grad_buffers(root: CudaTensor, nodes: list[_Node]) -> dict[int, Any]:
+    """A zeroed gradient buffer for the root and every requires-grad input of ``nodes``,
+    views of one arena per dtype (one allocation and one fill launch each)."""
+    tensors: dict[int, CudaTensor] = {id(root): root}
+    for node in nodes:
+        for t in node.inputs:
+            if t._rg:
+                tensors.setdefault(id(t), t)
+    by_dtype: dict[str, list[CudaTensor]] = {}
+    for t in tensors.values():
+        by_dtype.setdefault(t.dtype.str, []).append(t)
+    cuda = _module()
+    out: dict[int, Any] = {}
+    for group in by_dtype.values():
+        sizes = [-(-builtins.max(t.size, 1) // ALIGN) * ALIGN for t in group]
+        arena = cuda.device_array(builtins.sum(sizes), group[0].dtype)
+        _fill(arena, 0.0)
+        for t, off in zip(group, itertools.accumulate([0, *sizes[:-1]]), strict=True):
+            out[id(t)] = arena[off : off + t.size].reshape(t.shape)
+    return out
+
+
+def backward(root: CudaTensor, gradient: Any = None, retain_graph: bool = False) -> None:
+    """Prune, dispatch in reverse order, validate, accumulate: the CPU scheduler's steps,
+    launching each node's backward kernels from the host.
+
+    Gradients accumulate into leaves' ``.grad`` as on the CPU (a new buffer each time:
+    a ``.grad`` the user holds is never modified).
+    """
+    if not root._rg:
+        raise RuntimeError(NO_GRAD_MESSAGE)
+    if gradient is None:
+        if root.size != 1:
+            raise RuntimeError(
+                "grad can be implicitly created only for scalar outputs; backward() of a "
+                f"tensor of shape {root.shape} needs gradient="
+            )
+        seed = np.ones(root.shape, root.dtype)
+    else:
+        seed = gradient.numpy() if isinstance(gradient, CudaTensor) else np.asarray(gradient)
+        if seed.shape != root.shape:
+            raise RuntimeError(
+                f"backward: gradient has shape {seed.shape} but the tensor has shape {root.shape}"
+            )
+        seed = np.ascontiguousarray(seed, dtype=root.dtype)
+    nodes = _pruned(root)
+    grads = _grad_buffers(root, nodes)
+    if seed.size:
+        _flat(grads[id(root)]).copy_to_device(seed.reshape(-1))
+    leaves: dict[int, CudaTensor] = {id(root): root} if root.is_leaf else {}
+    for node in nodes:
+        bufs = []
+        for t in node.inputs:
+            if not t._rg:
+                bufs.append(None)
+                continue
+            buf = grads[id(t)]
+            # the metadata check of the CPU scheduler: the buffer this node's kernel
+            # accumulates into has its input's shape and dtype
+            if tuple(buf.shape) != t.shape or np.dtype(buf.dtype) != t.dtype:
+                raise RuntimeError(
+                    f"backward of '{node.name}': gradient buffer has shape "
+                    f"{tuple(buf.shape)} and dtype {buf.dtype}, expected {t.shape} and {t.dtype}"
+                )
+            bufs.append(buf)
+            if t.is_leaf:
+                leaves[id(t)] = t
+        node.backward(grads[node.out], bufs)
+        if not retain_graph:
+            node.freed = True
+    k = _moves()
+    for key, leaf in leaves.items():
+        g = grads[key]
+        if leaf.grad is not None:  # accumulate as PyTorch does, into a fresh buffer
+            _launch(k["add"], leaf.size, _flat(leaf.grad.data), _flat(g))
+        leaf.grad = CudaTensor(g)
+    _module().synchronize()
