@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# What a GPU CI runner calls: the CUDA tests on the real GPU with realistic sizes, then
+# the CPU-vs-GPU speed table. Needs an NVIDIA GPU and driver, and the cuda extra:
+#     pip install -e ".[test,cuda]" && bash tests/gpu/run.sh
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+
+export NUMBA_ENABLE_CUDASIM=0          # the real GPU, never the simulator
+export TAPEGRAD_CUDA_SIZE="${TAPEGRAD_CUDA_SIZE:-2000000}"
+python -c "from numba import cuda; assert cuda.is_available(), 'no CUDA GPU found'; cuda.detect()"
+python -m pytest -m cuda tests/gpu -q -p no:cacheprovider
+python tests/gpu/speed.py "$@"
