@@ -168,7 +168,7 @@ class Tape:
         self.views: dict[str, memoryview] = {}
         for name, (_, _, _, _, _, cap) in _TABLES.items():
             self._set_table(name, cap, None)
-        self.scratch = np.zeros(SCRATCH_KERNEL + 4 * MAXDIM, np.int64)
+        self.scratch = np.zeros(SCRATCH_KERNEL + 5 * MAXDIM, np.int64)  # plan + odometer
         self.sc = memoryview(self.scratch)
         self.h[H_SCRATCH] = self.scratch.ctypes.data
         self.h[H_SCRATCH_CAP] = self.scratch.size

@@ -35,7 +35,7 @@ from ..layout import (
     out_shape,
     scratch,
 )
-from .loops import broadcast_plan, row_offsets
+from .loops import broadcast_plan, next_row, row_walk
 
 # Backward loops over at least this many elements run on all cores (numba prange):
 # measured on 2 vCPUs, g * cos(x) over 2e6 elements takes 9.5 ms instead of 16.7.
@@ -158,8 +158,10 @@ def binary_fwd_general(op, x, xshape, y, yshape, out, oshape, sc):
     nd, dims, sa, sb, so = broadcast_plan(oshape, xshape, yshape, oshape, sc)
     inner = dims[nd - 1]
     ia, ib, io = sa[nd - 1], sb[nd - 1], so[nd - 1]
+    w = row_walk(nd, dims, sa, sb, so, sc)
     for r in range(n // inner):
-        oa, ob, oo = row_offsets(r, nd, dims, sa, sb, so)
+        w = next_row(w, r)
+        oa, ob, oo = w[2], w[3], w[4]
         for j in range(inner):
             out[oo + j * io] = fwd2(op, x[oa + j * ia], y[ob + j * ib])
 
@@ -226,8 +228,10 @@ def binary_bwd_general(op, mask, g, x, xshape, y, yshape, out, oshape, gx, gy, s
     nd, dims, sa, sb, so = broadcast_plan(oshape, xshape, yshape, oshape, sc)
     inner = dims[nd - 1]
     ia, ib, io = sa[nd - 1], sb[nd - 1], so[nd - 1]
+    w = row_walk(nd, dims, sa, sb, so, sc)
     for r in range(n // inner):
-        oa, ob, oo = row_offsets(r, nd, dims, sa, sb, so)
+        w = next_row(w, r)
+        oa, ob, oo = w[2], w[3], w[4]
         if mask & 1:
             for j in range(inner):
                 k = oo + j * io

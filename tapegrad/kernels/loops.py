@@ -8,13 +8,16 @@ operands, keep a flat offset that advances by that operand's stride along each a
 ``plan`` writes the loop into scratch memory as ``dims`` plus three stride rows,
 after collapsing it: axes of length 1 are dropped and neighbouring axes that are
 contiguous in every operand are merged, so most loops end up 1- or 2-dimensional.
-Kernels then loop over *rows* (all axes but the last, offsets from ``row_offsets``)
-and run a tight inner loop along the last axis.
+Kernels then loop over *rows* (all axes but the last, offsets from ``row_walk`` /
+``next_row``) and run a tight inner loop along the last axis.
 """
 
 from __future__ import annotations
 
-from .._jit import jit
+import numpy as np
+from numba import carray
+
+from .._jit import as_pointer, jit
 from ..layout import MAXDIM, SCRATCH_KERNEL
 
 
@@ -131,19 +134,65 @@ def line_start(line, length, stride):
     return (line // stride) * length * stride + line % stride
 
 
+@jit(inline="always")
+def row_walk(nd, dims, sa, sb, s3, sc):
+    """A walk over the rows of a plan (all axes but the last), at row 0.
+
+    The state is a tuple of scalars: (position along axis nd-2, its length, the three
+    offsets, their strides along that axis, nd, address of the scratch). Only when the
+    position wraps (once every ``dims[nd-2]`` rows) does :func:`_carry` touch the plan
+    arrays. Both choices are about speed: computing a row's offsets from its index
+    takes a division per axis, and passing the plan's arrays to a helper on every row
+    costs reference counting (together ~25 ns a row, which dominated loops whose last
+    axis is short: a sum over xyz coordinates, say).
+    """
+    ctr = SCRATCH_KERNEL + 4 * MAXDIM
+    for d in range(nd):
+        sc[ctr + d] = 0
+    if nd < 2:
+        return (0, 0, 0, 0, 0, 0, 0, 0, nd, 0)  # a single row: next_row never runs
+    d = nd - 2
+    return (0, dims[d], 0, 0, 0, sa[d], sb[d], s3[d], nd, sc.ctypes.data)
+
+
+@jit(inline="always")
+def next_row(w, r):
+    """The walk ``w`` moved on to row ``r`` (rows are visited in order; r = 0 is the start).
+    Offsets: ``w[2], w[3], w[4]``."""
+    if r == 0:
+        return w
+    k, n0, oa, ob, oc, a0, b0, c0, nd, addr = w
+    k += 1
+    oa += a0
+    ob += b0
+    oc += c0
+    if k == n0:
+        k = 0
+        oa, ob, oc = _carry(addr, nd, oa - n0 * a0, ob - n0 * b0, oc - n0 * c0)
+    return (k, n0, oa, ob, oc, a0, b0, c0, nd, addr)
+
+
 @jit
-def row_offsets(r, nd, dims, sa, sb, sc):
-    """Offsets of the three operands at the start of row ``r`` (all axes but the last)."""
-    oa = 0
-    ob = 0
-    oc = 0
-    for d in range(nd - 2, -1, -1):
+def _carry(addr, nd, oa, ob, oc):
+    """Axis nd-2 wrapped: advance the odometer over axes nd-3 .. 0 (in the scratch after
+    the plan, whose arrays ``plan_arrays`` places at fixed offsets)."""
+    sc = carray(as_pointer(addr, np.int64), SCRATCH_KERNEL + 5 * MAXDIM)
+    dims, sa, sb, s3 = plan_arrays(sc)
+    ctr = sc[SCRATCH_KERNEL + 4 * MAXDIM : SCRATCH_KERNEL + 5 * MAXDIM]
+    d = nd - 3
+    while d >= 0:
+        ctr[d] += 1
+        oa += sa[d]
+        ob += sb[d]
+        oc += s3[d]
+        if ctr[d] < dims[d]:
+            break
         n = dims[d]
-        i = r % n
-        r //= n
-        oa += i * sa[d]
-        ob += i * sb[d]
-        oc += i * sc[d]
+        ctr[d] = 0
+        oa -= n * sa[d]
+        ob -= n * sb[d]
+        oc -= n * s3[d]
+        d -= 1
     return oa, ob, oc
 
 

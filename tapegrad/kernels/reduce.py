@@ -23,7 +23,7 @@ from ..layout import (
     out_grad,
     scratch,
 )
-from .loops import collapse, line_start, lines, plan_arrays, row_offsets
+from .loops import collapse, line_start, lines, next_row, plan_arrays, row_walk
 
 
 @jit
@@ -65,13 +65,6 @@ def _reduce_rows(xshape, axes, sc):
     return nd, dims, sa, sb, sz, dims[nd - 1], sa[nd - 1], sb[nd - 1]
 
 
-@jit(inline="always")
-def _row(r, nd, dims, sa, sb, sz):
-    """Offsets of x and of the output at the start of row ``r``."""
-    oa, ob, _ = row_offsets(r, nd, dims, sa, sb, sz)
-    return oa, ob
-
-
 @jit
 def sum_fwd_arrays(x, xshape, axes, scale, out, sc):
     """``out = scale * sum(x, axes)``; a reduced inner axis is summed in float64."""
@@ -81,8 +74,10 @@ def sum_fwd_arrays(x, xshape, axes, scale, out, sc):
     if n == 0:
         return
     nd, dims, sa, sb, sz, inner, ia, ib = _reduce_rows(xshape, axes, sc)
+    w = row_walk(nd, dims, sa, sb, sz, sc)
     for r in range(n // inner):
-        oa, ob = _row(r, nd, dims, sa, sb, sz)
+        w = next_row(w, r)
+        oa, ob = w[2], w[3]
         if ib == 0:
             acc = 0.0
             for j in range(inner):
@@ -102,8 +97,10 @@ def sum_bwd_arrays(g, xshape, axes, scale, gx, sc):
     if n == 0:
         return
     nd, dims, sa, sb, sz, inner, ia, ib = _reduce_rows(xshape, axes, sc)
+    w = row_walk(nd, dims, sa, sb, sz, sc)
     for r in range(n // inner):
-        oa, ob = _row(r, nd, dims, sa, sb, sz)
+        w = next_row(w, r)
+        oa, ob = w[2], w[3]
         for j in range(inner):
             gx[oa + j * ia] += scale * g[ob + j * ib]
 
@@ -153,8 +150,10 @@ def extreme_fwd_arrays(x, xshape, axes, out, count, sc, is_max):
     if n == 0:
         return
     nd, dims, sa, sb, sz, inner, ia, ib = _reduce_rows(xshape, axes, sc)
+    w = row_walk(nd, dims, sa, sb, sz, sc)
     for r in range(n // inner):
-        oa, ob = _row(r, nd, dims, sa, sb, sz)
+        w = next_row(w, r)
+        oa, ob = w[2], w[3]
         for j in range(inner):
             v = x[oa + j * ia]
             cur = out[ob + j * ib]
@@ -162,8 +161,10 @@ def extreme_fwd_arrays(x, xshape, axes, out, count, sc, is_max):
             if v != v or (v > cur if is_max else v < cur):
                 if cur == cur:
                     out[ob + j * ib] = v
+    w = row_walk(nd, dims, sa, sb, sz, sc)
     for r in range(n // inner):
-        oa, ob, _ = row_offsets(r, nd, dims, sa, sb, sz)
+        w = next_row(w, r)
+        oa, ob = w[2], w[3]
         for j in range(inner):
             if x[oa + j * ia] == out[ob + j * ib]:
                 count[ob + j * ib] += 1
@@ -175,8 +176,10 @@ def extreme_bwd_arrays(g, x, xshape, axes, out, count, gx, sc):
     if n == 0:
         return
     nd, dims, sa, sb, sz, inner, ia, ib = _reduce_rows(xshape, axes, sc)
+    w = row_walk(nd, dims, sa, sb, sz, sc)
     for r in range(n // inner):
-        oa, ob = _row(r, nd, dims, sa, sb, sz)
+        w = next_row(w, r)
+        oa, ob = w[2], w[3]
         for j in range(inner):
             o = ob + j * ib
             if x[oa + j * ia] == out[o]:
@@ -241,8 +244,10 @@ def prod_fwd_arrays(x, xshape, axes, out, nzprod, zeros, sc):
     if n == 0:
         return
     nd, dims, sa, sb, sz, inner, ia, ib = _reduce_rows(xshape, axes, sc)
+    w = row_walk(nd, dims, sa, sb, sz, sc)
     for r in range(n // inner):
-        oa, ob = _row(r, nd, dims, sa, sb, sz)
+        w = next_row(w, r)
+        oa, ob = w[2], w[3]
         for j in range(inner):
             v = x[oa + j * ia]
             o = ob + j * ib
@@ -259,8 +264,10 @@ def prod_bwd_arrays(g, x, xshape, axes, nzprod, zeros, gx, sc):
     if n == 0:
         return
     nd, dims, sa, sb, sz, inner, ia, ib = _reduce_rows(xshape, axes, sc)
+    w = row_walk(nd, dims, sa, sb, sz, sc)
     for r in range(n // inner):
-        oa, ob = _row(r, nd, dims, sa, sb, sz)
+        w = next_row(w, r)
+        oa, ob = w[2], w[3]
         for j in range(inner):
             o = ob + j * ib
             v = x[oa + j * ia]

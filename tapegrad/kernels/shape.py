@@ -31,7 +31,7 @@ from ..layout import (
     out_shape,
     scratch,
 )
-from .loops import broadcast_plan, collapse, plan_arrays, row_offsets
+from .loops import broadcast_plan, collapse, next_row, plan_arrays, row_walk
 
 
 @jit
@@ -88,8 +88,10 @@ def transpose_arrays(x, xshape, perm, out, sc, backward):
     nd, dims, sa, so = _transpose_plan(xshape, perm, sc)
     inner = dims[nd - 1]
     ia, io = sa[nd - 1], so[nd - 1]
+    w = row_walk(nd, dims, sa, sa, so, sc)
     for r in range(n // inner):
-        oa, _, oo = row_offsets(r, nd, dims, sa, sa, so)
+        w = next_row(w, r)
+        oa, oo = w[2], w[4]
         if backward:
             for j in range(inner):
                 x[oa + j * ia] += out[oo + j * io]
@@ -189,8 +191,10 @@ def where_arrays(c, cshape, x, xshape, y, yshape, out, oshape, sc, g, gx, gy, ma
     nd, dims, sa, sb, s3 = broadcast_plan(oshape, cshape, xshape, yshape, sc)
     inner = dims[nd - 1]
     ia, ib, ic = sa[nd - 1], sb[nd - 1], s3[nd - 1]
+    w = row_walk(nd, dims, sa, sb, s3, sc)
     for r in range(n // inner):
-        oa, ob, oc = row_offsets(r, nd, dims, sa, sb, s3)
+        w = next_row(w, r)
+        oa, ob, oc = w[2], w[3], w[4]
         base = r * inner
         if backward:
             for j in range(inner):
