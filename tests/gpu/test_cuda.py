@@ -321,3 +321,23 @@ def test_every_kernel_compiles_to_ptx():
         pytest.skip("NVVM not installed (pip install 'tapegrad[cuda]')")
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     assert " 0 failures" in r.stdout or r.stdout.rstrip().splitlines()[-1].startswith("0 failures")
+
+
+def test_gpu_runner_scripts():
+    """run.sh parses, and speed.py runs end to end (tiny sizes, in the simulator unless a
+    GPU is here), checking CPU and GPU agree before printing its table."""
+    here = Path(__file__).parent
+    assert subprocess.run(["bash", "-n", str(here / "run.sh")]).returncode == 0
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1" if SIMULATED else "0")
+    r = subprocess.run(
+        [sys.executable, str(here / "speed.py"), "--size", "64", "--n", "8", "--repeat", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-4000:]
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("GPU: ")
+    assert any(line.startswith("chain of 16 ops") for line in lines)
+    assert any(line.startswith("matmul 8x8") for line in lines)
