@@ -99,8 +99,9 @@ def cast_sig(src: int, dst: int) -> int:
     H_INPLACE,  # 1 once a value of this tape epoch was replaced in place: check versions
     H_OPFLAGS,  # address of the int64 table of per-op flags (OPF_*)
     H_NUMPY_MIN,  # elementwise results this large are computed by NumPy's ufunc (0: never)
+    H_GRAD_USED,  # bytes of gradient arena the last backward laid out (run_backward)
     H_LEN,
-) = range(49)
+) = range(50)
 OPF_UFUNC = 1  # the op's forward is exactly a NumPy ufunc of the same name
 DEFERRED = 1 << 40  # added to a slot id: "recorded, forward left to NumPy's ufunc"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ._jit import call_kernel, jit
 from .layout import FWD, H_ERR_A, H_SELF, N_OP, N_SIG, OK, ktable, nodes
-from .scheduler import run_backward
+from .scheduler import rerun_backward, run_backward
 
 
 @jit
@@ -28,10 +28,13 @@ def run_forward(h, n):
 
 
 @jit
-def replay(h, n, root, want_grad):
+def replay(h, n, root, want_grad, pruned):
     """Forward over the program, then (``want_grad``) backward from slot ``root`` with
-    the graph kept for the next replay."""
+    the graph kept for the next replay; ``pruned``: the last backward on this tape was
+    a complete one from ``root``, so its pruning still holds and is skipped."""
     st = run_forward(h, n)
     if st != OK or not want_grad:
         return st
+    if pruned:
+        return rerun_backward(h, root)
     return run_backward(h, root, -1, True)

@@ -44,6 +44,7 @@ from .layout import (
     H_GEN,
     H_GRAD,
     H_GRAD_CAP,
+    H_GRAD_USED,
     H_HOOKS,
     H_INPLACE,
     H_KTAB_OPS,
@@ -233,9 +234,29 @@ def run_backward(h, root, seed, retain):
     if total > h[H_GRAD_CAP]:
         h[H_NEED] = total
         return E_GRAD_SPACE
-    arena = carray(as_pointer(h[H_GRAD], np.uint8), total)
+    h[H_GRAD_USED] = total
+    h[H_LO] = lo
+    return _seed_and_run(h, root, seed, start, retain)
+
+
+@jit
+def rerun_backward(h, root):
+    """Backpropagate from ``root`` through exactly the nodes the previous backward (from
+    the same root, with ``retain``) ran: its live marks, masks, generation and gradient
+    offsets still hold, so pruning is skipped. Replay of a captured program uses this:
+    its graph never changes, and pruning is about a third of the backward's cost."""
+    h[H_STAT_NODES] = 0
+    h[H_STAT_CALLBACKS] = 0
+    return _seed_and_run(h, root, -1, slots(h)[S_NODE, root], True)
+
+
+@jit
+def _seed_and_run(h, root, seed, start, retain):
+    """Zero the gradient arena, put the cotangent of ``root`` in its buffer (a copy of
+    slot ``seed``, or ones), run the live nodes from ``start`` down."""
+    S = slots(h)
+    arena = carray(as_pointer(h[H_GRAD], np.uint8), h[H_GRAD_USED])
     arena[:] = 0
-    # seed the root
     nbytes = S[S_SIZE, root] * ITEMSIZE[S[S_DTYPE, root]]
     if seed >= 0:
         groot = carray(as_pointer(h[H_GRAD] + S[S_GRAD, root], np.uint8), nbytes)
@@ -244,7 +265,6 @@ def run_backward(h, root, seed, retain):
         carray(as_pointer(h[H_GRAD] + S[S_GRAD, root], np.float64), S[S_SIZE, root])[:] = 1.0
     else:
         carray(as_pointer(h[H_GRAD] + S[S_GRAD, root], np.float32), S[S_SIZE, root])[:] = 1.0
-    h[H_LO] = lo
     return resume(h, start, retain, False)
 
 

@@ -282,6 +282,18 @@ class Tape:
         buf = (ctypes.c_char * (n * dt.itemsize)).from_address(self.slot_field(S_ADDR, s))
         return np.frombuffer(buf, dt, n).reshape(shape)
 
+    def grad_view(self, s: int) -> np.ndarray | None:
+        """A view of slot ``s``'s gradient buffer from the last backward (valid until the
+        next one lays the arena out again), or None if it got no gradient."""
+        if self.slot_field(S_GEN, s) != self.h[H_GEN]:
+            return None
+        dt = NP_DTYPES[self.slot_field(S_DTYPE, s)]
+        shape = self.slot_shape(s)
+        n = int(np.prod(shape, dtype=np.int64))
+        addr = self.h[H_GRAD] + self.slot_field(S_GRAD, s)
+        buf = (ctypes.c_char * (n * dt.itemsize)).from_address(addr)
+        return np.frombuffer(buf, dt, n).reshape(shape)
+
     def read(self, s: int) -> np.ndarray:
         """A fresh array with slot ``s``'s values."""
 
