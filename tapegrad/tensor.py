@@ -611,16 +611,29 @@ def elementwise_function(op: Any) -> Callable[..., Tensor]:
 
         return unary
 
+    code = op.code
+    compare = op.is_compare
+
     def binary(x: Any, y: Any, /, out: Any = None) -> Tensor:
-        if type(x) is Tensor and type(y) is Tensor and out is None:
+        tx = type(x)
+        ty = type(y)
+        if out is None and (tx is Tensor or ty is Tensor):
             tape = current_tape()
             ep = tape.epoch
-            if x._tape is tape and x._epoch == ep and y._tape is tape and y._epoch == ep:
-                r = record_tensors(tape.header, opc, x._slot, y._slot)
-                if r >= 0:
-                    if r >= DEFERRED:
-                        r = _numpy_forward(tape, op, r - DEFERRED)
-                    return _in_tape(tape, r, ep)
+            r = -1
+            if tx is Tensor and ty is Tensor:
+                if x._tape is tape and x._epoch == ep and y._tape is tape and y._epoch == ep:
+                    r = record_tensors(tape.header, opc, x._slot, y._slot)
+            # a Python float goes by value (weak, as NumPy treats it): `y * 1.01`
+            elif ty is float:
+                if x._tape is tape and x._epoch == ep:
+                    r = record_elementwise(tape.header, code, x._slot, SCALAR, 0.0, y, compare)
+            elif tx is float and y._tape is tape and y._epoch == ep:
+                r = record_elementwise(tape.header, code, SCALAR, y._slot, x, 0.0, compare)
+            if r >= 0:  # anything else (binding, errors, growing the tape): the full path
+                if r >= DEFERRED:
+                    r = _numpy_forward(tape, op, r - DEFERRED)
+                return _in_tape(tape, r, ep)
         return elementwise(op, x, y, out=out)
 
     return binary
