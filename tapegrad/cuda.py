@@ -68,6 +68,7 @@ __all__ = [
 THREADS = 128  # threads per block
 CHUNK = 1 << 20  # smallest value-arena chunk, in elements
 ALIGN = 32  # arena offsets are multiples of this many elements (256 bytes in float64)
+MAX_GRID_Z = 65535  # CUDA's limit on a grid's z dimension (matmul batches per launch)
 
 _lock = threading.RLock()
 _cuda: Any = None
@@ -633,9 +634,16 @@ def _gemm(kernel: Any, nbatch: int, a: Any, b: Any, c: Any, p: Any, q: tuple) ->
     from .kernels.cuda import TILE
 
     rows, cols = q[0], q[1]
-    if nbatch and rows and cols:
-        grid = ((cols + TILE - 1) // TILE, (rows + TILE - 1) // TILE, nbatch)
-        kernel[grid, (TILE, TILE)](_flat(a), _flat(b), _flat(c), p, _small_array(q))
+    if not (rows and cols):
+        return
+    qd = _small_array(q)
+    for t0 in range(0, nbatch, MAX_GRID_Z):
+        grid = (
+            (cols + TILE - 1) // TILE,
+            (rows + TILE - 1) // TILE,
+            builtins.min(MAX_GRID_Z, nbatch - t0),
+        )
+        kernel[grid, (TILE, TILE)](_flat(a), _flat(b), _flat(c), p, qd, t0)
 
 
 def reshape(x: CudaTensor, shape: Any) -> CudaTensor:

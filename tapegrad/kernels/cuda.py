@@ -300,19 +300,20 @@ def matmul_kernel(dtype: Any) -> Any:
     operand uses and its element strides (``c`` is row-major). Forward: ``a = x``,
     ``b = y``, ``c = out`` stored. Backward: ``gx += g y^T`` and ``gy += x^T g`` -- the
     transposes are just strides -- added with atomics, since batch broadcasting makes
-    several blocks add into one gradient matrix. Grid: (column tiles, row tiles, batch).
+    several blocks add into one gradient matrix. Grid: (column tiles, row tiles, batches
+    ``t0 ..``).
     """
     nb_dtype = numba.from_dtype(dtype)
 
     @cuda.jit
-    def gemm(a, b, c, p, q):
+    def gemm(a, b, c, p, q, t0):
         ta = cuda.shared.array((TILE, TILE), nb_dtype)
         tb = cuda.shared.array((TILE, TILE), nb_dtype)
         tx = cuda.threadIdx.x
         ty = cuda.threadIdx.y
         j = cuda.blockIdx.x * TILE + tx
         i = cuda.blockIdx.y * TILE + ty
-        t = cuda.blockIdx.z
+        t = t0 + cuda.blockIdx.z  # batches beyond the grid's z limit come in chunks
         rows, cols, inner = q[0], q[1], q[2]
         ox, oy = offsets(t, p[0], p)
         abase = _matrix(q[3], q[4], t, ox, oy)

@@ -58,7 +58,7 @@ def main(cc: tuple[int, int] = (8, 0)) -> int:
         total = kernels.sum_all_kernel(np.dtype(dt.name), 128)
         compile_one(f"sum_all {dt}", total, a, a, types.float64)
         gemm = kernels.matmul_kernel(np.dtype(dt.name))
-        compile_one(f"matmul {dt}", gemm, a, a, a, i64, i64)
+        compile_one(f"matmul {dt}", gemm, a, a, a, i64, i64, types.int64)
         moves = kernels.move_kernels()
         compile_one(f"gather {dt}", moves["gather"], a, i64, a)
         compile_one(f"scatter_add {dt}", moves["scatter_add"], a, i64, a)

@@ -341,3 +341,21 @@ def test_gpu_runner_scripts():
     assert lines[0].startswith("GPU: ")
     assert any(line.startswith("chain of 16 ops") for line in lines)
     assert any(line.startswith("matmul 8x8") for line in lines)
+
+
+def test_matmul_batches_beyond_one_grid(monkeypatch):
+    """More batches than a grid's z dimension holds are launched in chunks."""
+    import tapegrad.cuda
+
+    monkeypatch.setattr(tapegrad.cuda, "MAX_GRID_Z", 2)
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((5, 2, 3)), rng.standard_normal((3, 2))
+    ga, gb = (tg.tensor(v, requires_grad=True, device="cuda") for v in (a, b))
+    ca, cb = (tg.tensor(v, requires_grad=True) for v in (a, b))
+    out = ga @ gb
+    np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-12)
+    v = rng.standard_normal(out.shape)
+    out.backward(gradient=v)
+    (ca @ cb).backward(gradient=v)
+    np.testing.assert_allclose(ga.grad.numpy(), ca.grad, rtol=1e-12)
+    np.testing.assert_allclose(gb.grad.numpy(), cb.grad, rtol=1e-12)
