@@ -400,3 +400,52 @@ def blas_addresses() -> tuple[int, int]:
         get_cython_function_address("scipy.linalg.cython_blas", "dgemm"),
         get_cython_function_address("scipy.linalg.cython_blas", "sgemm"),
     )
+
+
+# ---------------------------------------------------------------------------------
+# floating-point building blocks of the vector maths (kernels/vecmath.py)
+
+
+def fma(a: float, b: float, c: float) -> float:
+    """``a * b + c`` in float64 with one rounding (LLVM's ``llvm.fma``: one instruction
+    on x86-64 with FMA, vectorised with the loop around it).
+
+    The Python fallback (``NUMBA_DISABLE_JIT``) rounds twice.
+    """
+    return float(a) * float(b) + float(c)
+
+
+@intrinsic
+def _fma(typingctx, a, b, c):
+    f64 = types.float64
+
+    def codegen(context, builder, sig, args):
+        a_, b_, c_ = (context.cast(builder, v, t, f64) for v, t in zip(args, sig.args))
+        return builder.fma(a_, b_, c_)
+
+    return f64(a, b, c), codegen
+
+
+@overload(fma)
+def _fma_ol(a, b, c):
+    if all(isinstance(t, types.Float | types.Integer) for t in (a, b, c)):
+        return lambda a, b, c: _fma(a, b, c)
+
+
+def float_from_bits(bits: int) -> float:
+    """The float64 whose IEEE-754 bit pattern is the int64 ``bits``."""
+    return float(np.int64(bits).view(np.float64))
+
+
+@intrinsic
+def _float_from_bits(typingctx, bits):
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+
+    if isinstance(bits, types.Integer) and bits.bitwidth == 64:
+        return types.float64(bits), codegen
+
+
+@overload(float_from_bits)
+def _float_from_bits_ol(bits):
+    return lambda bits: _float_from_bits(bits)

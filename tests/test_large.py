@@ -19,7 +19,8 @@ def test_large_elementwise_forward_and_backward():
     y = tg.tensor(b, requires_grad=True)
     out = tnp.exp(tnp.sin(x) * y) + tnp.tanh(y) / x - 2.0 * (x > y) + tnp.log(x) ** 2
     ref = np.exp(np.sin(a) * b) + np.tanh(b) / a - 2.0 * (a > b) + np.log(a) ** 2
-    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-13)
+    # terms of order 1 summing to ~1e-4 in places: an ulp of exp (vector formulas) shows
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-13, atol=1e-13)
     out.sum().backward()
     e = np.exp(np.sin(a) * b)
     np.testing.assert_allclose(

@@ -97,10 +97,125 @@ def _bwd2(op, i, g, x, y, out):
         return lambda op, i, g, x, y, out: b(g, x, y, out)
 
 
+def fwd1v(op, x):
+    """Vector forward formula of unary ``op`` (accurate inside its ``vector_range``)."""
+    return _row(op).vector[0](x)
+
+
+def bwd1v(op, g, x, out):
+    """Vector backward formula of unary ``op``."""
+    return _row(op).vector[1](g, x, out)
+
+
+def vector_range(op):
+    """The |x| bound inside which ``op``'s vector formulas may be used."""
+    return _row(op).vector_range
+
+
+@overload(fwd1v)
+def _fwd1v(op, x):
+    if isinstance(op, StaticRefType):
+        f = _row(op).vector[0]
+        return lambda op, x: f(x)
+
+
+@overload(bwd1v)
+def _bwd1v(op, g, x, out):
+    if isinstance(op, StaticRefType):
+        b = _row(op).vector[1]
+        return lambda op, g, x, out: b(g, x, out)
+
+
+@overload(vector_range)
+def _vector_range(op):
+    if isinstance(op, StaticRefType):
+        lim = _row(op).vector_range
+        return lambda op: lim
+
+
+# Vector formulas (kernels/vecmath.py) are checked block by block: a block of this many
+# elements whose x are all inside the row's vector_range (not inf, not NaN) takes them,
+# any other block the libm formulas. Blocks keep the check and the work in one pass over
+# cache-resident memory.
+BLOCK = 1024
+
+
 @jit(inline="always")
+def in_range(x, lim):
+    """Whether every |x| <= lim (False for a NaN): a vectorised reduction."""
+    ok = True
+    for i in range(x.size):
+        ok &= abs(x[i]) <= lim
+    return ok
+
+
+# The block loops take views of the block rather than (start, stop) indices: numba must
+# handle a possibly negative index (wraparound) in x[i] for i in range(start, stop),
+# which keeps LLVM from vectorising (3.3 instead of 1.2 ns per tanh).
+
+
+@jit(inline="always")
+def unary_fwd_block(op, x, out):
+    if in_range(x, vector_range(op)):
+        for i in range(out.size):
+            out[i] = fwd1v(op, x[i])
+    else:
+        for i in range(out.size):
+            out[i] = fwd1(op, x[i])
+
+
+@jit(inline="always")
+def unary_bwd_block(op, g, x, out, gx):
+    if in_range(x, vector_range(op)):
+        for i in range(gx.size):
+            gx[i] += bwd1v(op, g[i], x[i], out[i])
+    else:
+        for i in range(gx.size):
+            gx[i] += bwd1(op, g[i], x[i], out[i])
+
+
+@jit(parallel=True)
+def unary_fwd_blocks_parallel(op, x, out):
+    n = out.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        s, e = b * BLOCK, min(n, (b + 1) * BLOCK)
+        unary_fwd_block(op, x[s:e], out[s:e])
+
+
+@jit(parallel=True)
+def unary_bwd_blocks_parallel(op, g, x, out, gx):
+    n = gx.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        s, e = b * BLOCK, min(n, (b + 1) * BLOCK)
+        unary_bwd_block(op, g[s:e], x[s:e], out[s:e], gx[s:e])
+
+
 def unary_fwd_arrays(op, x, out):
+    """``out = f(x)``. Compiled, a row with vector formulas runs them block by block."""
     for i in range(out.size):
         out[i] = fwd1(op, x[i])
+
+
+@overload(unary_fwd_arrays)
+def _unary_fwd_arrays(op, x, out):
+    if _row(op).vector is None:
+
+        def plain(op, x, out):
+            for i in range(out.size):
+                out[i] = fwd1(op, x[i])
+
+        return plain
+
+    def blocked(op, x, out):
+        n = out.size
+        if n >= PARALLEL_MIN:
+            unary_fwd_blocks_parallel(op, x, out)
+        else:
+            for s in range(0, n, BLOCK):
+                e = min(n, s + BLOCK)
+                unary_fwd_block(op, x[s:e], out[s:e])
+
+    return blocked
 
 
 @jit(parallel=True)
@@ -120,14 +235,37 @@ def binary_bwd_parallel(op, which, g, x, y, out, gv):
             gv[i] += bwd2(op, 1, g[i], x[i], y[i], out[i])
 
 
-@jit(inline="always")
 def unary_bwd_arrays(op, g, x, out, gx):
-    n = gx.size
-    if n >= PARALLEL_MIN:  # all cores (see PARALLEL_MIN)
-        unary_bwd_parallel(op, g, x, out, gx)
-    else:
-        for i in range(n):
-            gx[i] += bwd1(op, g[i], x[i], out[i])
+    """``gx += f'(x) g``, on all cores from PARALLEL_MIN elements; vector formulas as in
+    ``unary_fwd_arrays``."""
+    for i in range(gx.size):
+        gx[i] += bwd1(op, g[i], x[i], out[i])
+
+
+@overload(unary_bwd_arrays)
+def _unary_bwd_arrays(op, g, x, out, gx):
+    if _row(op).vector is None:
+
+        def plain(op, g, x, out, gx):
+            n = gx.size
+            if n >= PARALLEL_MIN:  # all cores (see PARALLEL_MIN)
+                unary_bwd_parallel(op, g, x, out, gx)
+            else:
+                for i in range(n):
+                    gx[i] += bwd1(op, g[i], x[i], out[i])
+
+        return plain
+
+    def blocked(op, g, x, out, gx):
+        n = gx.size
+        if n >= PARALLEL_MIN:
+            unary_bwd_blocks_parallel(op, g, x, out, gx)
+        else:
+            for s in range(0, n, BLOCK):
+                e = min(n, s + BLOCK)
+                unary_bwd_block(op, g[s:e], x[s:e], out[s:e], gx[s:e])
+
+    return blocked
 
 
 @jit(inline="always")

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .._jit import jit
+from ..kernels import vecmath as vm
 from .table import Kind, Op
 
 # --- binary arithmetic -----------------------------------------------------------------
@@ -240,15 +241,7 @@ def cos_bwd(g, x, out):
 
 @jit
 def tanh_fwd(x):
-    # 1 - 2 / (e^{2|x|} + 1) with the sign of x: one exp, twice as fast as libm's tanh.
-    # Below |x| = 0.03 that form cancels, so the Taylor series (4 terms: error < 1e-17).
-    a = abs(x)
-    if a < 0.03:
-        a2 = a * a
-        t = a * (1 - a2 * (1 / 3 - a2 * (2 / 15 - a2 * (17 / 315))))
-    else:
-        t = 1 - 2 / (np.exp(2 * a) + 1)
-    return t if x >= 0 else -t
+    return np.tanh(x)
 
 
 @jit
@@ -277,12 +270,83 @@ def abs_bwd(g, x, out):
     return g * np.sign(x)
 
 
+# --- vector formulas (kernels/vecmath.py): the same maths, vectorisable ----------------
+
+
+@jit
+def exp_fwd_vec(x):
+    return vm.exp(x)
+
+
+@jit
+def sin_fwd_vec(x):
+    return vm.sin(x)
+
+
+@jit
+def sin_bwd_vec(g, x, out):
+    return g * vm.cos(x)
+
+
+@jit
+def cos_fwd_vec(x):
+    return vm.cos(x)
+
+
+@jit
+def cos_bwd_vec(g, x, out):
+    return -g * vm.sin(x)
+
+
+@jit
+def tanh_fwd_vec(x):
+    return vm.tanh(x)
+
+
+@jit
+def expm1_fwd_vec(x):
+    return vm.expm1(x)
+
+
+RANGE = vm.RANGE
 NEG = Op("negative", Kind.UNARY, neg_fwd, neg_bwd, "-x", dunder=("__neg__",))
-EXP = Op("exp", Kind.UNARY, exp_fwd, exp_bwd, "e ** x")
+EXP = Op(
+    "exp",
+    Kind.UNARY,
+    exp_fwd,
+    exp_bwd,
+    "e ** x",
+    vector=(exp_fwd_vec, exp_bwd),
+    vector_range=RANGE["exp"],
+)
 LOG = Op("log", Kind.UNARY, log_fwd, log_bwd, "natural logarithm", domain=(0.2, 3.0))
-SIN = Op("sin", Kind.UNARY, sin_fwd, sin_bwd, "sine")
-COS = Op("cos", Kind.UNARY, cos_fwd, cos_bwd, "cosine")
-TANH = Op("tanh", Kind.UNARY, tanh_fwd, tanh_bwd, "hyperbolic tangent")
+SIN = Op(
+    "sin",
+    Kind.UNARY,
+    sin_fwd,
+    sin_bwd,
+    "sine",
+    vector=(sin_fwd_vec, sin_bwd_vec),
+    vector_range=min(RANGE["sin"], RANGE["cos"]),
+)
+COS = Op(
+    "cos",
+    Kind.UNARY,
+    cos_fwd,
+    cos_bwd,
+    "cosine",
+    vector=(cos_fwd_vec, cos_bwd_vec),
+    vector_range=min(RANGE["sin"], RANGE["cos"]),
+)
+TANH = Op(
+    "tanh",
+    Kind.UNARY,
+    tanh_fwd,
+    tanh_bwd,
+    "hyperbolic tangent",
+    vector=(tanh_fwd_vec, tanh_bwd),
+    vector_range=RANGE["tanh"],
+)
 SQRT = Op("sqrt", Kind.UNARY, sqrt_fwd, sqrt_bwd, "square root", domain=(0.2, 3.0))
 ABS = Op(
     "absolute",
@@ -572,7 +636,15 @@ def rint_fwd(x):
     return np.rint(x)  # round half to even, as numpy.round
 
 
-EXPM1 = Op("expm1", Kind.UNARY, expm1_fwd, expm1_bwd, "e ** x - 1, accurate near 0")
+EXPM1 = Op(
+    "expm1",
+    Kind.UNARY,
+    expm1_fwd,
+    expm1_bwd,
+    "e ** x - 1, accurate near 0",
+    vector=(expm1_fwd_vec, expm1_bwd),
+    vector_range=RANGE["expm1"],
+)
 EXP2 = Op("exp2", Kind.UNARY, exp2_fwd, exp2_bwd, "2 ** x")
 LOG1P = Op(
     "log1p", Kind.UNARY, log1p_fwd, log1p_bwd, "log(1 + x), accurate near 0", domain=(-0.5, 2.0)

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .._jit import jit
+from ..kernels import vecmath as vm
 from ..tensor import Tensor, as_tensor
 from .table import Kind, Op
 
@@ -26,6 +27,11 @@ def expit_fwd(x):
         return 1 / (1 + np.exp(-x))
     e = np.exp(x)
     return e / (1 + e)
+
+
+@jit
+def expit_fwd_vec(x):
+    return 1 / (1 + vm.exp(-x))
 
 
 @jit
@@ -118,6 +124,8 @@ EXPIT = Op(
     "logistic sigmoid 1 / (1 + exp(-x))",
     domain=(-4.0, 4.0),
     namespace="special",
+    vector=(expit_fwd_vec, expit_bwd),
+    vector_range=vm.RANGE["exp"],
 )
 LOGIT = Op(
     "logit",

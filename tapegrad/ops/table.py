@@ -105,6 +105,15 @@ class Op:
         ``"formulas"``: the same scalar formulas, compiled as CUDA device functions and
         lifted by broadcasting kernels. Array rows name the method of
         ``tapegrad.cuda.CudaTensor`` that records them on the GPU. ``None``: CPU only.
+    vector
+        For unary rows: ``(forward, backward)`` formulas with the signatures of ``fwd``
+        and ``bwd`` built on :mod:`tapegrad.kernels.vecmath` (branch-free, so LLVM
+        vectorises the kernel loop), accurate to a few ulp for ``|x| <= vector_range``.
+        The CPU kernels use them for blocks of inputs inside that range and ``fwd``/
+        ``bwd`` (libm) elsewhere; the large-array eager forward then stays in the
+        kernel instead of NumPy's ufunc.
+    vector_range
+        See ``vector``.
     """
 
     name: str
@@ -124,6 +133,8 @@ class Op:
     aliases: tuple[str, ...] = ()
     dunder: tuple[str | None, ...] = ()
     cuda: str | None = "default"
+    vector: tuple[Callable, Callable] | None = None
+    vector_range: float = 0.0
     code: int = field(default=-1, init=False)
     saves: tuple[str, ...] = field(default=(), init=False)
     # plain attributes for the eager hot path (enum and property lookups cost ~0.1 us)
@@ -140,9 +151,15 @@ class Op:
             self.sigs = tuple(self.dtypes)
         if self.kind is Kind.BINARY and self.bwd is not None and len(self.bwd) != 2:
             raise ValueError(f"binary op {self.name!r} needs one backward formula per input")
+        if self.vector is not None and (self.kind is not Kind.UNARY or self.vector_range <= 0):
+            raise ValueError(f"op {self.name!r}: vector formulas need a unary row and a range")
         if self.cuda == "default":
             self.cuda = "formulas" if self.kind in (Kind.UNARY, Kind.BINARY) else None
         self.saves = _saved_values(self)
+        if self.vector is not None:
+            extra = _loaded_names(self.vector[1]) & {"x", "y", "out"} - set(self.saves)
+            if extra:  # the tape would not keep them (or their version check) for it
+                raise ValueError(f"op {self.name!r}: vector backward reads {sorted(extra)}")
         self.is_unary = self.kind is Kind.UNARY
         self.is_compare = self.kind is Kind.COMPARE
         ROWS.append(self)
