@@ -260,7 +260,11 @@ def _seed_and_run(h, root, seed, start, retain):
     nbytes = S[S_SIZE, root] * ITEMSIZE[S[S_DTYPE, root]]
     if seed >= 0:
         groot = carray(as_pointer(h[H_GRAD] + S[S_GRAD, root], np.uint8), nbytes)
-        groot[:] = carray(as_pointer(S[S_ADDR, seed], np.uint8), nbytes)
+        src = carray(as_pointer(S[S_ADDR, seed], np.uint8), nbytes)
+        # a loop, not groot[:] = src: numba's slice assignment checks for overlap and
+        # copies through a temporary (512 KB: 170 us instead of 20)
+        for i in range(nbytes):
+            groot[i] = src[i]
     elif S[S_DTYPE, root] == 0:
         carray(as_pointer(h[H_GRAD] + S[S_GRAD, root], np.float64), S[S_SIZE, root])[:] = 1.0
     else:

@@ -35,7 +35,7 @@ from ..layout import (
     out_shape,
     scratch,
 )
-from .loops import broadcast_plan, next_row, row_walk
+from .loops import broadcast_plan, next_row, row_walk, ux
 
 # Backward loops over at least this many elements run on all cores (numba prange):
 # measured on 2 vCPUs, g * cos(x) over 2e6 elements takes 9.5 ms instead of 16.7.
@@ -301,7 +301,7 @@ def binary_fwd_general(op, x, xshape, y, yshape, out, oshape, sc):
         w = next_row(w, r)
         oa, ob, oo = w[2], w[3], w[4]
         for j in range(inner):
-            out[oo + j * io] = fwd2(op, x[oa + j * ia], y[ob + j * ib])
+            out[ux(oo + j * io)] = fwd2(op, x[ux(oa + j * ia)], y[ux(ob + j * ib)])
 
 
 @jit(inline="always")
@@ -372,12 +372,12 @@ def binary_bwd_general(op, mask, g, x, xshape, y, yshape, out, oshape, gx, gy, s
         oa, ob, oo = w[2], w[3], w[4]
         if mask & 1:
             for j in range(inner):
-                k = oo + j * io
-                gx[oa + j * ia] += bwd2(op, 0, g[k], x[oa + j * ia], y[ob + j * ib], out[k])
+                k, a, b = ux(oo + j * io), ux(oa + j * ia), ux(ob + j * ib)
+                gx[a] += bwd2(op, 0, g[k], x[a], y[b], out[k])
         if mask & 2:
             for j in range(inner):
-                k = oo + j * io
-                gy[ob + j * ib] += bwd2(op, 1, g[k], x[oa + j * ia], y[ob + j * ib], out[k])
+                k, a, b = ux(oo + j * io), ux(oa + j * ia), ux(ob + j * ib)
+                gy[b] += bwd2(op, 1, g[k], x[a], y[b], out[k])
 
 
 @jit(inline="always")

@@ -196,6 +196,15 @@ def _carry(addr, nd, oa, ob, oc):
     return oa, ob, oc
 
 
+@jit(inline="always")
+def ux(i):
+    """An element offset as an unsigned index. numba wraps negative signed indices
+    (``x[-1]``), a select per access that hides the stride from LLVM; unsigned offsets
+    let it version the inner loops for unit strides and vectorise them (a broadcast add
+    over (256, 256) + (256,): 85 -> 16 us). Strided offsets here are never negative."""
+    return np.uint64(i)
+
+
 @jit
 def loop_size(nd, dims):
     n = 1

@@ -31,7 +31,7 @@ from ..layout import (
     out_shape,
     scratch,
 )
-from .loops import broadcast_plan, collapse, next_row, plan_arrays, row_walk
+from .loops import broadcast_plan, collapse, next_row, plan_arrays, row_walk, ux
 
 
 @jit
@@ -94,10 +94,10 @@ def transpose_arrays(x, xshape, perm, out, sc, backward):
         oa, oo = w[2], w[4]
         if backward:
             for j in range(inner):
-                x[oa + j * ia] += out[oo + j * io]
+                x[ux(oa + j * ia)] += out[ux(oo + j * io)]
         else:
             for j in range(inner):
-                out[oo + j * io] = x[oa + j * ia]
+                out[ux(oo + j * io)] = x[ux(oa + j * ia)]
 
 
 @jit
@@ -198,14 +198,14 @@ def where_arrays(c, cshape, x, xshape, y, yshape, out, oshape, sc, g, gx, gy, ma
         base = r * inner
         if backward:
             for j in range(inner):
-                if c[oa + j * ia]:
+                if c[ux(oa + j * ia)]:
                     if mask & 2:
-                        gx[ob + j * ib] += g[base + j]
+                        gx[ux(ob + j * ib)] += g[ux(base + j)]
                 elif mask & 4:
-                    gy[oc + j * ic] += g[base + j]
+                    gy[ux(oc + j * ic)] += g[ux(base + j)]
         else:
             for j in range(inner):
-                out[base + j] = x[ob + j * ib] if c[oa + j * ia] else y[oc + j * ic]
+                out[ux(base + j)] = x[ux(ob + j * ib)] if c[ux(oa + j * ia)] else y[ux(oc + j * ic)]
 
 
 @jit
