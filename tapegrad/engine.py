@@ -10,6 +10,7 @@ Python functions or hooks makes exactly one compiled call.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -219,7 +220,7 @@ def backward(t: Tensor, gradient: Any = None, retain_graph: bool = False) -> Non
     shape = t.shape
     dtype = t.dtype
     if gradient is None:
-        if int(np.prod(shape)) != 1:
+        if math.prod(shape) != 1:
             raise RuntimeError(
                 f"grad can be implicitly created only for scalar outputs; "
                 f"backward() of a tensor of shape {shape} needs gradient="
@@ -307,7 +308,7 @@ def grad_view(tape: Tape, slot: int) -> np.ndarray:
     dt = NP_DTYPES[tape.slot_field(S_DTYPE, slot)]
     shape = tape.slot_shape(slot)
     start = tape.h[H_GRAD] - tape.grad_buf.ctypes.data + tape.slot_field(S_GRAD, slot)
-    n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    n = math.prod(shape) * dt.itemsize
     return tape.grad_buf[start : start + n].view(dt).reshape(shape)
 
 

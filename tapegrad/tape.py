@@ -16,6 +16,7 @@ still wanted and the tape does not rewind (as PyTorch keeps such a graph alive).
 from __future__ import annotations
 
 import ctypes
+import math
 import sys
 import threading
 from typing import TYPE_CHECKING, Any
@@ -278,7 +279,7 @@ class Tape:
         costs a few microseconds)."""
         dt = NP_DTYPES[self.slot_field(S_DTYPE, s)]
         shape = self.slot_shape(s)
-        n = int(np.prod(shape, dtype=np.int64))
+        n = math.prod(shape)
         buf = (ctypes.c_char * (n * dt.itemsize)).from_address(self.slot_field(S_ADDR, s))
         return np.frombuffer(buf, dt, n).reshape(shape)
 
@@ -289,7 +290,7 @@ class Tape:
             return None
         dt = NP_DTYPES[self.slot_field(S_DTYPE, s)]
         shape = self.slot_shape(s)
-        n = int(np.prod(shape, dtype=np.int64))
+        n = math.prod(shape)
         addr = self.h[H_GRAD] + self.slot_field(S_GRAD, s)
         buf = (ctypes.c_char * (n * dt.itemsize)).from_address(addr)
         return np.frombuffer(buf, dt, n).reshape(shape)

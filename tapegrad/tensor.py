@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import os
 import weakref
 from collections.abc import Callable
@@ -163,7 +164,7 @@ class Tensor:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     def __len__(self) -> int:
         shape = self.shape

@@ -3,6 +3,7 @@ tensordot, einsum...), and numpy.linalg (inv, det, slogdet, solve, cholesky, nor
 
 from __future__ import annotations
 
+import math
 import operator
 from typing import Any
 
@@ -142,7 +143,7 @@ def tensordot(a: Any, b: Any, axes: Any = 2) -> Tensor:
         )
     free_a = [d for d in range(ta.ndim) if d not in ax_a]
     free_b = [d for d in range(tb.ndim) if d not in ax_b]
-    k = int(np.prod([ta.shape[d] for d in ax_a], dtype=np.int64))
+    k = math.prod([ta.shape[d] for d in ax_a])
     am = ta.transpose(free_a + ax_a).reshape(-1, k)
     bm = tb.transpose(ax_b + free_b).reshape(k, -1)
     return matmul(am, bm).reshape([ta.shape[d] for d in free_a] + [tb.shape[d] for d in free_b])
@@ -276,9 +277,9 @@ def _contract(a: Tensor, la: str, b: Tensor, lb: str, keep: str) -> tuple[Tensor
     for c in summed:
         if sa[c] != sb[c]:
             raise ValueError(f"einsum: size of {c!r} differs ({sa[c]} and {sb[c]})")
-    k = int(np.prod([sa[c] for c in summed], dtype=np.int64))
-    m = int(np.prod([sa[c] for c in free_a], dtype=np.int64))
-    n = int(np.prod([sb[c] for c in free_b], dtype=np.int64))
+    k = math.prod([sa[c] for c in summed])
+    m = math.prod([sa[c] for c in free_a])
+    n = math.prod([sb[c] for c in free_b])
     am = a.transpose([la.index(c) for c in batch + free_a + summed]).reshape(
         [sa[c] for c in batch] + [m, k]
     )
@@ -312,7 +313,7 @@ def inv(a: Any) -> Tensor:
     """Inverse of a (stack of) square matrices."""
     t, dt = _float(as_tensor(a))
     batch, n = _square_stack(t, "inv")
-    nb = int(np.prod(batch, dtype=np.int64))
+    nb = math.prod(batch)
     return general(INV, dt, [t], [(dt, t.shape)], [nb, n])
 
 
@@ -320,7 +321,7 @@ def det(a: Any) -> Tensor:
     """Determinant of a (stack of) square matrices."""
     t, dt = _float(as_tensor(a))
     batch, n = _square_stack(t, "det")
-    nb = int(np.prod(batch, dtype=np.int64))
+    nb = math.prod(batch)
     return general(DET, dt, [t], [(dt, batch)], [nb, n])
 
 
@@ -340,7 +341,7 @@ def slogdet(a: Any) -> SlogdetResult:
     """Sign and log of the absolute determinant; differentiable in the latter."""
     t, dt = _float(as_tensor(a))
     batch, n = _square_stack(t, "slogdet")
-    nb = int(np.prod(batch, dtype=np.int64))
+    nb = math.prod(batch)
     sign, logdet = general(SLOGDET, dt, [t], [(dt, batch), (dt, batch)], [nb, n], visible=2)
     return SlogdetResult((sign.detach(), logdet))
 
@@ -367,7 +368,7 @@ def solve(a: Any, b: Any) -> Tensor:
     ta = broadcast_to(astype(ta, dtype), (*out_batch, n, n))
     rhs = broadcast_to(astype(rhs, dtype), (*out_batch, n, k))
     dt = DTYPE_CODE[np.dtype(dtype)]
-    nb = int(np.prod(out_batch, dtype=np.int64))
+    nb = math.prod(out_batch)
     x = general(SOLVE, dt, [ta, rhs], [(dt, (*out_batch, n, k))], [nb, n, k])
     return x.reshape(n) if vector else x
 
@@ -377,7 +378,7 @@ def cholesky(a: Any) -> Tensor:
     (only the lower triangle is read; the gradient is symmetrised)."""
     t, dt = _float(as_tensor(a))
     batch, n = _square_stack(t, "cholesky")
-    nb = int(np.prod(batch, dtype=np.int64))
+    nb = math.prod(batch)
     return general(CHOLESKY, dt, [t], [(dt, t.shape)], [nb, n])
 
 

@@ -3,6 +3,7 @@ var, std and average written in terms of them; argmax/argmin (not differentiable
 
 from __future__ import annotations
 
+import math
 import operator
 from typing import Any
 
@@ -68,7 +69,7 @@ def _reduce(op: Op, x: Any, axis: Any, keepdims: bool, kind: str, out: Any = Non
         f = {"sum": np.sum, "mean": np.mean, "prod": np.prod, "max": np.max, "min": np.min}
         return Tensor._external(np.asarray(f[kind](t._value(), axis=axes, keepdims=keepdims)))
     out_shape = reduced_shape(shape, axes, keepdims)
-    count = int(np.prod([shape[d] for d in axes], dtype=np.int64))
+    count = math.prod([shape[d] for d in axes])
     params = [len(axes), *axes]
     if kind in ("max", "min"):
         if count == 0:
@@ -164,7 +165,7 @@ def var(
     _no_out("var", out)
     t = as_tensor(a) if dtype is None else as_tensor(a).astype(dtype)
     axes = normalize_axes(axis, t.ndim, "var")
-    n = int(np.prod([t.shape[d] for d in axes], dtype=np.int64))
+    n = math.prod([t.shape[d] for d in axes])
     d = t - mean(t, axis=axes, keepdims=True)
     return sum(d * d, axis=axes, keepdims=keepdims) * (1.0 / (n - ddof) if n > ddof else np.nan)
 

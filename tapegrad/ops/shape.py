@@ -459,15 +459,24 @@ def where(condition: Any, x: Any = None, y: Any = None) -> Any:
     c, tx, ty = as_tensor(condition), as_tensor(x), as_tensor(y)
     if c.dtype != np.bool_:
         c = c != 0
-    # Python numbers are weak (NEP 50): where(c, x32, 0.0) stays float32
-    dtype = np.result_type(
-        *[
-            v if type(v) in (float, int, bool) else np.empty(0, t.dtype)
-            for v, t in ((x, tx), (y, ty))
-        ]
-    )
+    # Python numbers are weak (NEP 50): where(c, x32, 0.0) stays float32. The common
+    # cases skip NumPy's promotion and broadcasting calls (several us each).
+    weak = (float, int, bool)
+    if tx.dtype == ty.dtype and (type(x) in weak) == (type(y) in weak):
+        dtype = tx.dtype
+    elif type(y) in weak and type(x) not in weak and tx.dtype.kind == "f":
+        dtype = tx.dtype
+    elif type(x) in weak and type(y) not in weak and ty.dtype.kind == "f":
+        dtype = ty.dtype
+    else:
+        dtype = np.result_type(
+            *[v if type(v) in weak else np.empty(0, t.dtype) for v, t in ((x, tx), (y, ty))]
+        )
     try:
-        shape = np.broadcast_shapes(c.shape, tx.shape, ty.shape)
+        if c.shape == tx.shape and (ty.shape == tx.shape or not ty.shape):
+            shape = tx.shape
+        else:
+            shape = np.broadcast_shapes(c.shape, tx.shape, ty.shape)
     except ValueError:
         raise ValueError(
             f"where: shapes {c.shape}, {tx.shape} and {ty.shape} do not broadcast together"
