@@ -19,11 +19,13 @@ import ctypes
 import math
 import sys
 import threading
+from itertools import compress
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from . import dispatch
+from ._jit import entry_point
 from .layout import (
     ALIGN,
     DTYPE_CODE,
@@ -113,14 +115,22 @@ _TABLES = {
 _HEADROOM = {"node": 8, "slot": 8, "link": 16, "ip": 0, "fp": 0, "shape": 4 * MAXDIM}
 
 
-def _refcounts(objs: list) -> np.ndarray:
-    """Reference counts of the objects (a C-speed loop: ~20 ns per object)."""
-    return np.fromiter(map(sys.getrefcount, objs), np.int64, len(objs))
+def _count_seen(objs: list) -> list[int]:
+    """The reference counts :func:`_held` sees (to calibrate it)."""
+    seen: list[int] = []
+    list(compress(objs, map(lambda c: seen.append(c), map(sys.getrefcount, objs))))
+    return seen
 
 
-# Reference count `_refcounts` sees for an object held only by its list; anything above
-# means someone else (user code) holds it.
-_UNREFERENCED = int(_refcounts([object()])[0])
+# Reference count `_held` sees for an object held only by its list (compress holds the
+# item while the count is taken); anything above means someone else (user code) does.
+_UNREFERENCED = _count_seen([object()])[0]
+
+
+def _held(objs: list) -> list:
+    """The objects of ``objs`` that something besides the list references: a C-speed
+    loop, ~20 ns per object (NumPy's fromiter + flatnonzero cost ~5 us more)."""
+    return list(compress(objs, map(_UNREFERENCED.__lt__, map(sys.getrefcount, objs))))
 
 
 # Elementwise results of at least this many elements are computed by NumPy's ufunc
@@ -134,6 +144,26 @@ def _aligned_buffer(nbytes: int) -> tuple[np.ndarray, int]:
     buf = np.empty(nbytes + ALIGN, np.uint8)
     addr = buf.ctypes.data
     return buf, addr + (-addr) % ALIGN
+
+
+# import_slot's compiled entry point (skipping numba's dispatcher, ~200 ns a call; see
+# ``_jit.entry_point``) once the first import has compiled or loaded it.
+_import_slot: Any = import_slot
+
+
+def _use_import_entry_point(h: np.ndarray) -> None:
+    global _import_slot
+    _import_slot = entry_point(import_slot, h, 0, 0, 0, 0, 0)
+
+
+def data_address(arr: np.ndarray) -> int:
+    """Address of a contiguous array's first byte: ``arr.ctypes.data`` builds a ctypes
+    helper object (~1.4 us); a char over the buffer costs ~0.35 us but needs a
+    writable, non-empty one."""
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(arr))
+    except (TypeError, ValueError):
+        return arr.ctypes.data
 
 
 def normalize_array(a: Any, copy: bool = True) -> np.ndarray:
@@ -195,6 +225,8 @@ class Tape:
         self.custom: list[Any] = []  # custom functions' Python state, by node iparam
         self.hooks: dict[int, list] = {}  # gradient hooks of tensors in this tape, by slot
         self.sources: dict[int, str] = {}  # anomaly mode: where each node was recorded
+        # positions gathered by basic keys (ops.shape.getitem), per (shape, key)
+        self.gathers: dict[tuple, Tensor] = {}
         self.blas = False
         self.pinned = False  # a captured program's tape: never rewound
         # Set by a backward that freed its graph: the next op first tries to rewind, so
@@ -226,6 +258,20 @@ class Tape:
         if count + n > self.h[cap_f]:
             self.grow(name, n)
         return count
+
+    def reserve_request(self, nlink: int, nip: int, nfp: int, nshape: int) -> tuple:
+        """:meth:`reserve` for the four tables an array op's request fills, in one call
+        (one op records these per call: the common case is one comparison each)."""
+        h = self.h
+        if (
+            h[H_NLINK] + nlink > h[H_LINK_CAP]
+            or h[H_NIP] + nip > h[H_IP_CAP]
+            or h[H_NFP] + nfp > h[H_FP_CAP]
+            or h[H_NSHAPE] + nshape > h[H_SHAPE_CAP]
+        ):
+            for name, n in (("link", nlink), ("ip", nip), ("fp", nfp), ("shape", nshape)):
+                self.reserve(name, n)
+        return h[H_NLINK], h[H_NIP], h[H_NFP], h[H_NSHAPE]
 
     def _new_chunk(self, nbytes: int) -> None:
         buf, addr = _aligned_buffer(nbytes)
@@ -301,7 +347,7 @@ class Tape:
         dt = self.slot_field(S_DTYPE, s)
         out = np.empty(self.slot_shape(s), NP_DTYPES[dt])
         if out.size:
-            ctypes.memmove(out.ctypes.data, self.slot_field(S_ADDR, s), out.size * ITEMSIZE[dt])
+            ctypes.memmove(data_address(out), self.slot_field(S_ADDR, s), out.size * ITEMSIZE[dt])
         return out
 
     def read_grad(self, s: int) -> np.ndarray | None:
@@ -312,18 +358,22 @@ class Tape:
         dt = self.slot_field(S_DTYPE, s)
         out = np.empty(self.slot_shape(s), NP_DTYPES[dt])
         if out.size:
-            ctypes.memmove(out.ctypes.data, self.h[H_GRAD] + off, out.size * ITEMSIZE[dt])
+            ctypes.memmove(data_address(out), self.h[H_GRAD] + off, out.size * ITEMSIZE[dt])
         return out
 
     def import_array(self, arr: np.ndarray, flags: int) -> int:
         """Slot for an array the caller owns and will not modify (kept alive here)."""
+        addr = data_address(arr)
         while True:
             pos = self.reserve("shape", arr.ndim)
-            self.views["shape"][pos : pos + arr.ndim] = np.asarray(arr.shape, np.int64)
-            s = import_slot(
-                self.header, arr.ctypes.data, DTYPE_CODE[arr.dtype], arr.ndim, arr.size, flags
-            )
+            sv = self.views["shape"]
+            for d in arr.shape:
+                sv[pos] = d
+                pos += 1
+            s = _import_slot(self.header, addr, DTYPE_CODE[arr.dtype], arr.ndim, arr.size, flags)
             if s >= 0:
+                if _import_slot is import_slot:
+                    _use_import_entry_point(self.header)
                 self.keep.append(arr)
                 return s
             self.fix(s)
@@ -361,7 +411,7 @@ class Tape:
         if self.pinned:
             return False
         handles = self.handles
-        live = [handles[i] for i in np.flatnonzero(_refcounts(handles) > _UNREFERENCED)]
+        live = _held(handles)
         # still in this tape (x[key] = v and requires_grad_() can take a handle out of
         # it; x[key] = v can also list a handle twice)
         live = [t for t in live if t._data is None and t._tape is self]

@@ -22,12 +22,14 @@ from typing import Any
 
 import numpy as np
 
+from ._jit import entry_point
 from .layout import (
     DEFERRED,
     DTYPE_NAMES,
     E_BROADCAST,
     E_LINALG,
     E_NOFLOAT,
+    F64,
     H_NLINK,
     NP_DTYPES,
     R_ALIAS,
@@ -36,6 +38,7 @@ from .layout import (
     R_NIP,
     R_NOUT,
     R_OUT,
+    S_DTYPE,
     SLOT_CONST,
     SLOT_FREED,
     SLOT_LEAF,
@@ -528,6 +531,8 @@ def elementwise(op: Any, x: Any, y: Any = None, out: Any = None) -> Tensor:
         else:
             r = record_elementwise(h, code, a, b, fa, fb, compare)
         if r >= 0:
+            if _record_tensors is record_tensors:
+                _use_entry_points(h)
             if r >= DEFERRED:
                 r = _numpy_forward(tape, op, r - DEFERRED)
             return _in_tape(tape, r, ep)
@@ -543,6 +548,25 @@ def elementwise(op: Any, x: Any, y: Any = None, out: Any = None) -> Tensor:
                 f"shapes {_shape_of(x)} and {_shape_of(y)}"
             )
         tape.fix(r)
+
+
+# The eager fast paths call the recorder's compiled entry points, skipping numba's
+# dispatcher (about 150 ns of the ~1 us an op costs; see ``_jit.entry_point``). They are
+# the dispatchers themselves until the first op has compiled or loaded the recorder.
+_record_tensors: Any = record_tensors
+_record_scalar: Any = record_elementwise
+_record_general: Any = record_general
+
+
+def _use_entry_points(h: np.ndarray) -> None:
+    global _record_tensors, _record_scalar
+    _record_scalar = entry_point(record_elementwise, h, 0, 0, 0, 0.0, 0.0, False)
+    _record_tensors = entry_point(record_tensors, h, 0, 0, 0)
+
+
+def _use_general_entry_point(h: np.ndarray) -> None:
+    global _record_general
+    _record_general = entry_point(record_general, h, 0, 0, False)
 
 
 _POOL: Any = None
@@ -603,7 +627,7 @@ def elementwise_function(op: Any) -> Callable[..., Tensor]:
                 tape = current_tape()
                 ep = tape.epoch
                 if x._tape is tape and x._epoch == ep:
-                    r = record_tensors(tape.header, opc, x._slot, ABSENT)
+                    r = _record_tensors(tape.header, opc, x._slot, ABSENT)
                     if r >= 0:
                         if r >= DEFERRED:
                             r = _numpy_forward(tape, op, r - DEFERRED)
@@ -624,13 +648,19 @@ def elementwise_function(op: Any) -> Callable[..., Tensor]:
             r = -1
             if tx is Tensor and ty is Tensor:
                 if x._tape is tape and x._epoch == ep and y._tape is tape and y._epoch == ep:
-                    r = record_tensors(tape.header, opc, x._slot, y._slot)
-            # a Python float goes by value (weak, as NumPy treats it): `y * 1.01`
-            elif ty is float:
+                    r = _record_tensors(tape.header, opc, x._slot, y._slot)
+            # a Python float or int goes by value (weak, as NumPy treats it): `y * 1.01`,
+            # `y ** 2`; so does a NumPy float64 scalar with a float64 tensor (strong under
+            # NEP 50, but then it changes nothing): `y - observed[0, k]`
+            elif ty is float or ty is int:
                 if x._tape is tape and x._epoch == ep:
-                    r = record_elementwise(tape.header, code, x._slot, SCALAR, 0.0, y, compare)
-            elif tx is float and y._tape is tape and y._epoch == ep:
-                r = record_elementwise(tape.header, code, SCALAR, y._slot, x, 0.0, compare)
+                    r = _record_scalar(tape.header, code, x._slot, SCALAR, 0.0, float(y), compare)
+            elif tx is float or tx is int:
+                if y._tape is tape and y._epoch == ep:
+                    r = _record_scalar(tape.header, code, SCALAR, y._slot, float(x), 0.0, compare)
+            elif ty is np.float64:
+                if x._tape is tape and x._epoch == ep and tape.slot_field(S_DTYPE, x._slot) == F64:
+                    r = _record_scalar(tape.header, code, x._slot, SCALAR, 0.0, float(y), compare)
             if r >= 0:  # anything else (binding, errors, growing the tape): the full path
                 if r >= DEFERRED:
                     r = _numpy_forward(tape, op, r - DEFERRED)
@@ -664,10 +694,7 @@ def general(
         slots = [_operand(tape, ep, v)[0] for v in inputs]
         if tape.epoch != ep:
             continue
-        pl = tape.reserve("link", nin + nout)
-        pi = tape.reserve("ip", len(ip))
-        pf = tape.reserve("fp", len(fp))
-        ps = tape.reserve("shape", nshape)
+        pl, pi, pf, ps = tape.reserve_request(nin + nout, len(ip), len(fp), nshape)
         views = tape.views
         lv, iv, fv, sv = views["link"], views["ip"], views["fp"], views["shape"]
         for i, s in enumerate(slots):
@@ -688,7 +715,9 @@ def general(
             for d in shape:
                 sv[ps] = int(d)
                 ps += 1
-        r = record_general(h, op.code, sig, op.differentiable)
+        if _record_general is record_general:
+            _use_general_entry_point(h)
+        r = _record_general(h, op.code, sig, op.differentiable)
         if r >= 0:
             if visible == 1:
                 return _in_tape(tape, r, ep)

@@ -71,7 +71,7 @@ def matmul(x: Any, y: Any) -> Tensor:
         )
     bx, by = x2[:-2], y2[:-2]
     try:
-        bo = np.broadcast_shapes(bx, by)
+        bo = bx if bx == by else np.broadcast_shapes(bx, by)
     except ValueError:
         raise ValueError(
             f"matmul: batch dimensions of shapes {xs} and {ys} do not broadcast"
