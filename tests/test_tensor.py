@@ -186,6 +186,74 @@ def test_subgradients_at_kinks():
     np.testing.assert_array_equal(e.grad, [0.0, 0.0])
 
 
+def test_scalar_operands_by_value():
+    """Python ints and floats are weak; a NumPy float64 scalar keeps float64 and
+    promotes float32 (NEP 50), whichever path records the op."""
+    x64 = tg.tensor(np.array([0.5, -1.5, 2.0]), requires_grad=True)
+    x32 = tg.tensor(np.array([0.5, -1.5, 2.0], np.float32), requires_grad=True)
+    a64, a32 = x64 * 1.0, x32 * 1.0  # results in the tape: the operator fast path
+    v = np.float64(0.25)
+    cases = [
+        (a64 * 3, np.float64),
+        (3 - a64, np.float64),
+        (a64**2, np.float64),
+        (2**a64, np.float64),
+        (a64 - v, np.float64),
+        (a32 * 3, np.float32),
+        (1 - a32, np.float32),
+        (a32**2, np.float32),
+        (a32 - v, np.float64),
+        (a32 > 1, np.bool_),
+    ]
+    for r, dt in cases:
+        assert r.dtype == dt, (r, dt)
+    expected = [
+        3 * x64.numpy(),
+        3 - x64.numpy(),
+        x64.numpy() ** 2,
+        2 ** x64.numpy(),
+        x64.numpy() - 0.25,
+    ]
+    for (r, _), e in zip(cases, expected):
+        np.testing.assert_allclose(r.numpy(), e)
+    (a64 * 3 + 3 - a64 + a64**2 + 2**a64 + (a64 - v)).sum().backward()
+    g = 3 - 1 + 2 * x64.numpy() + np.log(2) * 2 ** x64.numpy() + 1
+    np.testing.assert_allclose(x64.grad, g)
+    (a32**2 - v).sum().backward()
+    assert x32.grad.dtype == np.float32
+    np.testing.assert_allclose(x32.grad, 2 * x32.numpy())
+
+
+def test_basic_indexing_in_a_loop():
+    """The positions of basic keys are kept per tape: reusing them across ops and
+    steps gives the same values and gradients as fresh ones, and NumPy's errors."""
+    u0 = np.arange(12.0).reshape(3, 4)
+    for _step in range(3):
+        u = tg.tensor(u0, requires_grad=True)
+        total = 0.0
+        for k in range(3):
+            total = total + u[k, 1] * (k + 1) + u[np.int64(k)].sum() + u[k:, ::-2].sum()
+        total = total + u[(2,)].sum() + u[..., None, 3].sum() + u[()].sum()
+        total.backward()
+        g = np.zeros_like(u0)
+        for k in range(3):
+            g[k, 1] += k + 1
+            g[k] += 1
+            g[k:, ::-2] += 1
+        g[2] += 1
+        g[:, 3] += 1
+        g += 1
+        np.testing.assert_array_equal(u.grad, g)
+        np.testing.assert_array_equal(u[1, 2].numpy(), u0[1, 2])
+        assert u[2:, 1:3].shape == (1, 2)
+    v = tg.tensor(np.arange(5.0))
+    np.testing.assert_array_equal(v[1:4].numpy(), [1.0, 2.0, 3.0])  # another shape, same key
+    with pytest.raises(IndexError, match=r"getitem: .*shape \(5,\)"):
+        v[7]
+    with pytest.raises(IndexError, match="getitem"):
+        u[0, 0, 0]
+
+
 def test_repeated_indices_add_up():
     x = tg.tensor(np.arange(4.0), requires_grad=True)
     x[np.array([0, 1, 1, 3, 3, 3])].sum().backward()

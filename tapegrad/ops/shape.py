@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import operator
 from typing import Any
 
@@ -83,12 +84,12 @@ def _normalize_shape(size: int, shape: tuple, old: tuple) -> tuple[int, ...]:
     shape = tuple(operator.index(d) for d in shape)
     if shape.count(-1) > 1:
         raise ValueError("reshape: can only specify one unknown dimension")
-    known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
+    known = math.prod([d for d in shape if d != -1])
     if -1 in shape:
         if known == 0 or size % known:
             raise ValueError(f"reshape: cannot reshape array of size {size} into shape {shape}")
         shape = tuple(size // known if d == -1 else d for d in shape)
-    if any(d < 0 for d in shape) or int(np.prod(shape, dtype=np.int64)) != size:
+    if any(d < 0 for d in shape) or math.prod(shape) != size:
         raise ValueError(
             f"reshape: cannot reshape array of size {size} (shape {old}) into shape {shape}"
         )
@@ -101,7 +102,7 @@ def reshape(x: Any, *shape: Any) -> Tensor:
     if len(shape) == 1 and not isinstance(shape[0], int | np.integer):
         shape = tuple(shape[0])
     old = t.shape
-    new = _normalize_shape(int(np.prod(old, dtype=np.int64)), shape, old)
+    new = _normalize_shape(math.prod(old), shape, old)
     dt = DTYPE_CODE[t.dtype]
     return general(RESHAPE, dt, [t], [(dt, new)], alias=True)
 
@@ -195,7 +196,7 @@ def gather_positions(x: Any, index: Any, fill: Any = None, what: str = "getitem"
     t = as_tensor(x)
     shape = t.shape
     try:
-        positions = np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int64)
+        positions = np.arange(math.prod(shape), dtype=np.int64)
         idx = np.asarray(index(positions.reshape(shape)))
     except (IndexError, ValueError, TypeError) as e:
         raise type(e)(f"{what}: {e} (tensor of shape {shape})") from None
@@ -210,11 +211,53 @@ def gather_positions(x: Any, index: Any, fill: Any = None, what: str = "getitem"
     return general(GATHER, dt, [src, idx], [(dt, idx.shape)])
 
 
+def _basic_key(key: Any) -> Any:
+    """A hashable stand-in for a key made of ints, slices of ints, ``None`` and ``...``
+    (NumPy's basic indexing), or None for any other key."""
+    parts = key if type(key) is tuple else (key,)
+    out = []
+    for k in parts:
+        tk = type(k)
+        if tk is int or k is None or k is Ellipsis:
+            out.append(k)
+        elif tk is np.int64:  # from a loop over np.arange
+            out.append(int(k))
+        elif tk is slice and all(type(v) is int or v is None for v in (k.start, k.stop, k.step)):
+            out.append((k.start, k.stop, k.step))
+        else:
+            return None
+    return type(key) is tuple, tuple(out)
+
+
+_GATHERS_MAX = 4096
+
+
 def getitem(x: Any, key: Any) -> Tensor:
     """``x[key]`` with NumPy semantics: slices, ints, ``None``, ``...``, integer arrays
     (repeated indices add up their gradients) and boolean masks, mixed freely."""
+    t = as_tensor(x)
+    basic = _basic_key(key)
+    if basic is not None and t.dtype.kind == "f":
+        # `u[k]` in a Python loop makes the same few gathers over and over; computing
+        # their positions with NumPy (arange, reshape, index, copy) costs more than
+        # recording the op, so the thread's tape keeps them, as constant tensors
+        # (bound once per epoch) over read-only arrays.
+        gathers = current_tape().gathers
+        idx = gathers.get((t.shape, basic))
+        if idx is None:
+            positions = np.arange(math.prod(t.shape), dtype=np.int64).reshape(t.shape)
+            try:
+                arr = np.array(positions[key], dtype=np.int64)
+            except IndexError as e:
+                raise IndexError(f"getitem: {e} (tensor of shape {t.shape})") from None
+            arr.flags.writeable = False
+            if len(gathers) >= _GATHERS_MAX:
+                gathers.clear()
+            idx = gathers[(t.shape, basic)] = Tensor._external(arr)
+        dt = DTYPE_CODE[t.dtype]
+        return general(GATHER, dt, [t, idx], [(dt, idx.shape)])
     k = _index_values(key)
-    return gather_positions(x, lambda p: p[k])
+    return gather_positions(t, lambda p: p[k])
 
 
 def _getitem_cases() -> list:
@@ -332,8 +375,8 @@ def concatenate(arrays: Any, axis: Any = 0, out: Any = None, dtype: Any = None) 
     if dt not in FLOAT_CODES:
         return Tensor._external(np.concatenate([t._value() for t in ts], axis=ax).astype(dtype))
     ts = [astype(t, dtype) for t in ts]
-    outer = int(np.prod(shape[:ax], dtype=np.int64))
-    inner = int(np.prod(shape[ax + 1 :], dtype=np.int64))
+    outer = math.prod(shape[:ax])
+    inner = math.prod(shape[ax + 1 :])
     ip = [outer, inner, shape[ax], *[t.shape[ax] for t in ts]]
     return general(CONCATENATE, dt, ts, [(dt, shape)], ip)
 
