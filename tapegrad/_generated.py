@@ -37,6 +37,8 @@ from tapegrad.kernels.reduce import (
     cumsum_bwd,
     cumsum_fwd,
     extreme_bwd,
+    log_softmax_bwd,
+    log_softmax_fwd,
     max_fwd,
     min_fwd,
     prod_bwd,
@@ -154,7 +156,6 @@ OP_gammaln = StaticRef("gammaln")
 OP_xlogy = StaticRef("xlogy")
 OP_logsumexp = StaticRef("logsumexp")
 OP_softmax = StaticRef("softmax")
-OP_log_softmax = StaticRef("log_softmax")
 
 def add__float64__fwd(node, tp):
     return binary_fwd(OP_add, np.float64, node, tp)
@@ -1338,3 +1339,19 @@ def xlogy__float32__fwd(node, tp):
 
 def xlogy__float32__bwd(node, tp):
     return binary_bwd(OP_xlogy, np.float32, node, tp)
+
+
+def log_softmax__float64__fwd(node, tp):
+    return log_softmax_fwd(np.float64, node, tp)
+
+
+def log_softmax__float64__bwd(node, tp):
+    return log_softmax_bwd(np.float64, node, tp)
+
+
+def log_softmax__float32__fwd(node, tp):
+    return log_softmax_fwd(np.float32, node, tp)
+
+
+def log_softmax__float32__bwd(node, tp):
+    return log_softmax_bwd(np.float32, node, tp)

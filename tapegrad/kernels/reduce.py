@@ -23,6 +23,7 @@ from ..layout import (
     out_grad,
     scratch,
 )
+from . import vecmath as vm
 from .loops import collapse, line_start, lines, next_row, plan_arrays, row_walk, ux
 
 
@@ -409,4 +410,64 @@ def cumprod_bwd(dt, node, tp):
             s += g[start + k * stride]
             before = out[start + (k - 1) * stride] if k > 0 else 1.0
             gx[start + k * stride] += before * s
+    return OK
+
+
+# --- log_softmax: a reduction and a broadcast along each line of one axis ----------------
+
+
+@jit(inline="always")
+def _exp(v):
+    """e^v by the vector formula on its range (the shifted values of a softmax are <= 0
+    there), libm elsewhere: NaN, +-inf, below -708 (subnormal results)."""
+    if -708.0 <= v <= 708.0:
+        return vm.exp(v)
+    return np.exp(v)
+
+
+@jit
+def log_softmax_fwd(dt, node, tp):
+    """``out = x - m - log(sum(exp(x - m)))`` along each line, with m the line's max
+    (0 when it is not finite: an all -inf line gives NaN, as in SciPy). One node in
+    place of the composite's ten (max, shift, exp, sum, log...): the sum runs in
+    float64 and nothing overflows."""
+    h = header(tp)
+    x = in_data(h, node, 0, dt)
+    out = out_data(h, node, 0, dt)
+    count, length, stride = lines(in_shape(h, node, 0), node_ip(h, node)[0])
+    for line in range(count):
+        start = line_start(line, length, stride)
+        m = -np.inf
+        for k in range(length):
+            v = x[start + k * stride]
+            if v > m:
+                m = v
+        if not np.isfinite(m):
+            m = 0.0
+        s = 0.0
+        for k in range(length):
+            s += _exp(x[start + k * stride] - m)
+        shift = m + np.log(s)
+        for k in range(length):
+            i = start + k * stride
+            out[i] = x[i] - shift
+    return OK
+
+
+@jit
+def log_softmax_bwd(dt, node, tp):
+    """``gx += g - softmax * sum(g)`` along each line, the softmax being ``exp(out)``."""
+    h = header(tp)
+    g = out_grad(h, node, 0, dt)
+    out = out_data(h, node, 0, dt)
+    gx = in_grad(h, node, 0, dt)
+    count, length, stride = lines(in_shape(h, node, 0), node_ip(h, node)[0])
+    for line in range(count):
+        start = line_start(line, length, stride)
+        sg = 0.0
+        for k in range(length):
+            sg += g[start + k * stride]
+        for k in range(length):
+            i = start + k * stride
+            gx[i] += g[i] - _exp(out[i]) * sg
     return OK

@@ -2,7 +2,8 @@
 
 Primitives with stable formulas (``expit`` never overflows, ``xlogy`` is 0 where
 ``x == 0``) and composites written in terms of other ops (``logsumexp`` shifts by the
-max, ``softmax`` and ``log_softmax`` go through it).
+max, ``softmax`` goes through ``log_softmax``, a row of its own: one node for the
+classifier's loss instead of ten).
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ import numpy as np
 
 from .._jit import jit
 from ..kernels import vecmath as vm
-from ..tensor import Tensor, as_tensor
+from ..kernels.reduce import log_softmax_bwd, log_softmax_fwd
+from ..layout import DTYPE_CODE, FLOAT_CODES
+from ..tensor import Tensor, as_tensor, general
+from .reduce import normalize_axes
 from .table import Kind, Op
 
 SQRT_PI_INV2 = 1.1283791670955126  # 2 / sqrt(pi)
@@ -185,15 +189,24 @@ def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False) -
 
 
 def softmax(x: Any, axis: Any = None) -> Tensor:
-    """exp(x) / sum(exp(x), axis), via ``logsumexp`` (stable for any x)."""
+    """exp(x) / sum(exp(x), axis), as ``exp(log_softmax(x))`` (stable for any x)."""
     from .. import numpy as tnp
 
-    return tnp.exp(x - logsumexp(x, axis=axis, keepdims=True))
+    return tnp.exp(log_softmax(x, axis=axis))
 
 
 def log_softmax(x: Any, axis: Any = None) -> Tensor:
-    """x - logsumexp(x, axis): stable log-probabilities."""
-    return as_tensor(x) - logsumexp(x, axis=axis, keepdims=True)
+    """x - logsumexp(x, axis): stable log-probabilities (all elements when axis is None),
+    one node whose backward is ``g - softmax * sum(g)``."""
+    t = as_tensor(x)
+    dt = DTYPE_CODE[t.dtype]
+    if dt not in FLOAT_CODES:
+        t = t.astype(np.float64)
+        dt = DTYPE_CODE[t.dtype]
+    if axis is None:
+        return general(LOG_SOFTMAX, dt, [t.reshape(-1)], [(dt, (t.size,))], [0]).reshape(t.shape)
+    (ax,) = normalize_axes(axis, t.ndim, "log_softmax")
+    return general(LOG_SOFTMAX, dt, [t], [(dt, t.shape)], [ax])
 
 
 def _special(m: Any) -> Any:
@@ -262,10 +275,11 @@ SOFTMAX = Op(
 )
 LOG_SOFTMAX = Op(
     "log_softmax",
-    Kind.COMPOSITE,
-    None,
-    None,
-    "x - logsumexp(x) along axis",
+    Kind.ARRAY,
+    log_softmax_fwd,
+    log_softmax_bwd,
+    "x - logsumexp(x) along axis, one node",
+    array_saves=("out",),
     front=log_softmax,
     cases=_softmax_cases("log_softmax"),
     namespace="special",
