@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
+
+import tapegrad as tg
+import tapegrad.numpy as tnp
+import tapegrad.special as tsp
 
 from .workloads import (
     backward_seconds,
@@ -39,6 +45,50 @@ class ChainOverhead:
 
     def peakmem_forward_backward(self, n_ops, size):
         chain_grad_tapegrad(self.x0, n_ops)
+
+
+class ArrayOpOverhead:
+    """Eager cost of one op outside the elementwise fast path, recorded 100 times per
+    step on small operands (a (16, 10) tensor): indexing with a basic key, a reduction
+    over an axis, a small matmul, log_softmax, and an elementwise op with a NumPy
+    float64 scalar or a NumPy array."""
+
+    params = ["getitem", "sum_axis", "matmul", "log_softmax", "np_scalar", "np_array"]
+    param_names = ["op"]
+    timeout = 300
+    OPS = 100
+
+    def setup(self, op):
+        rng = np.random.default_rng(0)
+        self.w = tg.tensor(rng.standard_normal((16, 10)), requires_grad=True)
+        m = rng.standard_normal((10, 10))
+        c = rng.standard_normal((16, 10))
+        s = np.float64(0.5)
+        self.f = {
+            "getitem": lambda y, k: y[k % 16, 3],
+            "sum_axis": lambda y, k: tnp.sum(y, axis=1),
+            "matmul": lambda y, k: y @ m,
+            "log_softmax": lambda y, k: tsp.log_softmax(y, axis=1),
+            "np_scalar": lambda y, k: y - s,
+            "np_array": lambda y, k: y * c,
+        }[op]
+        self.step()
+
+    def step(self):
+        y = self.w * 1.0
+        t = time.perf_counter()
+        total = [self.f(y, k) for k in range(self.OPS)]
+        elapsed = time.perf_counter() - t
+        tnp.sum(total[-1]).backward()
+        return elapsed
+
+    def time_step(self, op):
+        self.step()
+
+    def track_ns_per_op(self, op):
+        return float(np.median([self.step() for _ in range(15)])) / self.OPS * 1e9
+
+    track_ns_per_op.unit = "ns/op"
 
 
 class ColdStart:
