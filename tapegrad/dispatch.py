@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ._jit import kernel_cfunc
-from .layout import BWD, FWD, N_SIGS, NO_RULE, OPF_UFUNC, PY_CALLBACK
+from .layout import BWD, FWD, N_SIGS, NO_RULE, OPF_THREADS_ONLY, OPF_UFUNC, PY_CALLBACK
 
 _lock = threading.RLock()
 _keepalive: list[Any] = []
@@ -68,6 +68,8 @@ def ktable() -> np.ndarray:
                         and op.vector is None
                     ):
                         flags[op.code] |= OPF_UFUNC
+                        if op.arith:
+                            flags[op.code] |= OPF_THREADS_ONLY
                 _opflags = flags
                 _ktab = tab
     return _ktab

@@ -100,9 +100,13 @@ def cast_sig(src: int, dst: int) -> int:
     H_OPFLAGS,  # address of the int64 table of per-op flags (OPF_*)
     H_NUMPY_MIN,  # elementwise results this large are computed by NumPy's ufunc (0: never)
     H_GRAD_USED,  # bytes of gradient arena the last backward laid out (run_backward)
+    H_THREAD_MIN,  # same-shape results this large may be split across threads (0: never)
     H_LEN,
-) = range(50)
+) = range(51)
 OPF_UFUNC = 1  # the op's forward is exactly a NumPy ufunc of the same name
+# ... and its kernel is as fast as that ufunc's loop (plain arithmetic): NumPy computes
+# it only to split a large same-shape result across threads
+OPF_THREADS_ONLY = 2
 DEFERRED = 1 << 40  # added to a slot id: "recorded, forward left to NumPy's ufunc"
 
 # --- node table fields ---------------------------------------------------------------

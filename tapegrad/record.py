@@ -52,6 +52,7 @@ from .layout import (
     H_SELF,
     H_SHAPE_CAP,
     H_SLOT_CAP,
+    H_THREAD_MIN,
     ITEMSIZE,
     N_FIELDS,
     N_FLAGS,
@@ -66,6 +67,7 @@ from .layout import (
     N_OP,
     N_SIG,
     OK,
+    OPF_THREADS_ONLY,
     OPF_UFUNC,
     R_ALIAS,
     R_NFP,
@@ -372,8 +374,15 @@ def record_elementwise(h, op, a, b, fa, fb, compare):
         push_link(h, b)
     push_link(h, out)
     if size >= h[H_NUMPY_MIN] > 0:  # a large array: NumPy's SIMD ufunc may do better
-        if carray(as_pointer(h[H_OPFLAGS], np.int64), h[H_KTAB_OPS])[op] & OPF_UFUNC:
-            return out + DEFERRED
+        f = carray(as_pointer(h[H_OPFLAGS], np.int64), h[H_KTAB_OPS])[op]
+        if f & OPF_UFUNC:
+            if not f & OPF_THREADS_ONLY:
+                return out + DEFERRED
+            # plain arithmetic: NumPy only to split a same-shape result across threads
+            if size >= h[H_THREAD_MIN] > 0:
+                sa, sb = S[S_SIZE, a], (size if unary else S[S_SIZE, b])
+                if (sa == 1 or sa == size) and (sb == 1 or sb == size):
+                    return out + DEFERRED
     run_forward(h, k, op, dt)
     return out
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import os
 import sys
 import threading
 from itertools import compress
@@ -76,6 +77,7 @@ from .layout import (
     H_SHAPE_CAP,
     H_SLOT,
     H_SLOT_CAP,
+    H_THREAD_MIN,
     H_USER_OP0,
     ITEMSIZE,
     MAXDIM,
@@ -110,6 +112,7 @@ _TABLES = {
     "fp": (H_FP, H_FP_CAP, H_NFP, 1, np.float64, 256),
     "shape": (H_SHAPE, H_SHAPE_CAP, H_NSHAPE, 1, np.int64, 4096),
 }
+_COUNT_FIELDS = [spec[2] for spec in _TABLES.values()]
 # Free entries below which a table is grown when the recorder reports it full: more
 # than any single record_* call asks for.
 _HEADROOM = {"node": 8, "slot": 8, "link": 16, "ip": 0, "fp": 0, "shape": 4 * MAXDIM}
@@ -137,6 +140,13 @@ def _held(objs: list) -> list:
 # (SIMD exp/tanh/log are several times faster than the scalar libm calls a numba loop
 # makes; below this the ufunc call and the views cost more than they save).
 NUMPY_MIN = 16384
+THREAD_MIN = 1 << 18  # elements from which a NumPy forward is split across the cores
+
+
+def _workers() -> int:
+    """Threads for large NumPy forwards: ``$TAPEGRAD_THREADS``, else the CPU count."""
+    env = os.environ.get("TAPEGRAD_THREADS")
+    return max(1, int(env)) if env else (os.cpu_count() or 1)
 
 
 def _aligned_buffer(nbytes: int) -> tuple[np.ndarray, int]:
@@ -213,6 +223,7 @@ class Tape:
         self.h[H_SAVED] = dispatch.saved_masks().ctypes.data
         self.h[H_OPFLAGS] = dispatch.op_flags().ctypes.data
         self.h[H_NUMPY_MIN] = NUMPY_MIN
+        self.h[H_THREAD_MIN] = THREAD_MIN if _workers() > 1 else 0
         self.chunks: list[np.ndarray] = []
         self._new_chunk(1 << 20)
         self.grad_buf, self.h[H_GRAD] = _aligned_buffer(1 << 16)
@@ -436,7 +447,7 @@ class Tape:
     def rewind(self) -> None:
         """Reset to empty (callers have copied out what must survive)."""
         h = self.h
-        for _, _, count_f, *_ in _TABLES.values():
+        for count_f in _COUNT_FIELDS:
             h[count_f] = 0
         if len(self.chunks) > 1:  # merge: the steady state is one chunk, no growth
             total = sum(c.size for c in self.chunks)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-import os
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -45,7 +44,7 @@ from .layout import (
     SLOT_RG,
 )
 from .record import ABSENT, SCALAR, record_elementwise, record_general, record_tensors
-from .tape import Tape, current_tape, normalize_array
+from .tape import THREAD_MIN, Tape, _workers, current_tape, normalize_array
 
 _RG = 1  # external tensor requires grad
 _FREED = 2  # external copy of a non-leaf whose graph was freed by a backward
@@ -570,15 +569,6 @@ def _use_general_entry_point(h: np.ndarray) -> None:
 
 
 _POOL: Any = None
-
-
-def _workers() -> int:
-    """Threads for large NumPy forwards: ``$TAPEGRAD_THREADS``, else the CPU count."""
-    env = os.environ.get("TAPEGRAD_THREADS")
-    return max(1, int(env)) if env else (os.cpu_count() or 1)
-
-
-THREAD_MIN = 1 << 18  # elements from which a NumPy forward is split across the cores
 
 
 def _numpy_forward(tape: Tape, op: Any, out: int) -> int:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
+import pytest
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
@@ -47,3 +50,44 @@ def test_large_broadcast_and_float32():
 
 def test_thresholds_are_consistent():
     assert NUMPY_MIN <= THREAD_MIN <= N
+
+
+def _arith(a, b, m):
+    return ((a + b) * b - a / (b + 3.0)) - m.multiply(a, 0.5)
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_large_arithmetic_kernels_and_threaded_numpy(monkeypatch, threads):
+    """Plain arithmetic rows keep large results in their kernels unless NumPy can split
+    a same-shape result across threads: broadcast operands (kernel), same-shape ones
+    with one worker (kernel) and with two (NumPy in threads) all give NumPy's values
+    and the hand-derived gradients."""
+    monkeypatch.setenv("TAPEGRAD_THREADS", threads)
+    rng = np.random.default_rng(3)
+    cases = [((N // 1000, 1000), (1000,)), ((N,), (N,)), ((N // 3, 1, 3), (1, 1, 3))]
+    results = []
+
+    def run():  # a new thread: a new tape, which reads TAPEGRAD_THREADS
+        for xs, ys in cases:
+            a, b = rng.uniform(0.5, 2.0, xs), rng.uniform(0.5, 2.0, ys)
+            x, y = tg.tensor(a, requires_grad=True), tg.tensor(b, requires_grad=True)
+            out = _arith(x, y, tnp)
+            out.sum().backward()
+            results.append((a, b, out.numpy(), x.grad, y.grad))
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    assert len(results) == len(cases)
+    for a, b, out, gx, gy in results:
+        np.testing.assert_allclose(out, _arith(a, b, np), rtol=1e-14)
+        dx = b - 1 / (b + 3.0) - 0.5  # x has the result's shape in every case
+        dy = a + 2 * b + a / (b + 3.0) ** 2
+        np.testing.assert_allclose(gx, np.broadcast_to(dx, a.shape), rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(gy, _unbroadcast(dy, b.shape), rtol=1e-9, atol=1e-9)
+
+
+def _unbroadcast(v, shape):
+    """Sum ``v`` over the axes broadcasting added or stretched to reach its shape."""
+    v = v.sum(axis=tuple(range(v.ndim - len(shape))))
+    return v.sum(axis=tuple(d for d, n in enumerate(shape) if n == 1), keepdims=True)
