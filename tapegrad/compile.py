@@ -25,9 +25,11 @@ from typing import Any
 import numpy as np
 
 from . import tape as tape_module
+from .engine import is_anomaly_enabled
 from .layout import (
     E_CALLBACK_HOOK,
     E_CALLBACK_PY,
+    H_ANOMALY,
     H_ARENA,
     H_GEN,
     H_GRAD,
@@ -55,11 +57,13 @@ from .layout import (
     S_SIZE,
     SLOT_CONST,
 )
-from .replay import replay
+from .replay import backward_plan, forward_plan, replay, run_plan
 from .tape import Tape
 from .tensor import Tensor, bind, tensor
 
 __all__ = ["Compiled", "compile"]
+
+_NO_PLAN = np.empty((2, 0), np.int64)  # the backward plan of a value-only replay
 
 
 def compile(
@@ -107,21 +111,36 @@ class Program:
         self.root = root
         self.aux = aux  # (slot ids, rebuild) of aux tensors
         self.n_nodes = n_nodes
-        # The last backward on this tape completed from ``root``: its pruning (live nodes,
-        # masks, gradient offsets) holds for the next replay, which then skips it.
-        self.pruned = False
+        # Plans (``tapegrad.replay``): the forward kernels after the first successful
+        # replay, the live backward nodes after the first complete backward. Both are
+        # dropped on any failure, and the general path runs (and plans) again.
+        self.fwd_plan: np.ndarray | None = None
+        self.bwd_plan: np.ndarray | None = None
         self._views: tuple = ()  # (layout key, root value view, leaf gradient views)
 
     def run(self, arrays: list[np.ndarray], want_grad: bool) -> tuple[float, list, Any]:
         for dst, src in zip(self.inputs, arrays):
             np.copyto(dst, src, casting="same_kind")
         tape = self.tape
+        h = tape.header
+        # anomaly mode checks every gradient: the general path, not a plan
+        anomaly = is_anomaly_enabled()
+        h[H_ANOMALY] = int(anomaly)
+        if anomaly:
+            self.bwd_plan = None
         while True:
-            st = replay(tape.header, self.n_nodes, self.root, want_grad, want_grad and self.pruned)
+            fwd, bwd = self.fwd_plan, self.bwd_plan
+            if fwd is not None and (bwd is not None or not want_grad):
+                st = run_plan(h, fwd, bwd if want_grad else _NO_PLAN, self.root, want_grad)
+            else:
+                st = replay(h, self.n_nodes, self.root, want_grad)
             if st == OK:
-                self.pruned = self.pruned or want_grad
+                if fwd is None:
+                    self.fwd_plan = forward_plan(h, self.n_nodes)
+                if want_grad and bwd is None and not anomaly:
+                    self.bwd_plan = backward_plan(h, self.root)
                 break
-            self.pruned = False
+            self.fwd_plan = self.bwd_plan = None
             if st in (E_CALLBACK_PY, E_CALLBACK_HOOK):
                 raise RuntimeError("tapegrad.compile: a captured program cannot call Python")
             from .engine import _raise_backward_error
@@ -193,15 +212,31 @@ class Compiled:
         self.check = check
         self.programs: dict[tuple, Program] = {}
         self.stats = {"captures": 0, "replays": 0, "checks": 0}
+        self._diffs: dict[int, frozenset[int]] = {}
         functools.update_wrapper(self, fn)
 
     # --- signature -------------------------------------------------------------------
+    def _diff(self, nargs: int) -> frozenset[int]:
+        """The positions differentiated in a call with ``nargs`` arguments."""
+        diff = self._diffs.get(nargs)
+        if diff is None:
+            diff = self._diffs[nargs] = (
+                frozenset(a % nargs for a in self.argnums) if nargs else frozenset()
+            )
+        return diff
+
     def _split(self, args: tuple) -> tuple[tuple, list[np.ndarray], list[int]]:
         key, arrays, positions = [], [], []
-        nargs = len(args)
-        diff = {a % nargs for a in self.argnums} if nargs else set()
+        diff = self._diff(len(args))
         for i, a in enumerate(args):
-            if i in diff or isinstance(a, Tensor | np.ndarray | list | np.generic):
+            kind = type(a)
+            if kind is np.ndarray and a.dtype.kind == "f":  # the common case, checked fast
+                key.append(("array", a.shape, a.dtype, i in diff))
+                arrays.append(a)
+                positions.append(i)
+            elif (kind is int or kind is float) and i not in diff:
+                key.append(("const", kind.__name__, a))
+            elif i in diff or isinstance(a, Tensor | np.ndarray | list | np.generic):
                 if not _is_arraylike(a):
                     raise TypeError(
                         f"compile: argument {i} to differentiate must be an array "
@@ -214,7 +249,7 @@ class Compiled:
                     )
                 if i in diff and arr.dtype.kind != "f":
                     arr = arr.astype(np.float64)
-                key.append(("array", arr.shape, arr.dtype.str, i in diff))
+                key.append(("array", arr.shape, arr.dtype, i in diff))
                 arrays.append(arr)
                 positions.append(i)
             else:
@@ -236,8 +271,7 @@ class Compiled:
         previous = getattr(tls, "tape", None)
         tls.tape = tape
         try:
-            nargs = len(args)
-            diff = {a % nargs for a in self.argnums}
+            diff = self._diff(len(args))
             call = list(args)
             leaves = []
             for pos, arr in zip(positions, arrays):
@@ -277,7 +311,7 @@ class Compiled:
         from .transforms import _flatten
 
         tape, leaves, out, aux = self._record(args, arrays, positions)
-        diff = {a % len(args) for a in self.argnums}
+        diff = self._diff(len(args))
         inputs = [t._data for _, t in leaves]
         leaf_slots = [t._slot for pos, t in leaves if pos in diff]
         aux_info = None
@@ -319,13 +353,21 @@ class Compiled:
         arrays for the ``argnums`` arguments (one array for an int ``argnums``)."""
         value, grads, aux, _ = self._run(args, True)
         nargs = len(args)
-        order = sorted({a % nargs for a in self.argnums})
-        by_pos = dict(zip(order, grads))
-        out = [by_pos[a % nargs] for a in self.argnums]
-        for i, a in enumerate(self.argnums):
-            if isinstance(args[a % nargs], float | int):
-                out[i] = out[i].dtype.type(out[i])
-        result = out[0] if self.single else tuple(out)
+        if self.single:
+            grad = grads[0]  # one differentiated argument, one leaf
+            if isinstance(args[self.argnums[0] % nargs], float | int):
+                grad = grad.dtype.type(grad)
+            result = grad
+        else:
+            # grads follow the differentiated positions in order; argnums may repeat
+            by_pos = dict(zip(sorted(self._diff(nargs)), grads))
+            out = []
+            for a in self.argnums:
+                grad = by_pos[a % nargs]
+                if isinstance(args[a % nargs], float | int):
+                    grad = grad.dtype.type(grad)
+                out.append(grad)
+            result = tuple(out)
         return ((value, aux), result) if self.has_aux else (value, result)
 
 

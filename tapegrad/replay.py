@@ -4,13 +4,41 @@ A program is a tape recorded once (see ``tapegrad/compile.py``). Replaying it ru
 node's forward kernel in tape order through the same dispatch table the eager recorder
 used, then the backward scheduler: one compiled call, no Python per op, and nothing
 compiled per program (these functions are compiled once, for all programs).
+
+The first replay goes through the general scheduler (prune, allocate, validate,
+dispatch). Its outcome is fixed for the program's life: the graph, the slots' dtypes
+and sizes and the gradient offsets never change, so the next replays run a *plan*, the
+flat list of kernel addresses it dispatched (forward: every node; backward: the live
+nodes, newest first). A plan call does no table lookups, no liveness scan, no
+validation (the first replay validated exactly these nodes against exactly these
+buffers); per node it is one indirect call. Anything that could change the outcome (a
+non-OK status, anomaly mode) goes back to the general path.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from ._jit import call_kernel, jit
-from .layout import FWD, H_ERR_A, H_SELF, N_OP, N_SIG, OK, ktable, nodes
-from .scheduler import rerun_backward, run_backward
+from .layout import (
+    BWD,
+    FWD,
+    H_ERR_A,
+    H_LO,
+    H_SELF,
+    H_STAT_CALLBACKS,
+    H_STAT_NODES,
+    N_FLAGS,
+    N_OP,
+    N_SIG,
+    NODE_LIVE,
+    OK,
+    S_NODE,
+    ktable,
+    nodes,
+    slots,
+)
+from .scheduler import run_backward, seed_gradients
 
 
 @jit
@@ -28,13 +56,66 @@ def run_forward(h, n):
 
 
 @jit
-def replay(h, n, root, want_grad, pruned):
-    """Forward over the program, then (``want_grad``) backward from slot ``root`` with
-    the graph kept for the next replay; ``pruned``: the last backward on this tape was
-    a complete one from ``root``, so its pruning still holds and is skipped."""
+def replay(h, n, root, want_grad):
+    """Forward over the program, then (``want_grad``) a full backward from slot
+    ``root`` that keeps the graph (and its pruning) for the plans below."""
     st = run_forward(h, n)
     if st != OK or not want_grad:
         return st
-    if pruned:
-        return rerun_backward(h, root)
     return run_backward(h, root, -1, True)
+
+
+@jit
+def forward_plan(h, n):
+    """The forward kernel address of each of the nodes ``0 .. n-1``."""
+    N = nodes(h)
+    K = ktable(h)
+    fwd = np.empty(n, np.int64)
+    for k in range(n):
+        fwd[k] = K[N[N_OP, k], N[N_SIG, k], FWD]
+    return fwd
+
+
+@jit
+def backward_plan(h, root):
+    """``(2, live)``: node and backward kernel address of each node the last backward
+    from ``root`` ran, newest first."""
+    N = nodes(h)
+    K = ktable(h)
+    start = slots(h)[S_NODE, root]  # -1 for a leaf root: nothing runs
+    count = 0
+    for k in range(start, h[H_LO] - 1, -1):
+        if N[N_FLAGS, k] & NODE_LIVE:
+            count += 1
+    bwd = np.empty((2, count), np.int64)
+    i = 0
+    for k in range(start, h[H_LO] - 1, -1):
+        if N[N_FLAGS, k] & NODE_LIVE:
+            bwd[0, i] = k
+            bwd[1, i] = K[N[N_OP, k], N[N_SIG, k], BWD]
+            i += 1
+    return bwd
+
+
+@jit
+def run_plan(h, fwd, bwd, root, want_grad):
+    """Replay from plans: the forward kernels ``fwd`` in tape order, then (``want_grad``)
+    the gradient arena seeded with ones at ``root`` and the backward kernels ``bwd``."""
+    me = h[H_SELF]
+    for k in range(fwd.size):
+        st = call_kernel(fwd[k], k, me)
+        if st != OK:
+            h[H_ERR_A] = k
+            return st
+    if not want_grad:
+        return OK
+    h[H_STAT_NODES] = 0
+    h[H_STAT_CALLBACKS] = 0
+    seed_gradients(h, root, -1)
+    for i in range(bwd.shape[1]):
+        st = call_kernel(bwd[1, i], bwd[0, i], me)
+        if st != OK:
+            h[H_ERR_A] = bwd[0, i]
+            return st
+    h[H_STAT_NODES] = bwd.shape[1]
+    return OK

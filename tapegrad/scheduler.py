@@ -240,20 +240,9 @@ def run_backward(h, root, seed, retain):
 
 
 @jit
-def rerun_backward(h, root):
-    """Backpropagate from ``root`` through exactly the nodes the previous backward (from
-    the same root, with ``retain``) ran: its live marks, masks, generation and gradient
-    offsets still hold, so pruning is skipped. Replay of a captured program uses this:
-    its graph never changes, and pruning is about a third of the backward's cost."""
-    h[H_STAT_NODES] = 0
-    h[H_STAT_CALLBACKS] = 0
-    return _seed_and_run(h, root, -1, slots(h)[S_NODE, root], True)
-
-
-@jit
-def _seed_and_run(h, root, seed, start, retain):
-    """Zero the gradient arena, put the cotangent of ``root`` in its buffer (a copy of
-    slot ``seed``, or ones), run the live nodes from ``start`` down."""
+def seed_gradients(h, root, seed):
+    """Zero the gradient arena and put the cotangent of ``root`` in its buffer (a copy
+    of slot ``seed``, or ones)."""
     S = slots(h)
     arena = carray(as_pointer(h[H_GRAD], np.uint8), h[H_GRAD_USED])
     arena[:] = 0
@@ -269,6 +258,12 @@ def _seed_and_run(h, root, seed, start, retain):
         carray(as_pointer(h[H_GRAD] + S[S_GRAD, root], np.float64), S[S_SIZE, root])[:] = 1.0
     else:
         carray(as_pointer(h[H_GRAD] + S[S_GRAD, root], np.float32), S[S_SIZE, root])[:] = 1.0
+
+
+@jit
+def _seed_and_run(h, root, seed, start, retain):
+    """Seed the gradients, then run the live nodes from ``start`` down."""
+    seed_gradients(h, root, seed)
     return resume(h, start, retain, False)
 
 

@@ -8,6 +8,7 @@ import pytest
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
+from tapegrad.layout import H_STAT_NODES
 
 from .custom_ops import Cube
 from .optable_cases import cases
@@ -129,3 +130,56 @@ def test_capture_refuses_python_code_it_cannot_replay():
         tg.compile(lambda x: x * 2).value_and_grad(np.ones(2))
     with pytest.raises(TypeError, match="cannot differentiate argument 0"):
         tg.compile(lambda x: tnp.sum(x * 1.0)).value_and_grad(np.arange(3))
+
+
+def test_plans_follow_value_only_calls_and_survive_errors():
+    """Replays after the first run from plans (flat kernel lists): a value-only call
+    before any gradient, a kernel error mid-forward (singular matrix) and a following
+    good call must all give eager's answers."""
+
+    def f(a, b):
+        return tnp.sum(tnp.linalg.inv(a) @ b) + tnp.sum(tnp.tanh(b) ** 2)
+
+    step = tg.compile(f, argnums=(0, 1))
+    eager = tg.value_and_grad(f, argnums=(0, 1))
+    rng = np.random.default_rng(5)
+    b = rng.standard_normal((2, 3))
+    good = [np.eye(2) + 0.1 * rng.standard_normal((2, 2)) for _ in range(4)]
+    assert step(good[0], b) == pytest.approx(eager(good[0], b)[0])  # forward plan only
+    program = next(iter(step.programs.values()))
+    assert program.fwd_plan is not None and program.bwd_plan is None
+    for a in good[:2]:
+        value, (ga, gb) = step.value_and_grad(a, b)
+        ev, (ea, eb) = eager(a, b)
+        assert value == pytest.approx(ev, rel=1e-12)
+        np.testing.assert_allclose(ga, ea, rtol=1e-10)
+        np.testing.assert_allclose(gb, eb, rtol=1e-10)
+    assert program.bwd_plan is not None
+    # the plan runs exactly the nodes the scheduler found live
+    assert program.tape.h[H_STAT_NODES] == program.bwd_plan.shape[1] > 0
+    with pytest.raises(np.linalg.LinAlgError, match="singular matrix"):
+        step.value_and_grad(np.ones((2, 2)), b)
+    assert program.fwd_plan is None and program.bwd_plan is None
+    value, (ga, gb) = step.value_and_grad(good[3], b)
+    ev, (ea, eb) = eager(good[3], b)
+    assert value == pytest.approx(ev, rel=1e-12)
+    np.testing.assert_allclose(ga, ea, rtol=1e-10)
+    np.testing.assert_allclose(gb, eb, rtol=1e-10)
+    assert step.stats["captures"] == 1
+
+
+def test_replay_under_anomaly_mode_checks_gradients():
+    step = tg.compile(lambda z: tnp.sum(tnp.sqrt(z) * 0.0))
+    for _ in range(2):  # plans built
+        _, g = step.value_and_grad(np.array([1.0, 2.0]))
+        np.testing.assert_array_equal(g, 0.0)
+    _, g = step.value_and_grad(np.array([0.0, 1.0]))  # unchecked: NaN flows through
+    assert np.isnan(g[0])
+    with tg.detect_anomaly():
+        with pytest.raises(RuntimeError, match="Function 'sqrt' returned nan"):
+            step.value_and_grad(np.array([0.0, 1.0]))
+        _, g = step.value_and_grad(np.array([4.0, 1.0]))
+        np.testing.assert_allclose(g, 0.0)
+    _, g = step.value_and_grad(np.array([4.0, 1.0]))  # planned again
+    np.testing.assert_allclose(g, 0.0)
+    assert next(iter(step.programs.values())).bwd_plan is not None
