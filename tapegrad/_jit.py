@@ -165,9 +165,10 @@ def entry_point(fn: Any, *example_args: Any) -> Callable:
     return fn.compile(tuple(numba.typeof(a) for a in example_args))
 
 
-def overload(fn: Callable) -> Callable:
-    """``numba.extending.overload`` with tapegrad's options (compiled code only)."""
-    return numba.extending.overload(fn, jit_options=dict(JIT_OPTIONS, nopython=True))
+def overload(fn: Callable, inline: str = "never") -> Callable:
+    """``numba.extending.overload`` with tapegrad's options (compiled code only);
+    ``inline="always"`` inlines the chosen implementation into its callers (numba IR)."""
+    return numba.extending.overload(fn, jit_options=dict(JIT_OPTIONS, nopython=True), inline=inline)
 
 
 def jitable(fn: Callable) -> Callable:

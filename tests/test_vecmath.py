@@ -12,7 +12,7 @@ import scipy.special
 import tapegrad as tg
 import tapegrad.numpy as tnp
 import tapegrad.special as tsp
-from tapegrad.kernels.elementwise import BLOCK, PARALLEL_MIN
+from tapegrad.kernels.elementwise import BLOCK, PARALLEL_MIN, SMALL
 from tapegrad.ops import ROWS
 
 VECTOR_ROWS = [op for op in ROWS if op.vector is not None]
@@ -69,7 +69,12 @@ def _inputs(op, n, rng):
     return sets
 
 
-@pytest.mark.parametrize("n", [16, 3 * BLOCK + 5, PARALLEL_MIN + 7], ids=["small", "blocks", "par"])
+# below SMALL elements the kernels take the libm formulas, from SMALL the vector ones
+@pytest.mark.parametrize(
+    "n",
+    [1, SMALL - 1, SMALL, 16, 3 * BLOCK + 5, PARALLEL_MIN + 7],
+    ids=["one", "libm", "vector", "small", "blocks", "par"],
+)
 @pytest.mark.parametrize("op", VECTOR_ROWS, ids=lambda op: op.name)
 def test_vector_forward_and_gradient_float64(op, n):
     f, ref = _functions(op)
@@ -83,10 +88,11 @@ def test_vector_forward_and_gradient_float64(op, n):
         assert _grad_ok(x.grad, want, ULPS[op.name]), op.name
 
 
+@pytest.mark.parametrize("n", [SMALL - 3, 2 * BLOCK], ids=["libm", "vector"])
 @pytest.mark.parametrize("op", VECTOR_ROWS, ids=lambda op: op.name)
-def test_vector_float32_rounds_once(op):
+def test_vector_float32_rounds_once(op, n):
     f, ref = _functions(op)
-    x0 = np.random.default_rng(3).uniform(-4, 4, 2 * BLOCK).astype(np.float32)
+    x0 = np.random.default_rng(3).uniform(-4, 4, n).astype(np.float32)
     x = tg.tensor(x0, requires_grad=True)
     y = f(x)
     y.sum().backward()

@@ -139,6 +139,12 @@ def _vector_range(op):
 # cache-resident memory.
 BLOCK = 1024
 
+# Below this many elements the unary adapters run the libm formulas in a plain loop: no
+# range check, no blocks. A vector formula is a long dependent chain (exp's polynomial is
+# 13 fused multiply-adds), as fast as libm for one element and slower for two to four
+# before the vector loop starts; the blocked loop's set-up costs more than the work.
+SMALL = 8
+
 
 @jit(inline="always")
 def in_range(x, lim):
@@ -196,7 +202,7 @@ def unary_fwd_arrays(op, x, out):
         out[i] = fwd1(op, x[i])
 
 
-@overload(unary_fwd_arrays)
+@overload(unary_fwd_arrays, inline="always")
 def _unary_fwd_arrays(op, x, out):
     if _row(op).vector is None:
 
@@ -242,7 +248,7 @@ def unary_bwd_arrays(op, g, x, out, gx):
         gx[i] += bwd1(op, g[i], x[i], out[i])
 
 
-@overload(unary_bwd_arrays)
+@overload(unary_bwd_arrays, inline="always")
 def _unary_bwd_arrays(op, g, x, out, gx):
     if _row(op).vector is None:
 
@@ -288,7 +294,7 @@ def binary_fwd_fast(op, x, y, out):
     return True
 
 
-@jit(inline="always")
+@jit
 def binary_fwd_general(op, x, xshape, y, yshape, out, oshape, sc):
     n = out.size
     if n == 0:
@@ -375,7 +381,7 @@ def swap_for_sums(nd, dims, sa, sb, so, mask):
     so[i], so[j] = so[j], so[i]
 
 
-@jit(inline="always")
+@jit
 def binary_bwd_general(op, mask, g, x, xshape, y, yshape, out, oshape, gx, gy, sc):
     """The broadcast case: each operand receives the sum of its contributions over the
     axes it was broadcast along (stride 0 in the strided loop). Along an inner axis of
@@ -430,20 +436,28 @@ def binary_bwd_arrays(op, mask, g, x, xshape, y, yshape, out, oshape, gx, gy, sc
 @jit(inline="always")
 def unary_fwd(op, dt, node, tp):
     h = header(tp)
-    unary_fwd_arrays(op, in_data(h, node, 0, dt), out_data(h, node, 0, dt))
+    x = in_data(h, node, 0, dt)
+    out = out_data(h, node, 0, dt)
+    if out.size < SMALL:
+        for i in range(out.size):
+            out[i] = fwd1(op, x[i])
+    else:
+        unary_fwd_arrays(op, x, out)
     return OK
 
 
 @jit(inline="always")
 def unary_bwd(op, dt, node, tp):
     h = header(tp)
-    unary_bwd_arrays(
-        op,
-        out_grad(h, node, 0, dt),
-        in_data(h, node, 0, dt),
-        out_data(h, node, 0, dt),
-        in_grad(h, node, 0, dt),
-    )
+    g = out_grad(h, node, 0, dt)
+    x = in_data(h, node, 0, dt)
+    out = out_data(h, node, 0, dt)
+    gx = in_grad(h, node, 0, dt)
+    if gx.size < SMALL:
+        for i in range(gx.size):
+            gx[i] += bwd1(op, g[i], x[i], out[i])
+    else:
+        unary_bwd_arrays(op, g, x, out, gx)
     return OK
 
 
