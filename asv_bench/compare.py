@@ -154,6 +154,27 @@ def _recurrence_rows(repeat: int) -> list[dict]:
         rows.append(
             {"workload": label, "impl": name, "median_ms": t * 1e3, "ratio_to_numpy": t / base}
         )
+    # capture: a new signature (one more step) on a fresh compiled function, against one
+    # eager step on the same arguments, interleaved
+    u2 = np.append(u, 0.1)
+    eager = impls["tapegrad (eager)"]
+    both = interleaved_medians(
+        {
+            "capture": lambda: tg.compile(recurrence).value_and_grad(p, u2),
+            "eager": lambda: eager(p, u2),
+        },
+        max(5, repeat // 3),
+    )
+    rows.append(
+        {"workload": label, "impl": "capture / eager step", "x": both["capture"] / both["eager"]}
+    )
+    rows.append(
+        {
+            "workload": label,
+            "impl": "eager / replay (x faster)",
+            "x": medians["tapegrad (eager)"] / medians["tapegrad (replay)"],
+        }
+    )
     replay_t = next(r["median_ms"] for r in rows if r["impl"] == "tapegrad (replay)")
     rows.append(
         {
@@ -354,6 +375,13 @@ def main() -> None:
                     "ratio_to_numpy": t / base,
                 }
             )
+        rows.append(
+            {
+                "workload": f"chain of {n_ops} ops, {size} elements",
+                "impl": "eager / replay (x faster)",
+                "x": medians["tapegrad (eager)"] / medians["tapegrad (replay)"],
+            }
+        )
         fwd = forward_seconds(x0, n_ops, args.repeat)
         bwd = backward_seconds(x0, n_ops, args.repeat)
         rows.append(
@@ -387,6 +415,8 @@ def main() -> None:
                 f"{r['workload']:34} {r['impl']:28} {r['median_ms']:9.3f} ms "
                 f"{r['ratio_to_numpy']:8.2f}x"
             )
+        elif "x" in r:
+            print(f"{r['workload']:34} {r['impl']:28} {r['x']:9.2f} x")
         else:
             print(f"{r['workload']:34} {r['impl']:28} {r['ns']:9.0f} ns")
     if args.json:

@@ -254,6 +254,26 @@ def test_basic_indexing_in_a_loop():
         u[0, 0, 0]
 
 
+def test_basic_index_positions_are_shared_by_tapes():
+    """A fresh tape (a program being captured, another thread) reuses the positions
+    computed on any other tape instead of recomputing them, with its own tensors."""
+    from tapegrad.ops import shape
+    from tapegrad.tape import current_tape
+
+    u0 = np.arange(6.0) * 0.5
+    (tg.tensor(u0)[4] * 1.0).numpy()
+    shared = shape._POSITIONS[((6,), (False, (4,)))]
+    step = tg.compile(lambda u: u[4] * u[1])
+    value, g = step.value_and_grad(u0)
+    assert value == u0[4] * u0[1]
+    np.testing.assert_array_equal(g, [0, u0[4], 0, 0, u0[1], 0])
+    program = next(iter(step.programs.values()))
+    mine = program.tape.gathers[((6,), (False, (4,)))]
+    assert mine._data is shared and not shared.flags.writeable
+    # each tape wraps the shared array in its own tensor (bound to that tape)
+    assert current_tape().gathers[((6,), (False, (4,)))] is not mine
+
+
 def test_repeated_indices_add_up():
     x = tg.tensor(np.arange(4.0), requires_grad=True)
     x[np.array([0, 1, 1, 3, 3, 3])].sum().backward()

@@ -8,7 +8,15 @@ import numpy as np
 
 import tapegrad as tg
 
-from .workloads import chain_loss, chain_numpy, recurrence, recurrence_nodes, recurrence_numpy
+from .workloads import (
+    chain_grad_tapegrad,
+    chain_loss,
+    chain_numpy,
+    interleaved_medians,
+    recurrence,
+    recurrence_nodes,
+    recurrence_numpy,
+)
 
 STEPS = 1430  # about 10,000 nodes
 
@@ -43,15 +51,17 @@ class Recurrence:
     track_replay_ns_per_node.unit = "ns/node"
 
     def track_capture_over_eager(self):
-        """Capture time of a new signature divided by one eager step."""
-        step = tg.compile(recurrence)
+        """Capture time of a new signature divided by one eager step (medians of five,
+        interleaved)."""
         u = np.random.default_rng(1).standard_normal(STEPS + 1)
-        t = time.perf_counter()
-        step.value_and_grad(self.p, u)
-        capture = time.perf_counter() - t
-        t = time.perf_counter()
-        self.eager(self.p, u)
-        return capture / (time.perf_counter() - t)
+        times = interleaved_medians(
+            {
+                "capture": lambda: tg.compile(recurrence).value_and_grad(self.p, u),
+                "eager": lambda: self.eager(self.p, u),
+            },
+            5,
+        )
+        return times["capture"] / times["eager"]
 
     track_capture_over_eager.unit = "ratio"
 
@@ -69,3 +79,19 @@ class Chain:
 
     def time_hand_numpy(self):
         chain_numpy(self.x, 1000)
+
+    def time_eager(self):
+        chain_grad_tapegrad(self.x, 1000)
+
+    def track_eager_over_replay(self):
+        """How many times faster replay is than the eager step (medians, interleaved)."""
+        times = interleaved_medians(
+            {
+                "eager": lambda: chain_grad_tapegrad(self.x, 1000),
+                "replay": lambda: self.step.value_and_grad(self.x, 1000),
+            },
+            21,
+        )
+        return times["eager"] / times["replay"]
+
+    track_eager_over_replay.unit = "ratio"

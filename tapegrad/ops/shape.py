@@ -230,6 +230,7 @@ def _basic_key(key: Any) -> Any:
 
 
 _GATHERS_MAX = 4096
+_POSITIONS: dict[tuple, np.ndarray] = {}  # (shape, basic key) -> read-only positions
 
 
 def getitem(x: Any, key: Any) -> Tensor:
@@ -242,15 +243,23 @@ def getitem(x: Any, key: Any) -> Tensor:
         # their positions with NumPy (arange, reshape, index, copy) costs more than
         # recording the op, so the thread's tape keeps them, as constant tensors
         # (bound once per epoch) over read-only arrays.
+        # The arrays are shared by all tapes (a program's fresh tape would otherwise
+        # recompute them all while capturing); each tape wraps them in its own tensors,
+        # since binding a tensor to a tape is per thread.
         gathers = current_tape().gathers
         idx = gathers.get((t.shape, basic))
         if idx is None:
-            positions = np.arange(math.prod(t.shape), dtype=np.int64).reshape(t.shape)
-            try:
-                arr = np.array(positions[key], dtype=np.int64)
-            except IndexError as e:
-                raise IndexError(f"getitem: {e} (tensor of shape {t.shape})") from None
-            arr.flags.writeable = False
+            arr = _POSITIONS.get((t.shape, basic))
+            if arr is None:
+                positions = np.arange(math.prod(t.shape), dtype=np.int64).reshape(t.shape)
+                try:
+                    arr = np.array(positions[key], dtype=np.int64)
+                except IndexError as e:
+                    raise IndexError(f"getitem: {e} (tensor of shape {t.shape})") from None
+                arr.flags.writeable = False
+                if len(_POSITIONS) >= _GATHERS_MAX:
+                    _POSITIONS.clear()
+                _POSITIONS[(t.shape, basic)] = arr
             if len(gathers) >= _GATHERS_MAX:
                 gathers.clear()
             idx = gathers[(t.shape, basic)] = Tensor._external(arr)
