@@ -255,23 +255,46 @@ def test_basic_indexing_in_a_loop():
 
 
 def test_basic_index_positions_are_shared_by_tapes():
-    """A fresh tape (a program being captured, another thread) reuses the positions
-    computed on any other tape instead of recomputing them, with its own tensors."""
+    """Positions of basic keys are computed once for all tapes: a few go in the gather
+    node's int parameters (one input), more in a constant tensor per tape over one
+    shared array. A fresh tape (a program being captured) reuses them."""
+    from tapegrad.layout import N_NIN, S_NODE
     from tapegrad.ops import shape
     from tapegrad.tape import current_tape
 
-    u0 = np.arange(6.0) * 0.5
-    (tg.tensor(u0)[4] * 1.0).numpy()
-    shared = shape._POSITIONS[((6,), (False, (4,)))]
-    step = tg.compile(lambda u: u[4] * u[1])
-    value, g = step.value_and_grad(u0)
-    assert value == u0[4] * u0[1]
-    np.testing.assert_array_equal(g, [0, u0[4], 0, 0, u0[1], 0])
-    program = next(iter(step.programs.values()))
-    mine = program.tape.gathers[((6,), (False, (4,)))]
-    assert mine._data is shared and not shared.flags.writeable
+    u0 = np.arange(20.0) * 0.5
+    small, big = ((20,), (False, (4,))), ((20,), (False, ((2, 15, None),)))
+    (tg.tensor(u0)[4] * 1.0 + tg.tensor(u0)[2:15].sum()).numpy()
+    assert shape._POSITIONS[small] == ((), (4,))
+    shared = shape._POSITIONS[big][1]
+    assert isinstance(shared, np.ndarray) and shared.size == 13
+
+    def loss(u):
+        return u[4] * u[1] + (u[2:15] ** 2).sum()
+
+    step = tg.compile(loss)
+    for scale in (1.0, 2.0):
+        value, g = step.value_and_grad(u0 * scale)
+        ev, eg = tg.value_and_grad(loss)(u0 * scale)
+        assert value == pytest.approx(ev)
+        np.testing.assert_allclose(g, eg)
+    want = np.zeros(20)
+    want[2:15] = 2 * u0[2:15] * 2.0
+    want[4] += u0[1] * 2.0
+    want[1] += u0[4] * 2.0
+    np.testing.assert_allclose(g, want)
+    tape = next(iter(step.programs.values())).tape
+    mine = tape.gathers[big]
+    assert mine._data is shared
     # each tape wraps the shared array in its own tensor (bound to that tape)
-    assert current_tape().gathers[((6,), (False, (4,)))] is not mine
+    assert current_tape().gathers[big] is not mine
+    assert small not in tape.gathers
+    x = tg.tensor(u0, requires_grad=True)
+    y = x[4]
+    k = y._tape.slot_field(S_NODE, y._slot)
+    assert y._tape.arrays["node"][N_NIN, k] == 1  # positions in the int parameters
+    y.backward()
+    np.testing.assert_array_equal(x.grad, np.eye(20)[4])
 
 
 def test_repeated_indices_add_up():

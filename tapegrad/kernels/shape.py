@@ -5,8 +5,10 @@
 * transpose: ``ip = perm``; the strided loop runs over the output with the input's
   strides permuted.
 * gather: input 1 is an int64 array of flat positions into x (NumPy computed it from
-  any index expression: slices, ints, integer arrays, boolean masks). The backward is
-  a scatter-add, so repeated indices add up their gradients.
+  any index expression: slices, ints, integer arrays, boolean masks), or, for a basic
+  key selecting a few elements (``u[k]``), the node has one input and the positions
+  are its int parameters. The backward is a scatter-add, so repeated indices add up
+  their gradients.
 * cast: dtype conversion between two dtypes (``src``, ``dst``).
 """
 
@@ -140,21 +142,26 @@ def gather_bwd_arrays(g, idx, gx):
         gx[idx[i]] += g[i]
 
 
+@jit(inline="always")
+def gather_where(h, node):
+    """A gather's flat positions: its int parameters when it has one input (a few
+    positions of a basic key), else its int64 input 1."""
+    if nodes(h)[N_NIN, node] == 1:
+        return node_ip(h, node)
+    return in_data(h, node, 1, np.int64)
+
+
 @jit
 def gather_fwd(dt, node, tp):
     h = header(tp)
-    gather_fwd_arrays(
-        in_data(h, node, 0, dt), in_data(h, node, 1, np.int64), out_data(h, node, 0, dt)
-    )
+    gather_fwd_arrays(in_data(h, node, 0, dt), gather_where(h, node), out_data(h, node, 0, dt))
     return OK
 
 
 @jit
 def gather_bwd(dt, node, tp):
     h = header(tp)
-    gather_bwd_arrays(
-        out_grad(h, node, 0, dt), in_data(h, node, 1, np.int64), in_grad(h, node, 0, dt)
-    )
+    gather_bwd_arrays(out_grad(h, node, 0, dt), gather_where(h, node), in_grad(h, node, 0, dt))
     return OK
 
 

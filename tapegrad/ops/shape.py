@@ -230,7 +230,9 @@ def _basic_key(key: Any) -> Any:
 
 
 _GATHERS_MAX = 4096
-_POSITIONS: dict[tuple, np.ndarray] = {}  # (shape, basic key) -> read-only positions
+_IP_GATHER_MAX = 8
+# (shape, basic key) -> (result shape, positions: a tuple of ints or an int64 array)
+_POSITIONS: dict[tuple, tuple] = {}
 
 
 def getitem(x: Any, key: Any) -> Tensor:
@@ -241,30 +243,36 @@ def getitem(x: Any, key: Any) -> Tensor:
     if basic is not None and t.dtype.kind == "f":
         # `u[k]` in a Python loop makes the same few gathers over and over; computing
         # their positions with NumPy (arange, reshape, index, copy) costs more than
-        # recording the op, so the thread's tape keeps them, as constant tensors
-        # (bound once per epoch) over read-only arrays.
-        # The arrays are shared by all tapes (a program's fresh tape would otherwise
-        # recompute them all while capturing); each tape wraps them in its own tensors,
-        # since binding a tensor to a tape is per thread.
+        # recording the op, so they are kept, shared by all tapes (a program's fresh
+        # tape would otherwise recompute them all while capturing). Up to
+        # _IP_GATHER_MAX positions go in the node's int parameters (the gather then
+        # has one input); more in a constant tensor per tape (binding is per tape and
+        # epoch, ~2.5 us, and tapes are per thread).
+        spec = _POSITIONS.get((t.shape, basic))
+        if spec is None:
+            positions = np.arange(math.prod(t.shape), dtype=np.int64).reshape(t.shape)
+            try:
+                arr = np.array(positions[key], dtype=np.int64)
+            except IndexError as e:
+                raise IndexError(f"getitem: {e} (tensor of shape {t.shape})") from None
+            # not flagged read-only: binding takes the address of a writable array's
+            # buffer 2 us faster (tape.data_address), and nothing writes a gather's
+            # positions (kernels write outputs and gradients only)
+            where = tuple(arr.ravel().tolist()) if arr.size <= _IP_GATHER_MAX else arr
+            if len(_POSITIONS) >= _GATHERS_MAX:
+                _POSITIONS.clear()
+            spec = _POSITIONS[(t.shape, basic)] = (arr.shape, where)
+        shape, where = spec
+        dt = DTYPE_CODE[t.dtype]
+        if type(where) is tuple:
+            return general(GATHER, dt, [t], [(dt, shape)], ip=where)
         gathers = current_tape().gathers
         idx = gathers.get((t.shape, basic))
         if idx is None:
-            arr = _POSITIONS.get((t.shape, basic))
-            if arr is None:
-                positions = np.arange(math.prod(t.shape), dtype=np.int64).reshape(t.shape)
-                try:
-                    arr = np.array(positions[key], dtype=np.int64)
-                except IndexError as e:
-                    raise IndexError(f"getitem: {e} (tensor of shape {t.shape})") from None
-                arr.flags.writeable = False
-                if len(_POSITIONS) >= _GATHERS_MAX:
-                    _POSITIONS.clear()
-                _POSITIONS[(t.shape, basic)] = arr
             if len(gathers) >= _GATHERS_MAX:
                 gathers.clear()
-            idx = gathers[(t.shape, basic)] = Tensor._external(arr)
-        dt = DTYPE_CODE[t.dtype]
-        return general(GATHER, dt, [t, idx], [(dt, idx.shape)])
+            idx = gathers[(t.shape, basic)] = Tensor._external(where)
+        return general(GATHER, dt, [t, idx], [(dt, shape)])
     k = _index_values(key)
     return gather_positions(t, lambda p: p[k])
 
