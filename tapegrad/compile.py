@@ -88,7 +88,9 @@ def compile(
     -------
     Compiled
         ``step(*args)`` gives the loss, ``step.value_and_grad(*args)`` gives
-        ``(loss, grads)``; ``step.stats`` counts captures, replays and checks.
+        ``(loss, grads)``; ``step.stats`` counts captures (recordings kept as
+        programs), replays (calls that ran a program: every call, the capturing one
+        included, since its values come from running what it captured) and checks.
     """
     return Compiled(fn, argnums, has_aux, check)
 

@@ -101,8 +101,10 @@ def cast_sig(src: int, dst: int) -> int:
     H_NUMPY_MIN,  # elementwise results this large are computed by NumPy's ufunc (0: never)
     H_GRAD_USED,  # bytes of gradient arena the last backward laid out (run_backward)
     H_THREAD_MIN,  # same-shape results this large may be split across threads (0: never)
+    H_REQ,  # address of the request buffer (int64; floats stored as float64 bits)
+    H_REQ_CAP,
     H_LEN,
-) = range(51)
+) = range(53)
 OPF_UFUNC = 1  # the op's forward is exactly a NumPy ufunc of the same name
 # ... and its kernel is as fast as that ufunc's loop (plain arithmetic): NumPy computes
 # it only to split a large same-shape result across threads
@@ -147,8 +149,12 @@ E_CALLBACK_PY = -11  # node H_ERR_A has a Python backward: run it, resume below 
 E_CALLBACK_HOOK = -12  # outputs of node H_ERR_A have hooks: run them, resume at it
 E_NONFINITE = -13  # anomaly mode: node H_ERR_A produced NaN/Inf for its input H_ERR_B
 
-# --- request area: the start of the scratch array, filled by Python for general ops ----
-R_NIN, R_NOUT, R_NIP, R_NFP, R_ALIAS, R_OUT = range(6)  # then per output: dtype, ndim
+# --- request buffer: one array op as Python describes it to record_general ---------
+# Counts, then from R_BODY on: the input slots, the int params, per output its dtype,
+# ndim and dims, and last the float params (float64 bits in the same 8-byte cells).
+# Python writes it with plain stores into a memoryview; the compiled recorder checks
+# table capacity and copies it into the tables (so Python never reserves).
+R_NIN, R_NOUT, R_NIP, R_NFP, R_ALIAS, R_BODY = range(6)
 SCRATCH_KERNEL = 256  # kernels may use scratch[SCRATCH_KERNEL:] for loop plans
 
 
@@ -195,6 +201,16 @@ def shapes(h):
 @jit
 def scratch(h):
     return carray(as_pointer(h[H_SCRATCH], np.int64), h[H_SCRATCH_CAP])
+
+
+@jit
+def request(h):
+    return carray(as_pointer(h[H_REQ], np.int64), h[H_REQ_CAP])
+
+
+@jit
+def request_f(h):
+    return carray(as_pointer(h[H_REQ], np.float64), h[H_REQ_CAP])
 
 
 @jit

@@ -70,11 +70,11 @@ from .layout import (
     OPF_THREADS_ONLY,
     OPF_UFUNC,
     R_ALIAS,
+    R_BODY,
     R_NFP,
     R_NIN,
     R_NIP,
     R_NOUT,
-    R_OUT,
     S_ADDR,
     S_DTYPE,
     S_FIELDS,
@@ -89,10 +89,13 @@ from .layout import (
     SLOT_CONST,
     SLOT_RG,
     cast_sig,
+    fparams,
+    iparams,
     ktable,
     links,
     nodes,
-    scratch,
+    request,
+    request_f,
     shapes,
     slot_data,
     slots,
@@ -396,57 +399,79 @@ def record_tensors(h, opc, a, b):
 
 @jit
 def record_general(h, op, sig, differentiable):
-    """Record and run an op described by the request in the scratch area.
+    """Record and run the array op described in the request buffer (see ``R_BODY``).
 
-    Python has written: the input slots at ``links[0, nlink:]``, the output shapes at
-    ``shapes[nshape:]`` (one after the other), the int/float parameters at
-    ``iparams[nip:]``/``fparams[nfp:]``, and in ``scratch``: counts, the alias flag and
-    each output's dtype and ndim. Returns the first output slot or a status.
+    Checks that the tables and the arena can take it (else ``E_SPACE``, the request
+    left as it is for the retry), copies input slots, parameters and output shapes into
+    the tables, allocates the outputs and runs the forward kernel. Returns the first
+    output slot or a status.
     """
-    sc = scratch(h)
+    rq = request(h)
+    nin = rq[R_NIN]
+    nout = rq[R_NOUT]
+    nip = rq[R_NIP]
+    nfp = rq[R_NFP]
+    alias = rq[R_ALIAS] != 0
+    if ktable(h)[op, sig, FWD] <= 0:
+        return kernel_missing(h, op, sig, FWD)
+    ip0 = R_BODY + nin
+    out0 = ip0 + nip
+    # sizes of the outputs
+    nbytes = 0
+    nshape = 0
+    c = out0
+    for j in range(nout):
+        ndim = rq[c + 1]
+        size = 1
+        for d in range(ndim):
+            size *= rq[c + 2 + d]
+        nshape += ndim
+        if not (alias and j == 0):
+            nbytes += aligned(size * ITEMSIZE[rq[c]]) + ALIGN
+        c += 2 + ndim
+    fp0 = c
+    if not (
+        has_room(h, nout, 1, nin + nout, nshape, nbytes)
+        and h[H_NIP] + nip <= h[H_IP_CAP]
+        and h[H_NFP] + nfp <= h[H_FP_CAP]
+    ):
+        return E_SPACE
     S = slots(h)
     L = links(h)
     P = shapes(h)
-    nin = sc[R_NIN]
-    nout = sc[R_NOUT]
-    if ktable(h)[op, sig, FWD] <= 0:
-        return kernel_missing(h, op, sig, FWD)
-    # sizes of the outputs
-    nbytes = 0
-    off = h[H_NSHAPE]
-    nshape = 0
-    for j in range(nout):
-        ndim = sc[R_OUT + 2 * j + 1]
-        size = 1
-        for d in range(ndim):
-            size *= P[off + nshape + d]
-        nshape += ndim
-        if not (sc[R_ALIAS] != 0 and j == 0):
-            nbytes += aligned(size * ITEMSIZE[sc[R_OUT + 2 * j]]) + ALIGN
-    if not has_room(h, nout, 1, nin + nout, nshape, nbytes):
-        return E_SPACE
     base = h[H_NLINK]
     top = h[H_ARENA_TOP]
+    off = h[H_NSHAPE]
     rg = False
-    if differentiable and h[H_GRAD_ENABLED] != 0:
-        for i in range(nin):
-            if _rg(h, L[0, base + i]):
-                rg = True
-    k = new_node(h, op, sig, nin, nout, h[H_NIP], sc[R_NIP], h[H_NFP], sc[R_NFP])
-    h[H_NIP] += sc[R_NIP]
-    h[H_NFP] += sc[R_NFP]
     for i in range(nin):
-        L[1, base + i] = S[S_VERSION, L[0, base + i]]
+        s = rq[R_BODY + i]
+        L[0, base + i] = s
+        L[1, base + i] = S[S_VERSION, s]
+        if differentiable and h[H_GRAD_ENABLED] != 0 and _rg(h, s):
+            rg = True
+    IP = iparams(h)
+    for i in range(nip):
+        IP[h[H_NIP] + i] = rq[ip0 + i]
+    FP = fparams(h)
+    rqf = request_f(h)
+    for i in range(nfp):
+        FP[h[H_NFP] + i] = rqf[fp0 + i]
+    k = new_node(h, op, sig, nin, nout, h[H_NIP], nip, h[H_NFP], nfp)
+    h[H_NIP] += nip
+    h[H_NFP] += nfp
     h[H_NLINK] = base + nin
     first = -1
     cursor = off
+    c = out0
     for j in range(nout):
-        dt = sc[R_OUT + 2 * j]
-        ndim = sc[R_OUT + 2 * j + 1]
+        dt = rq[c]
+        ndim = rq[c + 1]
         size = 1
         for d in range(ndim):
-            size *= P[cursor + d]
-        if sc[R_ALIAS] != 0 and j == 0:
+            P[cursor + d] = rq[c + 2 + d]
+            size *= rq[c + 2 + d]
+        c += 2 + ndim
+        if alias and j == 0:
             addr = S[S_ADDR, L[0, base]]
         else:
             addr = arena_alloc(h, size * ITEMSIZE[dt])
@@ -463,8 +488,8 @@ def record_general(h, op, sig, differentiable):
         h[H_NSLOTS] = first
         h[H_NLINK] = base
         h[H_NSHAPE] = off
-        h[H_NIP] -= sc[R_NIP]
-        h[H_NFP] -= sc[R_NFP]
+        h[H_NIP] -= nip
+        h[H_NFP] -= nfp
         h[H_ARENA_TOP] = top
         h[H_ERR_A] = k
         return st

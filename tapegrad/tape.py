@@ -68,6 +68,8 @@ from .layout import (
     H_NSLOTS,
     H_NUMPY_MIN,
     H_OPFLAGS,
+    H_REQ,
+    H_REQ_CAP,
     H_SAVED,
     H_SCRATCH,
     H_SCRATCH_CAP,
@@ -213,6 +215,7 @@ class Tape:
         self.sc = memoryview(self.scratch)
         self.h[H_SCRATCH] = self.scratch.ctypes.data
         self.h[H_SCRATCH_CAP] = self.scratch.size
+        self.grow_request(256)
         ktab = dispatch.ktable()
         self.h[H_KTAB] = ktab.ctypes.data
         self.h[H_KTAB_OPS] = ktab.shape[0]
@@ -269,6 +272,16 @@ class Tape:
         if count + n > self.h[cap_f]:
             self.grow(name, n)
         return count
+
+    def grow_request(self, n: int) -> None:
+        """A request buffer (see ``layout.R_BODY``) of at least ``n`` cells; ``rq`` and
+        ``rqf`` are its int and float views, whose bounds raise IndexError so that
+        :func:`~tapegrad.tensor.general` notices a request too large for it."""
+        self.request = np.zeros(n, np.int64)
+        self.rq = memoryview(self.request)
+        self.rqf = self.rq.cast("B").cast("d")
+        self.h[H_REQ] = self.request.ctypes.data
+        self.h[H_REQ_CAP] = n
 
     def reserve_request(self, nlink: int, nip: int, nfp: int, nshape: int) -> tuple:
         """:meth:`reserve` for the four tables an array op's request fills, in one call

@@ -28,15 +28,16 @@ from .layout import (
     E_BROADCAST,
     E_LINALG,
     E_NOFLOAT,
+    E_SPACE,
     F64,
     H_NLINK,
     NP_DTYPES,
     R_ALIAS,
+    R_BODY,
     R_NFP,
     R_NIN,
     R_NIP,
     R_NOUT,
-    R_OUT,
     S_DTYPE,
     SLOT_CONST,
     SLOT_FREED,
@@ -677,34 +678,49 @@ def general(
     inputs = [v if isinstance(v, Tensor) else as_tensor(v) for v in inputs]
     tape = current_tape()
     h = tape.header
-    nin, nout = len(inputs), len(outs)
-    nshape = sum(len(s) for _, s in outs)
+    plain = False
     while True:
         ep = tape.epoch
-        slots = [_operand(tape, ep, v)[0] for v in inputs]
-        if tape.epoch != ep:
+        # the request (layout.R_BODY), written with plain stores: the compiled recorder
+        # checks capacity and copies it into the tables
+        rq = tape.rq
+        k = R_BODY
+        try:
+            for v in inputs:
+                rq[k] = v._slot if v._tape is tape and v._epoch == ep else _operand(tape, ep, v)[0]
+                k += 1
+            if tape.epoch != ep:  # binding an operand rewound the tape: again
+                continue
+            for v in ip:
+                rq[k] = v
+                k += 1
+            for dt, shape in outs:
+                rq[k] = dt
+                rq[k + 1] = len(shape)
+                k += 2
+                for d in shape:
+                    rq[k] = d
+                    k += 1
+            rqf = tape.rqf
+            for v in fp:
+                rqf[k] = v
+                k += 1
+        except IndexError:  # more than the buffer holds (stack of many tensors, ...)
+            tape.grow_request(2 * _request_len(inputs, outs, ip, fp))
             continue
-        pl, pi, pf, ps = tape.reserve_request(nin + nout, len(ip), len(fp), nshape)
-        views = tape.views
-        lv, iv, fv, sv = views["link"], views["ip"], views["fp"], views["shape"]
-        for i, s in enumerate(slots):
-            lv[pl + i] = s
-        for i, v in enumerate(ip):
-            iv[pi + i] = int(v)
-        for i, v in enumerate(fp):
-            fv[pf + i] = float(v)
-        sc = tape.sc
-        sc[R_NIN] = nin
-        sc[R_NOUT] = nout
-        sc[R_NIP] = len(ip)
-        sc[R_NFP] = len(fp)
-        sc[R_ALIAS] = int(alias)
-        for j, (dt, shape) in enumerate(outs):
-            sc[R_OUT + 2 * j] = dt
-            sc[R_OUT + 2 * j + 1] = len(shape)
-            for d in shape:
-                sv[ps] = int(d)
-                ps += 1
+        except TypeError:  # a store takes ints and floats only: convert once (np.bool_)
+            if plain:
+                raise
+            plain = True
+            ip = [int(v) for v in ip]
+            fp = [float(v) for v in fp]
+            outs = [(int(dt), tuple(int(d) for d in shape)) for dt, shape in outs]
+            continue
+        rq[R_NIN] = len(inputs)
+        rq[R_NOUT] = len(outs)
+        rq[R_NIP] = len(ip)
+        rq[R_NFP] = len(fp)
+        rq[R_ALIAS] = alias
         if _record_general is record_general:
             _use_general_entry_point(h)
         r = _record_general(h, op.code, sig, op.differentiable)
@@ -717,6 +733,14 @@ def general(
             shapes = ", ".join(str(t.shape) for t in inputs)
             raise np.linalg.LinAlgError(f"{op.name}: {what} (input shapes {shapes})")
         tape.fix(r)
+        if r == E_SPACE:  # the headroom fix() keeps may be less than this op asks for
+            nshape = sum(len(s) for _, s in outs)
+            tape.reserve_request(len(inputs) + len(outs), len(ip), len(fp), nshape)
+
+
+def _request_len(inputs: list, outs: list, ip: Any, fp: Any) -> int:
+    """Cells the request of an array op takes in the request buffer."""
+    return R_BODY + len(inputs) + len(ip) + sum(2 + len(s) for _, s in outs) + len(fp)
 
 
 # --- grad mode ----------------------------------------------------------------------------

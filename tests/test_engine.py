@@ -194,3 +194,65 @@ def test_tensor_from_another_thread_is_a_constant_unless_it_requires_grad():
     np.testing.assert_array_equal((box["c"] + 1).numpy(), [3.0, 5.0])
     with pytest.raises(RuntimeError, match="another thread"):
         box["g"] + 1
+
+
+def test_array_ops_larger_than_the_request_buffer_and_the_tables():
+    # An array op's request is written into a fixed buffer that grows when it does not
+    # fit (600 inputs), and the tables grow by what one op asks when their headroom is
+    # less (5000 inputs on a fresh thread's tape, link table 4096): both retried.
+    box = {}
+
+    def work():
+        rng = np.random.default_rng(1)
+        for n in (600, 5000):
+            a = rng.standard_normal(n)
+            w = rng.standard_normal(n)
+            x = tg.tensor(a, requires_grad=True)
+            parts = [x[i] for i in range(n)]
+            y = tnp.stack(parts)
+            tnp.sum(y * w).backward()
+            box[n] = (y.numpy(), a, x.grad, w)
+        box["request"] = current_tape().request.size
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    for n in (600, 5000):
+        y, a, g, w = box[n]
+        np.testing.assert_array_equal(y, a)
+        np.testing.assert_array_equal(g, w)
+    assert box["request"] >= 5000
+
+
+def test_cached_shape_plans_keep_numpy_errors():
+    # matmul and reductions keep their shape computations per (shapes, axis): a bad
+    # call raises every time, also after a good call with equal-comparing arguments
+    x = tg.tensor(np.ones((3, 4)), requires_grad=True)
+    for _ in range(2):
+        with pytest.raises(ValueError, match=r"matmul: shapes \(3, 4\) and \(3, 4\) are not"):
+            x @ x
+        np.testing.assert_array_equal((x @ x.T).numpy(), np.full((3, 3), 4.0))
+        np.testing.assert_array_equal(tnp.sum(x, axis=1).numpy(), np.full(3, 4.0))
+        for bad in (1.0, (1.0,)):
+            with pytest.raises(TypeError):
+                tnp.sum(x, axis=bad)
+        with pytest.raises(np.exceptions.AxisError, match="sum: axis 2 is out of bounds"):
+            tnp.sum(x, axis=2)
+    kept = tnp.sum(x, axis=np.int64(0), keepdims=np.True_)
+    assert kept.shape == (1, 4)
+
+
+def test_general_takes_numpy_scalars_as_params():
+    # the request is written with plain stores, which refuse np.bool_: general converts
+    import importlib
+
+    from tapegrad.layout import F64
+    from tapegrad.ops.shape import TRANSPOSE
+
+    general = importlib.import_module("tapegrad.tensor").general
+    a = np.arange(12.0).reshape(3, 4)
+    x = tg.tensor(a, requires_grad=True)
+    y = general(TRANSPOSE, F64, [x], [(F64, (np.int64(4), 3))], [np.True_, np.False_])
+    np.testing.assert_array_equal(y.numpy(), a.T)
+    tnp.sum(y * a.T).backward()
+    np.testing.assert_array_equal(x.grad, a)

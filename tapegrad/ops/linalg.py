@@ -3,6 +3,7 @@ tensordot, einsum...), and numpy.linalg (inv, det, slogdet, solve, cholesky, nor
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from typing import Any
@@ -51,15 +52,31 @@ def matmul(x: Any, y: Any) -> Tensor:
     from the result; leading axes are batch axes and broadcast against each other.
     """
     tx, ty = as_tensor(x), as_tensor(y)
-    xs, ys = tx.shape, ty.shape
+    dx, dy = DTYPE_CODE[tx.dtype], DTYPE_CODE[ty.dtype]
+    dt, out_shape, ip = _matmul_plan(tx.shape, ty.shape, dx, dy)
+    if dt < 0:  # no float operand: not differentiable, NumPy computes
+        return Tensor._external(np.matmul(tx._value(), ty._value()))
+    if dx != dt:
+        tx = astype(tx, NP_DTYPES[dt])
+    if dy != dt:
+        ty = astype(ty, NP_DTYPES[dt])
+    tape = current_tape()
+    if not tape.blas:
+        tape.init_blas()
+    return general(MATMUL, dt, [tx, ty], [(dt, out_shape)], ip)
+
+
+# Models multiply the same few shapes over and over: the checks and parameters of a
+# product are kept per (shapes, dtypes), shared by all tapes (errors are not kept).
+@functools.lru_cache(maxsize=4096)
+def _matmul_plan(xs: tuple, ys: tuple, dx: int, dy: int) -> tuple:
+    """``(dtype, result shape, int params)`` of ``matmul`` on these operands, NumPy's
+    errors for shapes it rejects; dtype -1 when neither operand is floating point."""
     if not xs or not ys:
         raise ValueError(
             f"matmul: operands must have at least one dimension (shapes {xs} and {ys})"
         )
-    dx, dy = DTYPE_CODE[tx.dtype], DTYPE_CODE[ty.dtype]
     dt = promote(dx, dy)
-    if dt < 0:  # no float operand: not differentiable, NumPy computes
-        return Tensor._external(np.matmul(tx._value(), ty._value()))
     x2 = xs if len(xs) >= 2 else (1, *xs)
     y2 = ys if len(ys) >= 2 else (*ys, 1)
     m, k = x2[-2:]
@@ -77,15 +94,8 @@ def matmul(x: Any, y: Any) -> Tensor:
             f"matmul: batch dimensions of shapes {xs} and {ys} do not broadcast"
         ) from None
     out_shape = bo + ((m,) if len(xs) >= 2 else ()) + ((n,) if len(ys) >= 2 else ())
-    if dx != dt:
-        tx = astype(tx, NP_DTYPES[dt])
-    if dy != dt:
-        ty = astype(ty, NP_DTYPES[dt])
-    tape = current_tape()
-    if not tape.blas:
-        tape.init_blas()
-    ip = [len(bo), m, k, n, *bo, *_batch_strides(bx, bo), *_batch_strides(by, bo)]
-    return general(MATMUL, dt, [tx, ty], [(dt, out_shape)], ip)
+    ip = (len(bo), m, k, n, *bo, *_batch_strides(bx, bo), *_batch_strides(by, bo))
+    return dt, out_shape, ip
 
 
 def _cases() -> list:

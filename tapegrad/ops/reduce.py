@@ -3,6 +3,7 @@ var, std and average written in terms of them; argmax/argmin (not differentiable
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from typing import Any
@@ -57,19 +58,26 @@ def reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool)
     return tuple(n for d, n in enumerate(shape) if d not in axes)
 
 
+@functools.lru_cache(maxsize=4096)
+def _reduction(shape: tuple, axis: Any, keepdims: bool, name: str) -> tuple:
+    """``(axes, result shape, number of elements reduced per result)``."""
+    axes = normalize_axes(axis, len(shape), name)
+    return axes, reduced_shape(shape, axes, keepdims), math.prod([shape[d] for d in axes])
+
+
 def _reduce(op: Op, x: Any, axis: Any, keepdims: bool, kind: str, out: Any = None) -> Tensor:
     """sum / mean / prod / max / min: one node, extra internal outputs where the backward
     needs them (prod: non-zero product and zero count; max/min: count of ties)."""
     _no_out(op.name, out)
     t = as_tensor(x)
-    shape = t.shape
-    axes = normalize_axes(axis, len(shape), op.name)
+    # an int or None axis (the common case) has its shapes kept; a tuple is computed
+    # each time (a cached (1,) would otherwise answer for (1.0,), which NumPy rejects)
+    plan = _reduction if axis is None or type(axis) is int else _reduction.__wrapped__
+    axes, out_shape, count = plan(t.shape, axis, bool(keepdims), op.name)
     dt = DTYPE_CODE[t.dtype]
     if dt not in FLOAT_CODES:  # integer/bool data: not differentiable, NumPy reduces
         f = {"sum": np.sum, "mean": np.mean, "prod": np.prod, "max": np.max, "min": np.min}
         return Tensor._external(np.asarray(f[kind](t._value(), axis=axes, keepdims=keepdims)))
-    out_shape = reduced_shape(shape, axes, keepdims)
-    count = math.prod([shape[d] for d in axes])
     params = [len(axes), *axes]
     if kind in ("max", "min"):
         if count == 0:
