@@ -25,6 +25,7 @@ from ..layout import (
     out_data,
     out_grad,
 )
+from .loops import ux
 
 # Below this many multiply-adds a plain loop beats the cost of a BLAS call.
 SMALL_GEMM = 4096
@@ -38,17 +39,30 @@ def gemm(fn, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     if m * n * k > SMALL_GEMM and fn != 0:
         blas_gemm(fn, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
         return
+    # small products: c is scaled first (beta 0 overwrites, whatever c held), then
+    # accumulated in the order that keeps the innermost loop contiguous; offsets are
+    # unsigned (ux) so that LLVM can vectorise those loops
+    for i in range(m):
+        for j in range(n):
+            o = ux(i * ldc + j)
+            c[o] = 0.0 if beta == 0.0 else beta * c[o]
+    if tb == 0:
+        # rows of b are contiguous: c[i, :] += alpha * op(a)[i, p] * b[p, :], an
+        # axpy (a dot product per element would be a serial reduction down a strided
+        # column of b)
+        for i in range(m):
+            for p in range(k):
+                s = alpha * (a[ux(p * lda + i)] if ta else a[ux(i * lda + p)])
+                for j in range(n):
+                    c[ux(i * ldc + j)] += s * b[ux(p * ldb + j)]
+        return
     for i in range(m):
         for j in range(n):
             acc = 0.0
             for p in range(k):
-                av = a[p * lda + i] if ta else a[i * lda + p]
-                bv = b[j * ldb + p] if tb else b[p * ldb + j]
-                acc += av * bv
-            if beta == 0.0:
-                c[i * ldc + j] = alpha * acc
-            else:
-                c[i * ldc + j] = beta * c[i * ldc + j] + alpha * acc
+                av = a[ux(p * lda + i)] if ta else a[ux(i * lda + p)]
+                acc += av * b[ux(j * ldb + p)]
+            c[ux(i * ldc + j)] += alpha * acc
 
 
 @jit
