@@ -155,7 +155,8 @@ E_NONFINITE = -13  # anomaly mode: node H_ERR_A produced NaN/Inf for its input H
 # Python writes it with plain stores into a memoryview; the compiled recorder checks
 # table capacity and copies it into the tables (so Python never reserves).
 R_NIN, R_NOUT, R_NIP, R_NFP, R_ALIAS, R_BODY = range(6)
-SCRATCH_KERNEL = 256  # kernels may use scratch[SCRATCH_KERNEL:] for loop plans
+# the kernels' scratch: a loop plan (dims and three stride arrays), then an odometer
+SCRATCH_LEN = 5 * MAXDIM
 
 
 # ====================================================================================

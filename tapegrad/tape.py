@@ -97,7 +97,7 @@ from .layout import (
     S_NODE,
     S_SHAPE,
     S_VERSION,
-    SCRATCH_KERNEL,
+    SCRATCH_LEN,
     SLOT_RG,
 )
 from .record import import_slot
@@ -211,8 +211,7 @@ class Tape:
         self.views: dict[str, memoryview] = {}
         for name, (_, _, _, _, _, cap) in _TABLES.items():
             self._set_table(name, cap, None)
-        self.scratch = np.zeros(SCRATCH_KERNEL + 5 * MAXDIM, np.int64)  # plan + odometer
-        self.sc = memoryview(self.scratch)
+        self.scratch = np.zeros(SCRATCH_LEN, np.int64)  # kernels' loop plans
         self.h[H_SCRATCH] = self.scratch.ctypes.data
         self.h[H_SCRATCH_CAP] = self.scratch.size
         self.grow_request(256)

@@ -18,18 +18,17 @@ import numpy as np
 from numba import carray
 
 from .._jit import as_pointer, jit
-from ..layout import MAXDIM, SCRATCH_KERNEL
+from ..layout import MAXDIM, SCRATCH_LEN
 
 
 @jit
 def plan_arrays(sc):
     """Views of the kernel scratch: ``dims, sa, sb, sc`` (each MAXDIM long)."""
-    base = SCRATCH_KERNEL
     return (
-        sc[base : base + MAXDIM],
-        sc[base + MAXDIM : base + 2 * MAXDIM],
-        sc[base + 2 * MAXDIM : base + 3 * MAXDIM],
-        sc[base + 3 * MAXDIM : base + 4 * MAXDIM],
+        sc[:MAXDIM],
+        sc[MAXDIM : 2 * MAXDIM],
+        sc[2 * MAXDIM : 3 * MAXDIM],
+        sc[3 * MAXDIM : 4 * MAXDIM],
     )
 
 
@@ -146,7 +145,7 @@ def row_walk(nd, dims, sa, sb, s3, sc):
     costs reference counting (together ~25 ns a row, which dominated loops whose last
     axis is short: a sum over xyz coordinates, say).
     """
-    ctr = SCRATCH_KERNEL + 4 * MAXDIM
+    ctr = 4 * MAXDIM
     for d in range(nd):
         sc[ctr + d] = 0
     if nd < 2:
@@ -176,9 +175,9 @@ def next_row(w, r):
 def _carry(addr, nd, oa, ob, oc):
     """Axis nd-2 wrapped: advance the odometer over axes nd-3 .. 0 (in the scratch after
     the plan, whose arrays ``plan_arrays`` places at fixed offsets)."""
-    sc = carray(as_pointer(addr, np.int64), SCRATCH_KERNEL + 5 * MAXDIM)
+    sc = carray(as_pointer(addr, np.int64), SCRATCH_LEN)
     dims, sa, sb, s3 = plan_arrays(sc)
-    ctr = sc[SCRATCH_KERNEL + 4 * MAXDIM : SCRATCH_KERNEL + 5 * MAXDIM]
+    ctr = sc[4 * MAXDIM : SCRATCH_LEN]
     d = nd - 3
     while d >= 0:
         ctr[d] += 1
