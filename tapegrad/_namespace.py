@@ -13,6 +13,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
+from .boundary import EQUIVALENTS
 from .ops import ROWS, Kind, Op
 from .tensor import Tensor, elementwise_function
 
@@ -64,3 +65,10 @@ for _op in ROWS:
     for _name in (_op.name, *_op.aliases):
         NAMESPACES[_op.namespace][_name] = _f
 del _op, _f, _name
+
+# error messages name tapegrad's function for the NumPy / SciPy one a user called
+_LIBRARY = {"numpy": "numpy", "numpy.linalg": "numpy.linalg", "special": "scipy.special"}
+for _ns, _fns in NAMESPACES.items():
+    for _name in _fns:
+        EQUIVALENTS[f"{_LIBRARY[_ns]}.{_name}"] = f"tapegrad.{_ns}.{_name}"
+del _ns, _fns, _name

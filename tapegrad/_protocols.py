@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .tensor import Tensor
+from .tensor import Tensor, is_grad_enabled
 
 _REDUCE = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min"}
 
@@ -47,7 +47,7 @@ def _values(obj: Any) -> Any:
 
 
 def _fallback(name: str, call: Callable, args: tuple, kwargs: dict) -> Any:
-    if _requires_grad(args) or _requires_grad(kwargs):
+    if (_requires_grad(args) or _requires_grad(kwargs)) and is_grad_enabled():
         raise TypeError(
             f"{name} is not supported by tapegrad on a tensor that requires grad: its "
             "gradient would be lost. Use a tapegrad.numpy function, or .detach() the input "

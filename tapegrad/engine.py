@@ -6,20 +6,28 @@ The scheduler (``scheduler.py``) runs every node it can in compiled code. It ret
 this loop only for a node whose backward is Python, or before a node whose outputs have
 hooks; after handling it, ``resume`` continues where it stopped. A graph without custom
 Python functions or hooks makes exactly one compiled call.
+
+Python callbacks run on a tape of their own (``tape.enter``): a hook or a custom
+``backward`` may record ops, run a backward or call a transform without touching the
+tape whose backward is running. :func:`backward` accumulates into ``.grad`` of the leaves
+(PyTorch's ``Tensor.backward``); :func:`gradients` returns the gradients of given tensors
+and accumulates nothing (``torch.autograd.grad``): the transforms use it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
+from .boundary import HIGHER_ORDER
 from .layout import (
     DTYPE_NAMES,
     E_CALLBACK_HOOK,
@@ -60,8 +68,8 @@ from .layout import (
     SLOT_HOOK,
 )
 from .scheduler import resume, run_backward
-from .tape import Tape
-from .tensor import _FREED, _RG, FREED_MESSAGE, NO_GRAD_MESSAGE, Tensor, WeakIdMap, _values, no_grad
+from .tape import EAGER, TRANSFORM, Tape, enter, leave
+from .tensor import _FREED, _RG, FREED_MESSAGE, NO_GRAD_MESSAGE, Tensor, WeakIdMap, _values
 
 # --- hooks -------------------------------------------------------------------------------
 
@@ -215,45 +223,57 @@ def is_anomaly_enabled() -> bool:
 # --- the backward pass -------------------------------------------------------------------
 
 
-def backward(t: Tensor, gradient: Any = None, retain_graph: bool = False) -> None:
-    """Run the compiled backward pass from ``t`` (see :meth:`Tensor.backward`)."""
+def _seed(t: Tensor, gradient: Any) -> np.ndarray | None:
+    """The root's cotangent as an array of its shape and dtype (None: ones)."""
     shape = t.shape
-    dtype = t.dtype
     if gradient is None:
         if math.prod(shape) != 1:
             raise RuntimeError(
                 f"grad can be implicitly created only for scalar outputs; "
                 f"backward() of a tensor of shape {shape} needs gradient="
             )
-        seed = None
-    else:
-        g = np.asarray(_values(gradient))
-        if g.shape != shape:
-            raise RuntimeError(
-                f"backward: gradient has shape {g.shape} but the tensor has shape {shape}"
-            )
-        if g.dtype.kind not in "fiub":
-            raise TypeError(f"backward: gradient of dtype {g.dtype} is not real")
-        seed = np.array(g, dtype=dtype, order="C", copy=True)
-    if t._data is not None:  # an external tensor: a leaf, or a freed non-leaf
-        if t._flags & _FREED:
-            raise RuntimeError(FREED_MESSAGE)
-        if not t._flags & _RG:
-            raise RuntimeError(NO_GRAD_MESSAGE)
-        _accumulate_leaf(t, np.ones(shape, dtype) if seed is None else seed)
-        return
-    tape = t._tape
-    s = t._slot
-    if not tape.slot_rg(s):
-        raise RuntimeError(NO_GRAD_MESSAGE)
+        return None
+    g = np.asarray(_values(gradient))
+    if g.shape != shape:
+        raise RuntimeError(
+            f"backward: gradient has shape {g.shape} but the tensor has shape {shape}"
+        )
+    if g.dtype.kind not in "fiub":
+        raise TypeError(f"backward: gradient of dtype {g.dtype} is not real")
+    return np.array(g, dtype=t.dtype, order="C", copy=True)
+
+
+@contextlib.contextmanager
+def callback_tape() -> Iterator[None]:
+    """Run Python called by a backward (hooks, custom ``backward``) on a tape of its own,
+    with grad mode off as in PyTorch (``tg.enable_grad()`` and transforms turn it on)."""
+    tape = enter(EAGER, grad_enabled=False)
+    try:
+        yield
+    finally:
+        leave(tape)
+
+
+_last = threading.local()  # header of this thread's last backward pass, for its stats
+
+
+def _drive(tape: Tape, root: int, seed: np.ndarray | None, retain_graph: bool) -> None:
+    """Run the compiled backward from slot ``root`` of ``tape``, handing Python nodes and
+    hooks to Python until it is done; raise what a failed pass means."""
+    if tape.capture is not None:
+        raise RuntimeError(
+            "backward() inside a function being captured by tg.compile: its effect on "
+            ".grad would not be replayed. Return the loss and use step.value_and_grad, "
+            "or compute inner gradients with tg.grad"
+        )
     seed_slot = -1 if seed is None else tape.import_array(seed, SLOT_CONST)
     h = tape.header
     tape.h[H_ANOMALY] = int(_anomaly_depth > 0)
     while True:
-        st = run_backward(h, s, seed_slot, retain_graph)
+        st = run_backward(h, root, seed_slot, retain_graph)
         if st >= 0 or st in (E_CALLBACK_PY, E_CALLBACK_HOOK):
             break
-        _raise_backward_error(tape, st)
+        raise_backward_error(tape, st)
         tape.fix(st)
     while st != OK:
         k = tape.h[H_ERR_A]
@@ -264,32 +284,100 @@ def backward(t: Tensor, gradient: Any = None, retain_graph: bool = False) -> Non
             _run_node_hooks(tape, k)
             st = resume(h, k, retain_graph, True)
         else:
-            _raise_backward_error(tape, st)
+            raise_backward_error(tape, st)
             raise RuntimeError(f"tapegrad: backward status {st}")
+    _last.header = h
+    if tape.kind == TRANSFORM:
+        _check_foreign(tape)
+
+
+def _check_foreign(tape: Tape) -> None:
+    """A transform's backward must not reach a tensor from outside it (see
+    ``tapegrad.transforms``): its NumPy result could not carry that dependence."""
+    gen = tape.h[H_GEN]
+    for slot, t in tape.foreign.values():
+        if tape.slot_field(S_GEN, slot) == gen:
+            raise RuntimeError(
+                "the differentiated function's result depends on a tensor that requires "
+                f"grad but is not one of the transform's arguments (shape {t.shape}, "
+                f"{t.dtype}: a closure, global or attribute, or an outer transform's "
+                "variable). The transform returns NumPy values, which cannot carry that "
+                "dependence, so gradients through it would silently be missing; "
+                + HIGHER_ORDER.format(what="pass it as an argument (argnums) instead")
+            )
+
+
+def backward(t: Tensor, gradient: Any = None, retain_graph: bool = False) -> None:
+    """Run the compiled backward pass from ``t`` (see :meth:`Tensor.backward`)."""
+    seed = _seed(t, gradient)
+    if t._data is not None:  # an external tensor: a leaf, or a freed non-leaf
+        if t._flags & _FREED:
+            raise RuntimeError(FREED_MESSAGE)
+        if not t._flags & _RG:
+            raise RuntimeError(NO_GRAD_MESSAGE)
+        accumulate_grad(t, np.ones(t.shape, t.dtype) if seed is None else seed)
+        return
+    tape = t._tape
+    if not tape.slot_rg(t._slot):
+        raise RuntimeError(NO_GRAD_MESSAGE)
+    _drive(tape, t._slot, seed, retain_graph)
     for slot, leaf in tape.leaves:
         g = tape.read_grad(slot)
         if g is not None:
-            _accumulate_leaf(leaf, g)
+            accumulate_grad(leaf, g)
     if not retain_graph:
         tape.stale = True  # rewound by the next op (see Tape.try_rewind)
 
 
-def _accumulate_leaf(leaf: Tensor, g: np.ndarray) -> None:
+def gradients(
+    out: Tensor, inputs: list[Tensor], gradient: Any = None, retain_graph: bool = False
+) -> list[np.ndarray | None]:
+    """d(out)/d(input) pulled back from ``gradient`` for each of ``inputs`` (leaves),
+    or None where ``out`` does not depend on one; no ``.grad`` is changed (PyTorch's
+    ``torch.autograd.grad``)."""
+    seed = _seed(out, gradient)
+    if out._data is not None:  # the output is a leaf itself
+        ones = np.ones(out.shape, out.dtype) if seed is None else seed
+        return [ones.copy() if t is out and out.requires_grad else None for t in inputs]
+    tape = out._tape
+    if not tape.slot_rg(out._slot):
+        return [None] * len(inputs)
+    _drive(tape, out._slot, seed, retain_graph)
+    found: list[np.ndarray | None] = [None] * len(inputs)
+    where = {id(t): i for i, t in enumerate(inputs)}
+    for slot, leaf in tape.leaves:
+        i = where.get(id(leaf))
+        if i is not None and inputs[i] is leaf:
+            g = tape.read_grad(slot)
+            if g is not None:
+                found[i] = g if found[i] is None else found[i] + g
+    if not retain_graph:
+        tape.stale = True
+    return found
+
+
+def accumulate_grad(leaf: Tensor, g: np.ndarray) -> None:
+    """Add ``g`` into ``leaf.grad`` (running its hooks, on a callback tape, if any)."""
     hooks = _LEAF_HOOKS.get(leaf)
-    if hooks:
-        g = _run_hooks(hooks, g, "a leaf tensor")
-    leaf.grad = g if leaf.grad is None else leaf.grad + g
-    for fn in list(_POST_HOOKS.get(leaf, ())):
-        fn(leaf)
+    post = _POST_HOOKS.get(leaf)
+    if not hooks and not post:
+        leaf.grad = g if leaf.grad is None else leaf.grad + g
+        return
+    with callback_tape():
+        if hooks:
+            g = _run_hooks(hooks, g, "a leaf tensor")
+        leaf.grad = g if leaf.grad is None else leaf.grad + g
+        for fn in list(post or ()):
+            fn(leaf)
 
 
 def backward_stats() -> dict[str, int]:
     """Counts of this thread's last backward pass: nodes run in compiled code and
     callbacks to Python (custom functions with a Python backward)."""
-    from .tape import current_tape
-
-    h = current_tape().h
-    return {"nodes": h[H_STAT_NODES], "python_callbacks": h[H_STAT_CALLBACKS]}
+    h = getattr(_last, "header", None)
+    if h is None:
+        return {"nodes": 0, "python_callbacks": 0}
+    return {"nodes": int(h[H_STAT_NODES]), "python_callbacks": int(h[H_STAT_CALLBACKS])}
 
 
 # --- callbacks -----------------------------------------------------------------------------
@@ -322,7 +410,8 @@ def _run_node_hooks(tape: Tape, k: int) -> None:
     for s in outs:
         if tape.views["slot"][S_FLAGS * scap + s] & SLOT_HOOK and _has_grad(tape, s):
             view = grad_view(tape, s)
-            new = _run_hooks(tape.hooks.get(s, []), view.copy(), "a tensor")
+            with callback_tape():
+                new = _run_hooks(tape.hooks.get(s, []), view.copy(), "a tensor")
             view[...] = new
 
 
@@ -343,7 +432,7 @@ def _run_python_node(tape: Tape, k: int, retain: bool) -> None:
         else np.zeros(tape.slot_shape(s), NP_DTYPES[tape.slot_field(S_DTYPE, s)])
         for s in outs
     ]
-    with no_grad():
+    with callback_tape():
         result = cls.backward(ctx, *grads)
     result = result if isinstance(result, tuple) else (result,)
     if len(result) == len(ins) and len(ins) != nargs and len(result) != nargs:
@@ -410,7 +499,7 @@ def _node_name(tape: Tape, k: int) -> str:
     return dispatch.USER_FUNCTIONS[op - len(ROWS) - 1].__name__
 
 
-def _raise_backward_error(tape: Tape, st: int) -> None:
+def raise_backward_error(tape: Tape, st: int) -> None:
     """Raise the exception for a failed backward status (statuses that ``Tape.fix``
     can repair -- a kernel to compile, a bigger gradient arena -- return)."""
     h = tape.h

@@ -13,15 +13,27 @@ nodes, newest first). A plan call does no table lookups, no liveness scan, no
 validation (the first replay validated exactly these nodes against exactly these
 buffers); per node it is one indirect call. Anything that could change the outcome (a
 non-OK status, anomaly mode) goes back to the general path.
+
+**Guards.** A value that Python read while the program was captured (``bool`` of a
+comparison, ``float()``, an index, ``.numpy()``) decided something the program now takes
+for granted. Each such read is a guard: the slot, the node that computes it (-1 for an
+input) and the bytes it held. Both forward loops check a node's guards right after it
+runs (inputs' before the first node) and stop with ``E_GUARD`` at the first that does
+not hold, before anything depends on it; ``tapegrad.compile`` then tries another
+program or captures the new branch. ``G`` is ``[4, n]`` int64 (node, slot, offset into
+``expect``, length), sorted by node; a program without guards passes an empty one and
+pays one comparison per node.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from numba import carray
 
-from ._jit import call_kernel, jit
+from ._jit import as_pointer, call_kernel, jit
 from .layout import (
     BWD,
+    E_GUARD,
     FWD,
     H_ERR_A,
     H_LO,
@@ -33,6 +45,7 @@ from .layout import (
     N_SIG,
     NODE_LIVE,
     OK,
+    S_ADDR,
     S_NODE,
     ktable,
     nodes,
@@ -42,24 +55,50 @@ from .scheduler import run_backward, seed_gradients
 
 
 @jit
-def run_forward(h, n):
-    """Run the forward kernels of nodes ``0 .. n-1`` (values land in their slots)."""
+def _guards(h, G, expect, i, k):
+    """Check the guards from ``i`` on whose node is ``k``; returns the index of the next
+    guard, or ``-1 - j`` when guard ``j`` does not hold."""
+    S = slots(h)
+    while i < G.shape[1] and G[0, i] == k:
+        n = G[3, i]
+        now = carray(as_pointer(S[S_ADDR, G[1, i]], np.uint8), n)
+        off = G[2, i]
+        for b in range(n):
+            if now[b] != expect[off + b]:
+                return -1 - i
+        i += 1
+    return i
+
+
+@jit
+def run_forward(h, n, G, expect):
+    """Run the forward kernels of nodes ``0 .. n-1`` (values land in their slots),
+    checking the guards ``G`` as their values appear."""
     N = nodes(h)
     K = ktable(h)
     me = h[H_SELF]
+    gi = _guards(h, G, expect, 0, -1)
+    if gi < 0:
+        h[H_ERR_A] = -1 - gi
+        return E_GUARD
     for k in range(n):
         st = call_kernel(K[N[N_OP, k], N[N_SIG, k], FWD], k, me)
         if st != OK:
             h[H_ERR_A] = k
             return st
+        if gi < G.shape[1] and G[0, gi] == k:
+            gi = _guards(h, G, expect, gi, k)
+            if gi < 0:
+                h[H_ERR_A] = -1 - gi
+                return E_GUARD
     return OK
 
 
 @jit
-def replay(h, n, root, want_grad):
+def replay(h, n, root, want_grad, G, expect):
     """Forward over the program, then (``want_grad``) a full backward from slot
     ``root`` that keeps the graph (and its pruning) for the plans below."""
-    st = run_forward(h, n)
+    st = run_forward(h, n, G, expect)
     if st != OK or not want_grad:
         return st
     return run_backward(h, root, -1, True)
@@ -98,15 +137,25 @@ def backward_plan(h, root):
 
 
 @jit
-def run_plan(h, fwd, bwd, root, want_grad):
-    """Replay from plans: the forward kernels ``fwd`` in tape order, then (``want_grad``)
-    the gradient arena seeded with ones at ``root`` and the backward kernels ``bwd``."""
+def run_plan(h, fwd, bwd, root, want_grad, G, expect):
+    """Replay from plans: the forward kernels ``fwd`` in tape order (checking the guards
+    ``G``), then (``want_grad``) the gradient arena seeded with ones at ``root`` and the
+    backward kernels ``bwd``."""
     me = h[H_SELF]
+    gi = _guards(h, G, expect, 0, -1)
+    if gi < 0:
+        h[H_ERR_A] = -1 - gi
+        return E_GUARD
     for k in range(fwd.size):
         st = call_kernel(fwd[k], k, me)
         if st != OK:
             h[H_ERR_A] = k
             return st
+        if gi < G.shape[1] and G[0, gi] == k:
+            gi = _guards(h, G, expect, gi, k)
+            if gi < 0:
+                h[H_ERR_A] = -1 - gi
+                return E_GUARD
     if not want_grad:
         return OK
     h[H_STAT_NODES] = 0

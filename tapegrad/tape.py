@@ -1,8 +1,22 @@
-"""The tape, Python side: typed arrays, growth, binding tensors, rewinding.
+"""The tape, Python side: typed arrays, growth, binding tensors, rewinding, and the
+per-thread stack of tapes.
 
-One tape per thread (:func:`current_tape`). Tables grow by doubling; the value arena
-grows by adding a chunk (existing values never move, so addresses stay valid) and is
-merged back into one chunk when the tape is rewound.
+Each thread records into the tape on top of its stack (:func:`current_tape`). The
+bottom one is the thread's eager tape. A transform (``tg.grad``...), a capture
+(``tg.compile``) or a Python callback of a running backward (a hook, a custom
+function's ``backward``) pushes a fresh tape (:func:`enter`) and pops it when done
+(:func:`leave`), so whatever it records and differentiates never touches the tape
+below: a backward may start inside a backward, a transform inside a transform. Tables grow by
+doubling; the value arena grows by adding a chunk (existing values never move, so
+addresses stay valid) and is merged back into one chunk when the tape is rewound.
+
+**Kinds.** ``EAGER`` tapes (the thread's own, and callbacks') bind a user's tensor that
+requires grad as a leaf whose ``.grad`` a backward fills. ``TRANSFORM`` and ``CAPTURE``
+tapes differentiate with respect to their own arguments only: a tensor that requires
+grad and was made before the tape was entered (``born0``) is *foreign* there (a closure
+over an outer variable). A transform gives it a slot whose gradient, if a backward
+reaches it, is an error (its dependence cannot be carried, see ``tapegrad.transforms``);
+a capture turns it into an input of the program (``tapegrad.compile``).
 
 **Rewinding.** At the first op after a backward without ``retain_graph`` (and whenever
 a table is full), the tape tries to start over from empty so that a training loop reuses the same
@@ -138,6 +152,9 @@ def _held(objs: list) -> list:
     return list(compress(objs, map(_UNREFERENCED.__lt__, map(sys.getrefcount, objs))))
 
 
+# Tape kinds (see the module docstring).
+EAGER, TRANSFORM, CAPTURE = 0, 1, 2
+
 # Elementwise results of at least this many elements are computed by NumPy's ufunc
 # (SIMD exp/tanh/log are several times faster than the scalar libm calls a numba loop
 # makes; below this the ufunc call and the views cost more than they save).
@@ -245,6 +262,11 @@ class Tape:
         # Set by a backward that freed its graph: the next op first tries to rewind, so
         # the sweep over handles is paid once per step, not inside backward().
         self.stale = False
+        self.kind = EAGER
+        self.born0 = 0  # tensors made before this serial are foreign (not EAGER kinds)
+        self.foreign: dict[int, tuple[int, Any]] = {}  # id -> (slot, tensor) this epoch
+        self.capture: Any = None  # the capture state while tg.compile records here
+        self.thread = threading.get_ident()
 
     # --- tables -----------------------------------------------------------------
     def _set_table(self, name: str, cap: int, old: np.ndarray | None) -> None:
@@ -456,6 +478,16 @@ class Tape:
         self.rewind()
         return True
 
+    def release(self) -> None:
+        """Rewind unconditionally (a transform or callback is done with this tape): held
+        handles are copied out; those that required grad become non-leaves whose graph
+        is gone, so a later backward through them raises instead of reading reused memory."""
+        self.stale = False
+        for t in _held(self.handles):
+            if t._data is None and t._tape is self:
+                t._detach_from_tape(self.read(t._slot), self.slot_rg(t._slot))
+        self.rewind()
+
     def rewind(self) -> None:
         """Reset to empty (callers have copied out what must survive)."""
         h = self.h
@@ -473,6 +505,7 @@ class Tape:
         self.custom = []
         self.hooks = {}
         self.sources = {}
+        self.foreign = {}
         h[H_HOOKS] = 0
         h[H_INPLACE] = 0
 
@@ -499,13 +532,59 @@ def is_float_code(dt: int) -> bool:
 _tls = threading.local()
 
 
+def _stack() -> list[Tape]:
+    """This thread's tapes, its eager tape first (both created on first use)."""
+    try:
+        return _tls.stack
+    except AttributeError:
+        _tls.tape = Tape()
+        _tls.stack = [_tls.tape]
+        _tls.pool = []
+        return _tls.stack
+
+
 def current_tape() -> Tape:
-    """This thread's tape (created on first use), rewound first if a backward has
-    finished with it."""
+    """The tape this thread records into (the top of its stack), rewound first if a
+    backward has finished with it."""
     try:
         tape = _tls.tape
     except AttributeError:
-        tape = _tls.tape = Tape()
+        tape = _stack()[0]
     if tape.stale:
         tape.try_rewind()
     return tape
+
+
+def tape_stack() -> list[Tape]:
+    """This thread's stack of tapes (bottom first); do not modify."""
+    return _stack()
+
+
+def enter(kind: int, grad_enabled: bool, born0: int = 0, tape: Tape | None = None) -> Tape:
+    """Push a tape for a transform, a capture or a callback: ``tape``, or an empty one
+    from this thread's pool. Ops record into it until :func:`leave`."""
+    stack = _stack()
+    if tape is None:
+        tape = _tls.pool.pop() if _tls.pool else Tape()
+    tape.kind = kind
+    tape.born0 = born0
+    tape.grad_enabled = grad_enabled
+    stack.append(tape)
+    _tls.tape = tape
+    return tape
+
+
+def leave(tape: Tape, keep: bool = False) -> None:
+    """Pop ``tape`` (entered by :func:`enter`). Unless ``keep`` (its owner holds on to
+    it: ``vjp``, a captured program), it is released and goes back to the pool."""
+    stack = _stack()
+    if stack[-1] is not tape:
+        raise RuntimeError("tapegrad: tapes left out of order")
+    stack.pop()
+    _tls.tape = stack[-1]
+    if not keep:
+        tape.release()
+        tape.kind = EAGER
+        tape.capture = None
+        if len(_tls.pool) < 8:
+            _tls.pool.append(tape)

@@ -8,6 +8,14 @@ value behind the user's back.
 
 Operators and the NumPy-named methods (``sum``, ``reshape``...) are installed from the
 op table by :mod:`tapegrad.numpy`.
+
+**Leaving the graph.** A tensor that requires grad gives its values to Python only when
+asked explicitly: ``.numpy()``, ``.detach()``, and ``.item()`` / ``float()`` / ``int()``
+in eager code. ``__array__`` (NumPy and SciPy functions tapegrad does not implement)
+raises instead, except that a 0-d tensor goes into NumPy's object arrays as itself, so
+``np.array([t0, t1])`` keeps the graph (tapegrad ops accept such arrays);
+``float()`` raises when NumPy's or SciPy's own code calls it, or inside a transform or
+a capture. See :mod:`tapegrad.boundary`.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import threading
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ._jit import entry_point
+from .boundary import HIGHER_ORDER, array_error, library_caller, scalar_error, suggestion
 from .layout import (
     DEFERRED,
     DTYPE_NAMES,
@@ -44,8 +54,18 @@ from .layout import (
     SLOT_LEAF,
     SLOT_RG,
 )
-from .record import ABSENT, SCALAR, record_elementwise, record_general, record_tensors
-from .tape import THREAD_MIN, Tape, _workers, current_tape, normalize_array
+from .record import ABSENT, SCALAR, alias_slot, record_elementwise, record_general, record_tensors
+from .tape import (
+    CAPTURE,
+    EAGER,
+    THREAD_MIN,
+    TRANSFORM,
+    Tape,
+    _workers,
+    current_tape,
+    normalize_array,
+    tape_stack,
+)
 
 _RG = 1  # external tensor requires grad
 _FREED = 2  # external copy of a non-leaf whose graph was freed by a backward
@@ -67,6 +87,46 @@ CROSS_DEVICE_MESSAGE = (
 # None keeps the CPU paths free of any CUDA check until then.
 _CUDA: Any = None
 
+# External tensors are numbered as they are made: a transform or capture entered at
+# serial n treats a tensor numbered below n as foreign (see tapegrad.tape).
+_SERIAL = itertools.count(1)
+
+
+def serial() -> int:
+    """A number above every tensor made so far (a tape's ``born0``)."""
+    return next(_SERIAL)
+
+
+# Captures in progress in any thread: while there are some, reading a tensor's values
+# asks the innermost capture of this thread (it may turn the read into a guard).
+_CAPTURING = 0
+_capturing_lock = threading.Lock()
+
+
+def capture_started(delta: int) -> None:
+    """Count a capture starting (+1) or ending (-1) (``tapegrad.compile``)."""
+    global _CAPTURING
+    with _capturing_lock:
+        _CAPTURING += delta
+
+
+def active_capture() -> Any:
+    """The state of the innermost capture in this thread's tape stack, or None."""
+    for tape in reversed(tape_stack()):
+        if tape.capture is not None:
+            return tape.capture
+    return None
+
+
+# Converts a list or an object array holding tensors into one tensor, keeping the
+# graph (tapegrad.numpy installs ``array``: stacking is a front end above this module).
+_objects_to_tensor: Callable[[Any], Tensor] | None = None
+
+
+def set_object_converter(fn: Callable[[Any], Tensor]) -> None:
+    global _objects_to_tensor
+    _objects_to_tensor = fn
+
 
 class Tensor:
     """An array that records the ops applied to it, for reverse-mode differentiation.
@@ -76,7 +136,17 @@ class Tensor:
     that require grad.
     """
 
-    __slots__ = ("__weakref__", "_data", "_epoch", "_flags", "_shape", "_slot", "_tape", "grad")
+    __slots__ = (
+        "__weakref__",
+        "_born",
+        "_data",
+        "_epoch",
+        "_flags",
+        "_shape",
+        "_slot",
+        "_tape",
+        "grad",
+    )
     __hash__ = object.__hash__
 
     # NumPy's protocols route np.sin(t), np.sum(t), ndarray + t... to tapegrad's ops.
@@ -109,6 +179,7 @@ class Tensor:
         t._flags = flags
         t._shape = data.shape
         t.grad = None
+        t._born = next(_SERIAL)
         return t
 
     def _detach_from_tape(self, values: np.ndarray, requires_grad: bool) -> None:
@@ -129,25 +200,66 @@ class Tensor:
 
     # --- values and metadata ---------------------------------------------------------
     def _value(self) -> np.ndarray:
-        """The values (the private array itself for an external tensor: do not modify)."""
+        """The values (the private array itself for an external tensor: do not modify).
+
+        While ``tg.compile`` captures, this is a Python read of a value: the capture
+        makes it a guard (and a tensor from outside the function an input)."""
+        if _CAPTURING:
+            cap = active_capture()
+            if cap is not None:
+                return cap.read(self)
         if self._data is not None:
             return self._data
         return self._tape.read(self._slot)
 
+    def _peek(self) -> np.ndarray:
+        """The values, for display only (no guard: printing decides nothing)."""
+        return self._data if self._data is not None else self._tape.read(self._slot)
+
     def numpy(self) -> np.ndarray:
         """A copy of the values as a NumPy array (detached from the graph)."""
-        return self._data.copy() if self._data is not None else self._tape.read(self._slot)
+        v = self._value()
+        return v.copy() if v is self._data else v
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        if self.requires_grad and current_tape().grad_enabled:
+            if dtype is None and not self.shape:
+                # NumPy builds an object array around it (np.array([t0, t1]),
+                # np.full(3, t)): the tensor itself travels, its graph intact, and any
+                # conversion to numbers later goes through __float__, which refuses
+                box = np.empty((), object)
+                box[()] = self
+                return box
+            name = library_caller(1)
+            raise array_error(self.shape, self.dtype, name, suggestion(name))
         out = self.numpy()
         return out if dtype is None else out.astype(dtype, copy=False)
 
-    def item(self) -> float | int | bool:
-        """The value of a one-element tensor as a Python number."""
+    def _scalar(self, what: str) -> Any:
+        """The one value as a Python scalar, for ``float()`` / ``int()`` / ``.item()``.
+
+        Eager code may ask for it (an explicit request, as in PyTorch); NumPy's or
+        SciPy's own code may not (an implicit conversion that drops the gradient), nor
+        may code being differentiated by a transform or captured by ``tg.compile``."""
+        if self.requires_grad:
+            tape = current_tape()
+            if tape.grad_enabled:
+                name = library_caller(2)
+                if name is not None or tape.kind != EAGER:
+                    scope = (
+                        "a function being captured by tg.compile"
+                        if tape.kind == CAPTURE
+                        else "a function being differentiated (tg.grad, vjp, jacobian...)"
+                    )
+                    raise scalar_error(what, self.shape, self.dtype, name, suggestion(name), scope)
         v = self._value()
         if v.size != 1:
-            raise ValueError(f"item(): tensor of shape {v.shape} has {v.size} elements, not 1")
+            raise ValueError(f"{what}: tensor of shape {v.shape} has {v.size} elements, not 1")
         return v.reshape(()).item()
+
+    def item(self) -> float | int | bool:
+        """The value of a one-element tensor as a Python number."""
+        return self._scalar("item()")
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -204,8 +316,22 @@ class Tensor:
         return self
 
     def detach(self) -> Tensor:
-        """A new tensor with the same values that does not require grad."""
-        return Tensor._external(self.numpy())
+        """A new tensor with the same values that does not require grad.
+
+        While ``tg.compile`` captures, it is recorded (its value follows the inputs
+        on replay); otherwise it is a copy of the values."""
+        if not _CAPTURING or active_capture() is None:
+            return Tensor._external(self.numpy())
+        tape = current_tape()
+        while True:
+            ep = tape.epoch
+            s = _operand(tape, ep, self)[0]
+            if tape.epoch != ep:
+                continue
+            r = alias_slot(tape.header, s, 0)
+            if r >= 0:
+                return _in_tape(tape, r, ep)
+            tape.fix(r)
 
     @property
     def device(self) -> str:
@@ -230,7 +356,9 @@ class Tensor:
         return to_device(self.numpy(), requires_grad=self.requires_grad)
 
     # --- autograd ------------------------------------------------------------------
-    def backward(self, gradient: Any = None, retain_graph: bool = False) -> None:
+    def backward(
+        self, gradient: Any = None, retain_graph: bool = False, create_graph: bool = False
+    ) -> None:
         """Accumulate d(self)/d(leaf) into ``.grad`` of every leaf that requires grad.
 
         Parameters
@@ -241,7 +369,12 @@ class Tensor:
         retain_graph
             Keep the graph so ``backward`` can run through it again; by default its
             saved values are freed and a second backward raises.
+        create_graph
+            Record the backward pass so that gradients can be differentiated again:
+            not supported yet (raises ``NotImplementedError``).
         """
+        if create_graph:
+            raise NotImplementedError(HIGHER_ORDER.format(what="backward(create_graph=True)"))
         from .engine import backward
 
         backward(self, gradient, retain_graph)
@@ -300,7 +433,7 @@ class Tensor:
 
     # --- printing --------------------------------------------------------------------
     def __repr__(self) -> str:
-        v = self._value()
+        v = self._peek()
         body = np.array2string(v, separator=", ", prefix="tensor(")
         extra = ""
         if v.dtype != np.float64 and v.dtype != np.int64 and v.dtype != np.bool_:
@@ -313,10 +446,18 @@ class Tensor:
         return bool(self._value())
 
     def __float__(self) -> float:
-        return float(self.item())
+        return float(self._scalar("float()"))
 
     def __int__(self) -> int:
-        return int(self.item())
+        return int(self._scalar("int()"))
+
+    def __index__(self) -> int:
+        if self.dtype.kind not in "iub":
+            raise TypeError(
+                f"only integer tensors can be used as an index, not {self.dtype} "
+                f"(shape {self.shape})"
+            )
+        return int(self._scalar("an index"))
 
 
 _new = object.__new__
@@ -403,6 +544,13 @@ def tensor(
         return to_device(data, requires_grad, dtype)
     if isinstance(data, Tensor):
         data = data._value()
+    elif isinstance(data, np.ndarray) and data.dtype == object:
+        if any(isinstance(v, Tensor) and v.requires_grad for v in data.flat):
+            raise TypeError(
+                "tensor: this object array holds tensors that require grad; tensor() "
+                "copies values (which would drop their gradient): use tnp.array or "
+                "tnp.stack to keep the graph, or .detach() them"
+            )
     elif _CUDA is not None and isinstance(data, _CUDA):
         data = data.numpy()
     if dtype is not None:
@@ -418,11 +566,16 @@ def tensor(
 
 
 def as_tensor(x: Any) -> Tensor:
-    """``x`` if it is a Tensor, else a constant tensor holding its values."""
+    """``x`` if it is a Tensor, else a constant tensor holding its values; a list or an
+    object array holding tensors is stacked (recorded: the graph is kept)."""
     if isinstance(x, Tensor):
         return x
     if _CUDA is not None and isinstance(x, _CUDA):
         raise TypeError(DEVICE_MESSAGE)
+    if (isinstance(x, list | tuple) or (isinstance(x, np.ndarray) and x.dtype == object)) and (
+        _objects_to_tensor is not None
+    ):
+        return _objects_to_tensor(x)
     return Tensor._external(normalize_array(x, copy=True))
 
 
@@ -437,18 +590,22 @@ DEVICE_MESSAGE = (
 
 
 def bind(tape: Tape, t: Tensor) -> int:
-    """The slot of ``t`` in ``tape`` (binding it if needed)."""
+    """The slot of ``t`` in ``tape`` (binding it if needed).
+
+    A tensor from outside a transform's or a capture's tape is *foreign* there (see
+    ``tapegrad.tape``): it gets a slot of its own, and the tensor keeps its binding."""
     if t._data is None:
         if t._tape is tape:
             return t._slot
-        # a result living in another thread's tape
-        if t.requires_grad:
-            raise RuntimeError(
-                "a tensor that requires grad was created in another thread; "
-                "graphs cannot span threads (use .detach())"
-            )
-        return tape.import_array(t._tape.read(t._slot), SLOT_CONST)
+        return _bind_other(tape, t)
     f = t._flags
+    if (
+        tape.kind != EAGER
+        and not f & _FREED
+        and (f & _RG or tape.kind == CAPTURE)
+        and getattr(t, "_born", 0) < tape.born0
+    ):
+        return _bind_foreign(tape, t)
     if f & _FREED:
         flags = SLOT_RG | SLOT_FREED
     elif f & _RG:
@@ -461,6 +618,54 @@ def bind(tape: Tape, t: Tensor) -> int:
     t._epoch = tape.epoch
     if flags & SLOT_LEAF:
         tape.leaves.append((s, t))
+    return s
+
+
+def _bind_other(tape: Tape, t: Tensor) -> int:
+    """Bind a result that lives in another tape: an enclosing level's (foreign), another
+    thread's, or a finished transform's."""
+    home = t._tape
+    rg = home.slot_rg(t._slot) and tape.grad_enabled
+    if tape.kind == TRANSFORM and rg:
+        return _bind_foreign(tape, t)
+    if tape.kind == CAPTURE:
+        if rg:
+            raise TypeError(
+                f"tapegrad.compile: the function reads a tensor (shape {t.shape}, {t.dtype}) "
+                "that requires grad and was computed outside it by recorded ops; its "
+                "gradient cannot flow through the compiled step. Pass it as an argument, "
+                "or .detach() it"
+            )
+        return _bind_foreign(tape, t)
+    if rg:
+        if home.thread != tape.thread:
+            raise RuntimeError(
+                "a tensor that requires grad was created in another thread; "
+                "graphs cannot span threads (use .detach())"
+            )
+        raise RuntimeError(
+            f"a tensor that requires grad (shape {t.shape}, {t.dtype}) belongs to another "
+            "graph: one being differentiated around this code (a hook or a custom "
+            "function's backward), or a finished transform's. Graphs cannot span these; "
+            "use .detach()"
+        )
+    return tape.import_array(normalize_array(t._value(), copy=False), SLOT_CONST)
+
+
+def _bind_foreign(tape: Tape, t: Tensor) -> int:
+    """A slot for a tensor from outside this transform or capture (once per epoch).
+
+    A transform gives it a slot that requires grad but is no leaf: if a backward
+    reaches it, the engine raises (the gradient would depend on it, and a transform's
+    NumPy result cannot carry that). A capture asks its state for an input slot."""
+    entry = tape.foreign.get(id(t))
+    if entry is not None and entry[1] is t:
+        return entry[0]
+    if tape.kind == CAPTURE:
+        s = tape.capture.foreign_input(tape, t)
+    else:
+        s = tape.import_array(normalize_array(t._value(), copy=True), SLOT_RG)
+    tape.foreign[id(t)] = (s, t)
     return s
 
 

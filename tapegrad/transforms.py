@@ -6,6 +6,19 @@ of them ("pytrees"); gradients come back as NumPy arrays in the same structure. 
 records ``f`` once on fresh leaf tensors and runs one backward pass per requested
 cotangent (``jacobian``: one per output element).
 
+A transform is a function of its arguments only, whatever surrounds it:
+
+* it records on a tape of its own (``tape.enter``), with grad mode on even under an
+  outer ``no_grad``; it may run inside a hook, a custom ``backward``, another transform
+  or a capture, and never touches their tapes;
+* it computes gradients with respect to its arguments and changes no ``.grad``
+  (``engine.gradients``, PyTorch's ``torch.autograd.grad``);
+* its results are NumPy values, so it refuses what they could not carry: a
+  differentiated argument that already requires grad (differentiating a gradient), or a
+  result that depends on a tensor from outside that requires grad; both raise
+  "higher-order derivatives are not supported yet". Inside ``f``, ``float()`` and
+  ``.item()`` of a tensor that requires grad raise (see ``tapegrad.boundary``).
+
 ``value_and_grad(f)`` plugs straight into ``scipy.optimize.minimize(fun, x0, jac=True)``:
 it returns ``(float, ndarray)``.
 """
@@ -13,12 +26,16 @@ it returns ``(float, ndarray)``.
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from .tensor import Tensor, tensor
+from .boundary import HIGHER_ORDER
+from .engine import gradients
+from .tape import TRANSFORM, Tape, enter, leave
+from .tensor import Tensor, as_tensor, is_grad_enabled, serial, tensor
 
 __all__ = ["grad", "jacobian", "value_and_grad", "vjp"]
 
@@ -57,8 +74,18 @@ def _flatten(tree: Any) -> tuple[list[Any], Callable[[list[Any]], Any]]:
     return [tree], lambda leaves: leaves[0]
 
 
-def _leaf_tensor(value: Any, where: str) -> Tensor:
-    data = value._value() if isinstance(value, Tensor) else value
+def _leaf_tensor(value: Any, where: str, grad_on: bool) -> Tensor:
+    if isinstance(value, Tensor):
+        if value.requires_grad and grad_on:
+            raise NotImplementedError(
+                HIGHER_ORDER.format(
+                    what=f"{where} is a tensor that requires grad (differentiating a "
+                    "gradient, or a transform nested in another one)"
+                )
+            )
+        data = value._value()
+    else:
+        data = value
     arr = np.asarray(data)
     if arr.dtype.kind not in "fiub":
         raise TypeError(f"{where}: cannot differentiate with respect to {arr.dtype} values")
@@ -70,8 +97,9 @@ def _leaf_tensor(value: Any, where: str) -> Tensor:
     return tensor(arr, requires_grad=True)
 
 
-def _gradient_like(t: Tensor, original: Any) -> Any:
-    g = t.grad if t.grad is not None else np.zeros(t.shape, t.dtype)
+def _gradient_like(g: np.ndarray | None, t: Tensor, original: Any) -> Any:
+    if g is None:
+        g = np.zeros(t.shape, t.dtype)
     if isinstance(original, float | int) and not isinstance(original, bool):
         return g.dtype.type(g)  # a NumPy scalar for a Python number
     return g
@@ -86,28 +114,56 @@ def _argnums(argnums: int | Sequence[int], n: int, where: str) -> tuple[tuple[in
     return tuple(a % n for a in nums), single
 
 
-def _record(f: Callable, args: tuple, kwargs: dict, argnums: tuple[int, ...], where: str):
-    """Call ``f`` with the differentiated arguments replaced by leaf tensors."""
-    args = list(args)
-    leaves_per_arg = []
-    for a in argnums:
-        leaves, rebuild = _flatten(args[a])
-        ts = [_leaf_tensor(v, f"{where}: argument {a}") for v in leaves]
-        leaves_per_arg.append((ts, leaves, rebuild))
-        args[a] = rebuild(ts)
-    return f(*args, **kwargs), leaves_per_arg
+def _record(
+    f: Callable, args: tuple, kwargs: dict, argnums: tuple[int, ...], where: str
+) -> tuple[Any, list, Tape]:
+    """Call ``f`` on a transform tape (entered here; the caller leaves it) with the
+    differentiated arguments replaced by fresh leaf tensors."""
+    grad_on = is_grad_enabled()
+    tape = enter(TRANSFORM, grad_enabled=True, born0=serial())
+    try:
+        args = list(args)
+        leaves_per_arg = []
+        for a in argnums:
+            leaves, rebuild = _flatten(args[a])
+            ts = [_leaf_tensor(v, f"{where}: argument {a}", grad_on) for v in leaves]
+            leaves_per_arg.append((ts, leaves, rebuild))
+            args[a] = rebuild(ts)
+        out = f(*args, **kwargs)
+    except BaseException:
+        leave(tape)
+        raise
+    return out, leaves_per_arg, tape
 
 
-def _grads(leaves_per_arg: list) -> list[Any]:
-    return [
-        rebuild([_gradient_like(t, v) for t, v in zip(ts, leaves)])
-        for ts, leaves, rebuild in leaves_per_arg
-    ]
+def _differentiate(
+    out: Tensor, tape: Tape, leaves_per_arg: list, where: str, cotangent: Any = None
+) -> list[Any]:
+    """Gradients of ``out`` for each differentiated argument, in its structure."""
+    flat = [t for ts, _, _ in leaves_per_arg for t in ts]
+    mine = out._tape is tape if out._data is None else any(out is t for t in flat)
+    found = gradients(out, flat, cotangent, retain_graph=True) if mine else [None] * len(flat)
+    if all(g is None for g in found):
+        warnings.warn(
+            f"{where}: the output does not depend on the differentiated argument(s) "
+            "(no recorded op connects them); their gradient is zero",
+            UserWarning,
+            stacklevel=3,
+        )
+    grads, i = [], 0
+    for ts, leaves, rebuild in leaves_per_arg:
+        part = found[i : i + len(ts)]
+        grads.append(rebuild([_gradient_like(g, t, v) for g, t, v in zip(part, ts, leaves)]))
+        i += len(ts)
+    return grads
 
 
 def _scalar_output(out: Any, where: str) -> Tensor:
     if not isinstance(out, Tensor):
-        out = tensor(np.asarray(out, dtype=float))
+        if isinstance(out, list | tuple) or (isinstance(out, np.ndarray) and out.dtype == object):
+            out = as_tensor(out)
+        else:
+            out = tensor(np.asarray(out, dtype=float))
     if out.size != 1:
         raise TypeError(
             f"{where}: the function must return a scalar (one element), got "
@@ -146,21 +202,23 @@ def value_and_grad(
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         nums, single = _argnums(argnums, len(args), "value_and_grad")
-        out, leaves = _record(f, args, kwargs, nums, "value_and_grad")
-        aux = None
-        if has_aux:
-            if not (isinstance(out, tuple) and len(out) == 2):
-                raise TypeError("value_and_grad: has_aux=True needs f to return (value, aux)")
-            out, aux = out
-        out = _scalar_output(out, "value_and_grad")
-        if out.requires_grad:
-            out.backward()
-        grads = _grads(leaves)
-        value = float(out.item())
-        result = grads[0] if single else tuple(grads)
-        if has_aux:
-            return (value, _to_numpy(aux)), result
-        return value, result
+        out, leaves, tape = _record(f, args, kwargs, nums, "value_and_grad")
+        try:
+            aux = None
+            if has_aux:
+                if not (isinstance(out, tuple) and len(out) == 2):
+                    raise TypeError("value_and_grad: has_aux=True needs f to return (value, aux)")
+                out, aux = out
+            out = _scalar_output(out, "value_and_grad")
+            value = float(out._value().reshape(()))
+            grads = _differentiate(out, tape, leaves, "value_and_grad")
+            result = grads[0] if single else tuple(grads)
+            if has_aux:
+                return (value, _to_numpy(aux)), result
+            return value, result
+        finally:
+            del out
+            leave(tape)
 
     return wrapper
 
@@ -185,9 +243,10 @@ def vjp(f: Callable, *args: Any) -> tuple[np.ndarray, Callable]:
 
     ``vjp_fn(cotangent)`` returns a tuple with one gradient per argument (in the
     arguments' structure): ``cotangent`` pulled back through ``f``. It may be called many
-    times; the graph is kept until ``vjp_fn`` is dropped.
+    times; the graph (a tape of its own) is kept until ``vjp_fn`` is dropped.
     """
-    out, leaves = _record(f, args, {}, tuple(range(len(args))), "vjp")
+    out, leaves, tape = _record(f, args, {}, tuple(range(len(args))), "vjp")
+    leave(tape, keep=True)
     if not isinstance(out, Tensor):
         raise TypeError(f"vjp: f must return a tensor, got {type(out).__name__}")
     value = out.numpy()
@@ -198,12 +257,7 @@ def vjp(f: Callable, *args: Any) -> tuple[np.ndarray, Callable]:
             raise ValueError(
                 f"vjp: cotangent has shape {c.shape}, the output has shape {out.shape}"
             )
-        for ts, _, _ in leaves:
-            for t in ts:
-                t.grad = None
-        if out.requires_grad:
-            out.backward(gradient=c, retain_graph=True)
-        return tuple(_grads(leaves))
+        return tuple(_differentiate(out, tape, leaves, "vjp", c))
 
     return value, vjp_fn
 
@@ -218,25 +272,30 @@ def jacobian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         nums, single = _argnums(argnums, len(args), "jacobian")
-        args = list(args)
-        ts = []
-        for a in nums:
-            ts.append(_leaf_tensor(args[a], f"jacobian: argument {a}"))
-            args[a] = ts[-1]
-        out = f(*args, **kwargs)
-        if not isinstance(out, Tensor):
-            out = tensor(np.asarray(out, dtype=float))
-        jacs = [np.zeros(out.shape + t.shape, t.dtype) for t in ts]
-        if out.requires_grad:
-            for idx in np.ndindex(out.shape):
-                seed = np.zeros(out.shape, out.dtype)
-                seed[idx] = 1
-                for t in ts:
-                    t.grad = None
-                out.backward(gradient=seed, retain_graph=True)
-                for j, t in zip(jacs, ts):
-                    if t.grad is not None:
-                        j[idx] = t.grad
-        return jacs[0] if single else tuple(jacs)
+        out, leaves, tape = _record(f, args, kwargs, nums, "jacobian")
+        try:
+            if not isinstance(out, Tensor):
+                out = tensor(np.asarray(out, dtype=float))
+            ts = [t for group, _, _ in leaves for t in group]
+            jacs = [np.zeros(out.shape + t.shape, t.dtype) for t in ts]
+            mine = out._tape is tape if out._data is None else any(out is t for t in ts)
+            if mine and out.requires_grad:
+                for idx in np.ndindex(out.shape):
+                    seed = np.zeros(out.shape, out.dtype)
+                    seed[idx] = 1
+                    for j, g in zip(jacs, gradients(out, ts, seed, retain_graph=True)):
+                        if g is not None:
+                            j[idx] = g
+            else:
+                warnings.warn(
+                    "jacobian: the output does not depend on the differentiated "
+                    "argument(s); the Jacobian is zero",
+                    UserWarning,
+                    stacklevel=2,
+                )
+            return jacs[0] if single else tuple(jacs)
+        finally:
+            del out
+            leave(tape)
 
     return wrapper

@@ -44,10 +44,14 @@ def test_unsupported_numpy_function_never_drops_a_gradient():
     np.testing.assert_array_equal(np.sort(x.detach()), [1.0, 2.0, 3.0])
 
 
-def test_asarray_gives_values_and_out_is_refused():
+def test_asarray_needs_detach_and_out_is_refused():
     x = tg.tensor([1.0, 2.0], requires_grad=True)
-    v = np.asarray(x)
+    with pytest.raises(TypeError, match=r"converts a tensor that requires grad.*detach"):
+        np.asarray(x)
+    v = np.asarray(x.detach())
     assert isinstance(v, np.ndarray) and v.tolist() == [1.0, 2.0]
+    with tg.no_grad():  # no gradient asked for: the values
+        assert np.asarray(x).tolist() == [1.0, 2.0]
     with pytest.raises(TypeError, match="out= is not supported"):
         np.sin(x, out=np.empty(2))
     with pytest.raises(TypeError, match="out= is not supported"):

@@ -60,8 +60,13 @@ def test_has_aux():
 
 
 def test_independent_argument_gets_zeros():
-    g = tg.grad(lambda x, y: tnp.sum(x), argnums=1)(np.ones(2), np.ones(3))
+    with pytest.warns(UserWarning, match="does not depend on the differentiated"):
+        g = tg.grad(lambda x, y: tnp.sum(x), argnums=1)(np.ones(2), np.ones(3))
     np.testing.assert_array_equal(g, np.zeros(3))
+    # one of two arguments unused: its gradient is zero, without a warning
+    gx, gy = tg.grad(lambda x, y: tnp.sum(x**2), argnums=(0, 1))(np.ones(2), np.ones(3))
+    np.testing.assert_array_equal(gx, [2.0, 2.0])
+    np.testing.assert_array_equal(gy, np.zeros(3))
 
 
 def test_errors():

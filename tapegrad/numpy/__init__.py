@@ -11,13 +11,14 @@ rather than dropping the gradient.
 
 from __future__ import annotations
 
+import builtins  # this module's globals shadow any, all, sum, max... with NumPy's names
 from typing import Any
 
 import numpy as _np
 
 from .._namespace import NAMESPACES
 from ..ops.reduce import argmax, argmin  # noqa: F401  (published through the table too)
-from ..tensor import Tensor, as_tensor, tensor
+from ..tensor import Tensor, as_tensor, is_grad_enabled, set_object_converter, tensor
 from . import linalg
 
 globals().update(NAMESPACES["numpy"])
@@ -27,39 +28,61 @@ __all__ = [*sorted(NAMESPACES["numpy"]), "linalg"]
 # --- constants: creation functions and non-differentiable functions ------------------------
 
 
-def _constant(fn: Any) -> Any:
-    def wrapper(*args: Any, **kwargs: Any) -> Tensor:
+def _differentiable_in(name: str, args: Any, kwargs: dict) -> None:
+    """Refuse a tensor that requires grad where only its values could be used: the
+    result would silently not depend on it."""
+    for a in [*args, *kwargs.values()]:
+        parts = a if isinstance(a, list | tuple) else (a,)
+        if (
+            builtins.any(isinstance(p, Tensor) and p.requires_grad for p in parts)
+            and is_grad_enabled()
+        ):
+            raise TypeError(
+                f"tapegrad.numpy.{name}: an argument is a tensor that requires grad, but "
+                f"{name} uses only its values (its result would not depend on it "
+                "differentiably); pass .detach() if that is what you want"
+            )
+
+
+def _shape_only(v: Any) -> Any:
+    """A zero-stride stand-in for a tensor whose shape and dtype are all that is used
+    (``zeros_like``): its values are not read (no guard while capturing)."""
+    if isinstance(v, Tensor):
+        return _np.lib.stride_tricks.as_strided(_np.zeros(1, v.dtype), v.shape, [0] * v.ndim)
+    return v
+
+
+def _constant(fn: Any, shape_only: bool = False) -> Any:
+    """``fn`` on the values of its tensor arguments: a constant tensor. Its results are
+    not differentiable (integers, booleans, new arrays): a tensor that requires grad
+    passed where its value matters is refused unless the result is integer or bool."""
+    name = fn.__name__
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if shape_only:
+            args = [_shape_only(a) for a in args]
+        elif name in _CREATION:
+            _differentiable_in(name, args, kwargs)
         args = [a._value() if isinstance(a, Tensor) else a for a in args]
         kwargs = {k: v._value() if isinstance(v, Tensor) else v for k, v in kwargs.items()}
         out = fn(*args, **kwargs)
-        if isinstance(out, tuple):
-            return tuple(Tensor._external(_np.asarray(o)) for o in out)
+        if isinstance(out, tuple | list):
+            return type(out)(Tensor._external(_np.asarray(o)) for o in out)
+        if name in ("shape", "ndim", "size"):
+            return out
         return as_tensor(out)
 
-    wrapper.__name__ = wrapper.__qualname__ = fn.__name__
-    wrapper.__doc__ = f"numpy.{fn.__name__} on the values: a constant tensor (not differentiable)."
+    wrapper.__name__ = wrapper.__qualname__ = name
+    wrapper.__doc__ = f"numpy.{name} on the values: a constant tensor (not differentiable)."
     return wrapper
 
 
-_CONSTANTS = [
-    "zeros",
-    "ones",
-    "empty",
-    "full",
-    "zeros_like",
-    "ones_like",
-    "empty_like",
-    "full_like",
-    "arange",
-    "linspace",
-    "logspace",
-    "eye",
-    "identity",
-    "tri",
-    "meshgrid",
-    "isnan",
-    "isinf",
-    "isfinite",
+# creation functions (their values come from their arguments); linspace, logspace,
+# full, full_like and meshgrid are differentiable below
+_CREATION = ["zeros", "ones", "empty", "arange", "eye", "identity", "tri"]
+_LIKE = ["zeros_like", "ones_like", "empty_like", "shape", "ndim", "size"]
+# functions whose results are integers or booleans: no gradient to lose
+_NONDIFF = [
     "logical_and",
     "logical_or",
     "logical_xor",
@@ -71,29 +94,58 @@ _CONSTANTS = [
     "any",
     "searchsorted",
     "digitize",
-    "shape",
-    "ndim",
-    "size",
 ]
-for _name in _CONSTANTS:
+for _name in _CREATION + _NONDIFF:
     globals()[_name] = _constant(getattr(_np, _name))
     __all__.append(_name)
+for _name in _LIKE:
+    globals()[_name] = _constant(getattr(_np, _name), shape_only=True)
+    __all__.append(_name)
 del _name
+
+
+# NaN / inf tests of float tensors are comparisons, recorded (so a captured program
+# recomputes them): NaN is the value unequal to itself, x - x is 0 exactly when x is finite
+def _float_test(name: str, test: Any) -> Any:
+    constant = _constant(getattr(_np, name))
+
+    def f(x: Any, /, **kwargs: Any) -> Tensor:
+        if isinstance(x, Tensor) and x.dtype.kind == "f" and not kwargs:
+            return test(x)
+        return constant(x, **kwargs)
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = f"numpy.{name}: a boolean tensor (recorded for float tensors, not differentiable)."
+    return f
+
+
+isnan = _float_test("isnan", lambda x: x != x)
+isinf = _float_test("isinf", lambda x: NAMESPACES["numpy"]["absolute"](x) == _np.inf)
+isfinite = _float_test("isfinite", lambda x: (x - x) == 0)
+__all__ += ["isfinite", "isinf", "isnan"]
 
 
 def _contains_tensor(obj: Any) -> bool:
     if isinstance(obj, Tensor):
         return True
     if isinstance(obj, list | tuple):
-        return any(_contains_tensor(o) for o in obj)
+        return builtins.any(_contains_tensor(o) for o in obj)
+    if isinstance(obj, _np.ndarray) and obj.dtype == object:
+        return builtins.any(_contains_tensor(o) for o in obj.flat)
     return False
 
 
 def array(object: Any, dtype: Any = None, copy: bool = True) -> Tensor:
-    """A tensor from ``object``. Tensors (also inside nested lists, which are stacked)
-    keep their place in the graph, as in HIPS autograd."""
+    """A tensor from ``object``. Tensors (also inside nested lists, and inside the
+    object arrays NumPy makes of them, ``np.array([t0, t1])``) keep their place in the
+    graph, as in HIPS autograd: they are stacked."""
     if isinstance(object, Tensor):
         t = object
+    elif isinstance(object, _np.ndarray) and object.dtype == _np.object_:
+        if not _contains_tensor(object):
+            return tensor(object.tolist(), dtype=dtype)
+        ns = NAMESPACES["numpy"]
+        t = ns["reshape"](ns["stack"]([array(o) for o in object.ravel()]), object.shape)
     elif isinstance(object, list | tuple) and _contains_tensor(object):
         t = NAMESPACES["numpy"]["stack"]([array(o) for o in object])
     else:
@@ -106,7 +158,116 @@ def asarray(a: Any, dtype: Any = None) -> Tensor:
     return array(a, dtype=dtype)
 
 
-__all__ += ["array", "asarray"]
+set_object_converter(array)
+
+
+# --- creation functions that are differentiable in their values ------------------------------
+
+
+def _float_dtype(*values: Any) -> Any:
+    dts = [v.dtype for v in values if isinstance(v, Tensor)]
+    return _np.result_type(*dts, 1.0) if dts else _np.float64
+
+
+def linspace(
+    start: Any,
+    stop: Any,
+    num: int = 50,
+    endpoint: bool = True,
+    retstep: bool = False,
+    dtype: Any = None,
+    axis: int = 0,
+) -> Any:
+    """``num`` evenly spaced values from ``start`` to ``stop``, differentiable in
+    ``start`` and ``stop`` (``start + (stop - start) * t`` with NumPy's fractions
+    ``t``)."""
+    if not (isinstance(start, Tensor) or isinstance(stop, Tensor)):
+        out = _np.linspace(start, stop, num, endpoint, retstep, dtype, axis)
+        if retstep:
+            return tensor(out[0]), out[1]
+        return tensor(out)
+    ns = NAMESPACES["numpy"]
+    a, b = as_tensor(start), as_tensor(stop)
+    ft = _float_dtype(a, b)
+    a, b = a.astype(ft), b.astype(ft)
+    div = (num - 1) if endpoint else num
+    frac = _np.linspace(0.0, 1.0, num, endpoint).astype(ft)
+    if num == 1 and endpoint:
+        frac = _np.zeros(1, ft)
+    nd = len(_np.broadcast_shapes(a.shape, b.shape))
+    frac = frac.reshape((num,) + (1,) * nd)
+    out = a + (b - a) * frac
+    if axis != 0:
+        out = ns["moveaxis"](out, 0, axis)
+    if dtype is not None:
+        out = out.astype(dtype)
+    if retstep:
+        step = (b - a) / div if div > 0 else (b - a) * _np.nan
+        return out, step
+    return out
+
+
+def logspace(
+    start: Any,
+    stop: Any,
+    num: int = 50,
+    endpoint: bool = True,
+    base: Any = 10.0,
+    dtype: Any = None,
+    axis: int = 0,
+) -> Tensor:
+    """``base ** linspace(start, stop)``, differentiable in ``start``, ``stop``, ``base``."""
+    if not builtins.any(isinstance(v, Tensor) for v in (start, stop, base)):
+        return tensor(_np.logspace(start, stop, num, endpoint, base, dtype, axis))
+    y = linspace(start, stop, num, endpoint, axis=axis)
+    out = NAMESPACES["numpy"]["power"](base, y)
+    return out if dtype is None else out.astype(dtype)
+
+
+def full(shape: Any, fill_value: Any, dtype: Any = None) -> Tensor:
+    """A tensor of ``shape`` filled with ``fill_value`` (differentiable in it: the
+    gradient is the sum over the filled positions)."""
+    if not isinstance(fill_value, Tensor):
+        return tensor(_np.full(shape, fill_value, dtype))
+    shape = (shape,) if isinstance(shape, int | _np.integer) else tuple(shape)
+    out = NAMESPACES["numpy"]["broadcast_to"](fill_value, shape)
+    return out if dtype is None else out.astype(dtype)
+
+
+def full_like(a: Any, fill_value: Any, dtype: Any = None, shape: Any = None) -> Tensor:
+    """``full`` with the shape (and dtype, unless given) of ``a``."""
+    ref = _shape_only(a) if isinstance(a, Tensor) else _np.asarray(a)
+    shape = ref.shape if shape is None else shape
+    if not isinstance(fill_value, Tensor):
+        return tensor(_np.full(shape, fill_value, dtype if dtype is not None else ref.dtype))
+    return full(shape, fill_value, dtype if dtype is not None else ref.dtype)
+
+
+def meshgrid(*xi: Any, copy: bool = True, sparse: bool = False, indexing: str = "xy") -> list:
+    """Coordinate matrices from coordinate vectors (differentiable in them)."""
+    if indexing not in ("xy", "ij"):
+        raise ValueError("meshgrid: valid values for `indexing` are 'xy' and 'ij'.")
+    if not builtins.any(isinstance(x, Tensor) for x in xi):
+        return [tensor(g) for g in _np.meshgrid(*xi, copy=copy, sparse=sparse, indexing=indexing)]
+    ns = NAMESPACES["numpy"]
+    ts = [ns["reshape"](as_tensor(x), -1) for x in xi]
+    nd = len(ts)
+    sizes = [t.shape[0] for t in ts]
+    if indexing == "xy" and nd > 1:
+        sizes[0], sizes[1] = sizes[1], sizes[0]
+    out = []
+    for i, t in enumerate(ts):
+        shape = [1] * nd
+        axis = i
+        if indexing == "xy" and nd > 1 and i < 2:
+            axis = 1 - i
+        shape[axis] = t.shape[0]
+        g = ns["reshape"](t, tuple(shape))
+        out.append(g if sparse else ns["broadcast_to"](g, tuple(sizes)))
+    return out
+
+
+__all__ += ["array", "asarray", "full", "full_like", "linspace", "logspace", "meshgrid"]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,0 +1,168 @@
+"""Where a function finds the tensors it reads without taking them as arguments.
+
+A compiled step (``tapegrad.compile``) re-reads, on every call, the tensors its function
+read from outside while it was captured: closures, globals, attributes of ``self`` or of
+an argument. It must find them again by the same route, since the user may have put a
+new tensor there (``W = W - lr * g``) or changed one in place (``W -= lr * g``). This is
+torch.compile's guards on sources, in small: a breadth-first search from the function's
+roots records a *path* (a tuple of steps) to each tensor, and :func:`resolve` follows
+the path again later.
+
+Roots: the function's closure cells, the globals its code names (nested functions
+included), its defaults, ``self`` of a bound method, and the call's arguments. Steps go
+into functions (their closures and globals), attributes of plain objects, list and tuple
+items, and dict values; modules and classes are not entered. The search stops at depth
+``DEPTH`` or after ``BUDGET`` objects.
+"""
+
+from __future__ import annotations
+
+import types
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import Any
+
+DEPTH = 5
+BUDGET = 20000
+_ITEMS = 1000  # list, tuple and dict entries looked at per container
+_MISSING = object()
+_LEAVES = (str, bytes, int, float, complex, bool, type(None), types.ModuleType, type)
+
+
+def _names(code: types.CodeType) -> Iterator[str]:
+    """Global names a code object (and the code nested in it) may read."""
+    yield from code.co_names
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            yield from _names(c)
+
+
+def _function_steps(fn: types.FunctionType) -> Iterator[tuple[tuple, Any]]:
+    for i, cell in enumerate(fn.__closure__ or ()):
+        try:
+            yield ("cell", i, fn.__code__.co_freevars[i]), cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+    g = fn.__globals__
+    for name in dict.fromkeys(_names(fn.__code__)):
+        if name in g:
+            yield ("global", name), g[name]
+    for i, d in enumerate(fn.__defaults__ or ()):
+        yield ("default", i), d
+    for k, d in (fn.__kwdefaults__ or {}).items():
+        yield ("kwdefault", k), d
+
+
+def _steps(obj: Any) -> Iterator[tuple[tuple, Any]]:
+    """The objects one step from ``obj``, with the step."""
+    if isinstance(obj, _LEAVES) or hasattr(obj, "__array_interface__"):
+        return
+    if isinstance(obj, types.FunctionType):
+        yield from _function_steps(obj)
+    elif isinstance(obj, types.MethodType):
+        yield ("self",), obj.__self__
+        yield ("func",), obj.__func__
+    elif isinstance(obj, list | tuple):
+        for i, v in enumerate(obj[:_ITEMS]):
+            yield ("item", i), v
+    elif isinstance(obj, dict):
+        for i, (k, v) in enumerate(obj.items()):
+            if i >= _ITEMS:
+                break
+            if isinstance(k, str | int):
+                yield ("item", k), v
+    elif hasattr(obj, "__dict__") and not callable(getattr(obj, "__array_function__", None)):
+        for k, v in list(vars(obj).items())[:_ITEMS]:
+            yield ("attr", k), v
+        call = vars(type(obj)).get("__call__")
+        if isinstance(call, types.FunctionType):  # a callable object: its __call__ reads
+            yield ("call",), call
+
+
+def roots(fn: Callable, args: tuple) -> list[tuple[tuple, Any]]:
+    """The starting points: the function's own reach, then each argument."""
+    out: list[tuple[tuple, Any]] = [((("fn",),), fn)]
+    out += [((("arg", i),), a) for i, a in enumerate(args)]
+    return out
+
+
+def locate(fn: Callable, args: tuple, targets: list[Any]) -> list[tuple | None]:
+    """A path to each of ``targets`` (by identity) from ``fn`` and ``args``, or None."""
+    want = {id(t): i for i, t in enumerate(targets)}
+    found: list[tuple | None] = [None] * len(targets)
+    left = len(targets)
+    seen: set[int] = set()
+    queue = deque((path, obj, 0) for path, obj in roots(fn, args))
+    visited = 0
+    while queue and left and visited < BUDGET:
+        path, obj, depth = queue.popleft()
+        i = want.get(id(obj))
+        if i is not None and found[i] is None and targets[i] is obj:
+            found[i] = path
+            left -= 1
+            continue
+        if id(obj) in seen or depth >= DEPTH:
+            continue
+        seen.add(id(obj))
+        visited += 1
+        try:
+            for step, child in _steps(obj):
+                queue.append(((*path, step), child, depth + 1))
+        except Exception:  # an object whose attributes cannot be listed: not entered
+            continue
+    return found
+
+
+def _step(obj: Any, step: tuple) -> Any:
+    kind = step[0]
+    if kind == "cell":
+        return obj.__closure__[step[1]].cell_contents
+    if kind == "global":
+        return obj.__globals__.get(step[1], _MISSING)
+    if kind == "default":
+        return obj.__defaults__[step[1]]
+    if kind == "kwdefault":
+        return obj.__kwdefaults__[step[1]]
+    if kind == "self":
+        return obj.__self__
+    if kind == "func":
+        return obj.__func__
+    if kind == "item":
+        return obj[step[1]]
+    if kind == "attr":
+        return vars(obj).get(step[1], _MISSING)
+    if kind == "call":
+        return vars(type(obj))["__call__"]
+    raise ValueError(step)
+
+
+def resolve(fn: Callable, args: tuple, path: tuple) -> Any:
+    """Follow ``path`` (from :func:`locate`) from ``fn`` and ``args`` now; ``None`` if
+    it no longer leads anywhere."""
+    root = path[0]
+    obj = fn if root == ("fn",) else (args[root[1]] if root[1] < len(args) else _MISSING)
+    try:
+        for step in path[1:]:
+            if obj is _MISSING:
+                return None
+            obj = _step(obj, step)
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError):
+        return None
+    return None if obj is _MISSING else obj
+
+
+def describe(path: tuple) -> str:
+    """``W``, ``self.layers[0].w``, ``argument 2 .w``: a path as the user would write it."""
+    root = path[0]
+    out = "" if root == ("fn",) else f"argument {root[1]}"
+    for step in path[1:]:
+        kind = step[0]
+        if kind in ("global", "cell"):
+            out = step[1] if kind == "global" else step[2]
+        elif kind == "attr":
+            out += f".{step[1]}"
+        elif kind == "item":
+            out += f"[{step[1]!r}]"
+        elif kind == "self":
+            out = "self"
+    return out or "<function>"

@@ -1,0 +1,215 @@
+"""tg.compile never replays a wrong program: tensors read from outside are inputs,
+Python decisions on values are guards, floats are values, compiled steps compose with
+graphs and with each other."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+import tapegrad.numpy as tnp
+from tapegrad.compile import MAX_PROGRAMS, RECAPTURE_WARNING
+
+X = np.ones((2, 3))
+
+
+def test_closure_parameters_are_read_on_every_call():
+    W = tg.tensor(np.ones((3, 1)), requires_grad=True)  # PyTorch-style parameter
+
+    def loss(x):
+        return tnp.sum((x @ W) ** 2)
+
+    step = tg.compile(loss, check=True)
+    assert step(X).item() == 18.0  # W requires grad: the loss is a node of W's graph
+    with tg.no_grad():
+        W -= 1.0  # in place
+    assert float(step(X)) == loss(X).item() == 0.0
+    with tg.no_grad():
+        W += 2.0
+    value, gx = step.value_and_grad(X)  # x @ W = 6 on each row
+    assert value == pytest.approx(loss(X).item()) == 72.0
+    np.testing.assert_allclose(gx, 2 * 6.0 * 2.0 * np.ones((2, 3)))
+    # value_and_grad accumulates the closure parameter's gradient, as backward() would
+    np.testing.assert_allclose(W.grad, np.full((3, 1), 2 * 2 * 6.0))
+    step(X).backward()
+    np.testing.assert_allclose(W.grad, np.full((3, 1), 48.0))
+    assert step.stats["captures"] == 1
+
+
+PARAMS = {"W": tg.tensor(np.ones(3))}
+SCALE = tg.tensor(2.0)
+
+
+def global_loss(x):
+    return tnp.sum(x * PARAMS["W"]) * SCALE
+
+
+def test_replaced_closure_tensors_are_found_again():
+    global SCALE
+    step = tg.compile(global_loss)
+    x = np.array([1.0, 2.0, 3.0])
+    assert step(x) == 12.0
+    PARAMS["W"] = tg.tensor([1.0, 0.0, 0.0])  # a new object where fn finds it
+    SCALE = tg.tensor(5.0)
+    try:
+        assert step(x) == 5.0 == global_loss(x).item()
+        _, g = step.value_and_grad(x)
+        np.testing.assert_allclose(g, [5.0, 0.0, 0.0])
+        assert step.stats["captures"] == 1
+        PARAMS["W"] = tg.tensor(np.ones(4))  # a new shape: the program cannot hold
+        with pytest.raises(ValueError, match="broadcast"):
+            step(x)
+        assert step.stats["guard_failures"] >= 1
+    finally:
+        PARAMS["W"] = tg.tensor(np.ones(3))
+        SCALE = tg.tensor(2.0)
+
+
+class Model:
+    def __init__(self):
+        self.w = tg.tensor([1.0, 2.0], requires_grad=True)
+        self.layers = [tg.tensor([0.5, 0.5])]
+
+    def loss(self, x):
+        return tnp.sum(tnp.tanh(x * self.w) * self.layers[0])
+
+
+def test_attributes_of_self_and_arguments():
+    m = Model()
+    step = tg.compile(m.loss)
+    x = np.array([0.3, -0.2])
+    v1, _ = step.value_and_grad(x)
+    assert v1 == pytest.approx(np.sum(np.tanh(x * [1.0, 2.0]) * 0.5))
+    m.w = tg.tensor([3.0, 1.0], requires_grad=True)  # replaced on self
+    m.layers[0] = tg.tensor([1.0, -1.0])  # replaced in a list attribute
+    v2, g2 = step.value_and_grad(x)
+    assert v2 == pytest.approx(tnp.sum(tnp.tanh(x * m.w.detach()) * m.layers[0]).item())
+    np.testing.assert_allclose(g2, (1 - np.tanh(x * [3.0, 1.0]) ** 2) * [3.0, 1.0] * [1.0, -1.0])
+    assert m.w.grad is not None and step.stats["captures"] == 1
+
+    def by_argument(model, x):
+        return tnp.sum(x * model.w)
+
+    s2 = tg.compile(by_argument, argnums=1)
+    np.testing.assert_allclose(s2.value_and_grad(m, x)[1], [3.0, 1.0])
+
+
+def test_compiled_step_inside_an_eager_graph():
+    inner = tg.compile(lambda w: tnp.sum(w**2))
+    w = tg.tensor(np.array([1.0, 2.0]), requires_grad=True)
+    y = inner(w) + tnp.sum(w)
+    assert isinstance(y, tg.Tensor) and y.requires_grad
+    y.backward()
+    np.testing.assert_allclose(w.grad, [3.0, 5.0])
+    # twice in one graph, at different points: each node replays its own values
+    w.grad = None
+    (inner(w) * inner(2.0 * w)).backward()
+    np.testing.assert_allclose(w.grad, 2 * w.numpy() * 20.0 + 5.0 * 8.0 * w.numpy())
+    # inside a transform
+    np.testing.assert_allclose(tg.grad(lambda v: inner(v) * 3.0)(np.array([1.0, -1.0])), [6, -6])
+    with pytest.raises(NotImplementedError, match="higher-order"):
+        inner.value_and_grad(w)
+
+
+def test_compiled_step_inside_another_is_inlined():
+    inner = tg.compile(lambda w: tnp.sum(w**2))
+    outer = tg.compile(lambda w: inner(w) + tnp.sum(w))
+    for w in (np.array([1.0, 2.0]), np.array([-1.0, 0.5])):
+        value, g = outer.value_and_grad(w)
+        assert value == pytest.approx(np.sum(w**2 + w))
+        np.testing.assert_allclose(g, 2 * w + 1)
+    assert outer.stats["captures"] == 1 and inner.stats["captures"] == 0
+
+
+def test_python_float_arguments_are_values():
+    step = tg.compile(lambda x, temp: tnp.sum(tnp.exp(x / temp)))
+    x = np.array([0.1, 0.2])
+    for i in range(1000):
+        temp = 1 + 0.001 * i
+        value, g = step.value_and_grad(x, temp)
+    assert value == pytest.approx(np.sum(np.exp(x / temp)))
+    np.testing.assert_allclose(g, np.exp(x / temp) / temp)
+    assert step.stats["captures"] == 1
+    value, _ = step.value_and_grad(x, float("nan"))
+    assert np.isnan(value)
+    value, _ = step.value_and_grad(x, float("nan"))
+    assert step.stats["captures"] == 1
+
+
+def branchy(x):
+    if x.sum() > 0:  # a Python decision on a recorded value: a guard
+        return tnp.sum(tnp.sin(x))
+    return tnp.sum(tnp.cos(x))
+
+
+def test_guards_capture_each_branch_once():
+    step = tg.compile(branchy)
+    for k in range(10):
+        x = np.array([0.3, 0.4]) * (1 if k % 2 else -1) * (1 + k)
+        value, g = step.value_and_grad(x)
+        ev, eg = tg.value_and_grad(branchy)(x)
+        assert value == pytest.approx(ev)
+        np.testing.assert_allclose(g, eg)
+    stats = step.stats
+    assert stats["programs"] == 2 and stats["captures"] == 2 and stats["replays"] == 10
+    assert stats["guard_failures"] >= 1  # a branch change tries the other program first
+
+
+def test_python_reads_in_capture_are_guards_or_errors():
+    def by_int(x, n):
+        k = int(n.sum())  # an integer computed from a non-differentiated argument
+        return tnp.sum(x[:k] ** 2)
+
+    step = tg.compile(by_int)
+    x = np.arange(1.0, 5.0)
+    for n in ([1, 1], [1, 2], [1, 1]):
+        value, g = step.value_and_grad(x, np.array(n))
+        k = sum(n)
+        assert value == pytest.approx(np.sum(x[:k] ** 2))
+    assert step.stats["captures"] == 2
+    reads = tg.compile(lambda x, idx: tnp.sum(x * np.asarray(idx.numpy() > 1)))
+    assert reads(x, np.array([1.0, 2.0, 0.0, 3.0])) == pytest.approx(2.0 + 4.0)
+    assert reads(x, np.array([3.0, 0.0, 0.0, 0.0])) == pytest.approx(1.0)
+    for conv in (float, lambda t: t.item()):
+        with pytest.raises(TypeError, match="inside a function being captured"):
+            tg.compile(lambda x, conv=conv: x[1] * conv(x[0])).value_and_grad(x)
+    # a detached value follows the inputs on replay (no guard, no recapture)
+    det = tg.compile(lambda x: tnp.sum(x * x.detach()))
+    for s in (1.0, 2.0, 3.0):
+        value, g = det.value_and_grad(x * s)
+        assert value == pytest.approx(np.sum((x * s) ** 2))
+        np.testing.assert_allclose(g, x * s)
+    assert det.stats["captures"] == 1
+
+
+def test_recapturing_warns_once_and_the_cache_is_bounded():
+    step = tg.compile(lambda x: tnp.sum(x**2))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(1, MAX_PROGRAMS + 10):
+            step.value_and_grad(np.ones(n))
+    mine = [w for w in caught if "keeps capturing" in str(w.message)]
+    assert len(mine) == 1 and "argument 0 changed" in str(mine[0].message)
+    assert step.stats["captures"] == MAX_PROGRAMS + 9 > RECAPTURE_WARNING
+    assert step.stats["programs"] == MAX_PROGRAMS
+
+
+def test_numpy_randomness_while_capturing_warns():
+    def noisy(x):
+        return tnp.sum(x * np.random.standard_normal(2))  # noqa: NPY002
+
+    with pytest.warns(RuntimeWarning, match="numpy.random"):
+        tg.compile(noisy).value_and_grad(np.ones(2))
+
+
+def test_tensors_from_outside_that_cannot_be_inputs():
+    w = tg.tensor([1.0, 2.0], requires_grad=True)
+    h = w * 2.0  # computed by recorded ops outside the function
+    with pytest.raises(TypeError, match="computed outside it by recorded ops"):
+        tg.compile(lambda x: tnp.sum(x * h)).value_and_grad(np.ones(2))
+    c = tg.tensor([1.0, 2.0]) * 2.0  # no grad: an input, its value read on every call
+    step = tg.compile(lambda x: tnp.sum(x * c))
+    assert step(np.ones(2)) == 6.0
