@@ -16,6 +16,7 @@ from typing import Any
 from .boundary import EQUIVALENTS
 from .ops import ROWS, Kind, Op
 from .tensor import Tensor, elementwise_function
+from .views import install as install_views
 
 # the module itself: the package attribute ``tapegrad.tensor`` is the function
 _tensor = importlib.import_module("tapegrad.tensor")
@@ -65,6 +66,17 @@ for _op in ROWS:
     for _name in (_op.name, *_op.aliases):
         NAMESPACES[_op.namespace][_name] = _f
 del _op, _f, _name
+
+# NumPy's loops over object arrays call a method named like the ufunc on each element
+# (np.exp(np.array([t0, t1])) calls t0.exp()): the unary rows are also methods, as in
+# PyTorch; real tensors are their own conjugate
+for _op in ROWS:
+    if _op.kind is Kind.UNARY and _op.namespace == "numpy" and not hasattr(Tensor, _op.name):
+        setattr(Tensor, _op.name, NAMESPACES["numpy"][_op.name])
+Tensor.conjugate = Tensor.conj = lambda self: self
+del _op
+
+install_views(NAMESPACES["numpy"])  # NumPy's view semantics for the public entry points
 
 # error messages name tapegrad's function for the NumPy / SciPy one a user called
 _LIBRARY = {"numpy": "numpy", "numpy.linalg": "numpy.linalg", "special": "scipy.special"}

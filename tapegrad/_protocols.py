@@ -8,6 +8,7 @@ it raises ``TypeError`` naming the function, so a gradient is never silently los
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -64,33 +65,49 @@ def _lookup(name: str, *namespaces: dict[str, Any]) -> Callable | None:
     return None
 
 
+def _home(f: Any) -> str | None:
+    """``numpy``, ``numpy.linalg`` or ``scipy.special`` when ``f`` is that module's own
+    public function of its name (not, say, ``numpy.emath.sqrt``, whose name is ``sqrt``
+    but which returns complex values where ``numpy.sqrt`` gives NaN)."""
+    name = getattr(f, "__name__", None)
+    if name is None:
+        return None
+    for module in ("numpy", "numpy.linalg", "scipy.special"):
+        home = sys.modules.get(module)
+        if home is not None and getattr(home, name, None) is f:
+            return module
+    return None
+
+
 def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
+    home = _home(ufunc)
+    where = f"{home or 'ufunc'}.{ufunc.__name__}"
     out = kwargs.pop("out", None)
     if out is not None and any(o is not None for o in out):
-        raise TypeError(
-            f"numpy.{ufunc.__name__}: out= is not supported with tensors (tensors are immutable)"
-        )
+        raise TypeError(f"{where}: out= is not supported with tensors (tensors are immutable)")
     tnp, _, special = _namespaces()
-    if method == "__call__" and not kwargs:
-        f = _lookup(ufunc.__name__, tnp, special)
+    if method == "__call__" and not kwargs and home in ("numpy", "scipy.special"):
+        f = _lookup(ufunc.__name__, tnp if home == "numpy" else special)
         if f is not None:
             return f(*inputs)
-    if method == "reduce" and ufunc.__name__ in _REDUCE and set(kwargs) <= {"axis", "keepdims"}:
+    reduce = method == "reduce" and home == "numpy" and ufunc.__name__ in _REDUCE
+    if reduce and set(kwargs) <= {"axis", "keepdims"}:
         return tnp[_REDUCE[ufunc.__name__]](
             inputs[0], axis=kwargs.get("axis", 0), keepdims=kwargs.get("keepdims", False)
         )
-    name = f"numpy.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
+    name = where + ("" if method == "__call__" else f".{method}")
     return _fallback(name, getattr(ufunc, method), inputs, kwargs)
 
 
 def array_function(func: Callable, args: tuple, kwargs: dict) -> Any:
     tnp, linalg, _ = _namespaces()
-    module = getattr(func, "__module__", "") or ""
+    home = _home(func)
     f = None
-    if module.startswith("numpy.linalg"):
+    if home == "numpy.linalg":
         f = _lookup(func.__name__, linalg)
-    elif module.startswith("numpy"):
+    elif home == "numpy":
         f = _lookup(func.__name__, tnp)
     if f is not None:
         return f(*args, **kwargs)
+    module = home or getattr(func, "__module__", "") or ""
     return _fallback(f"{module}.{func.__name__}", func, args, kwargs)

@@ -86,21 +86,18 @@ def roots(fn: Callable, args: tuple) -> list[tuple[tuple, Any]]:
     return out
 
 
-def locate(fn: Callable, args: tuple, targets: list[Any]) -> list[tuple | None]:
-    """A path to each of ``targets`` (by identity) from ``fn`` and ``args``, or None."""
-    want = {id(t): i for i, t in enumerate(targets)}
-    found: list[tuple | None] = [None] * len(targets)
-    left = len(targets)
+MAX_PATHS = 8  # routes kept to one tensor (tied parameters: self.enc is self.dec)
+
+
+def walk(fn: Callable, args: tuple) -> Iterator[tuple[tuple, Any]]:
+    """Every ``(path, object)`` reachable from ``fn`` and ``args`` (breadth first, each
+    object entered once but reported on every route that reaches it)."""
     seen: set[int] = set()
     queue = deque((path, obj, 0) for path, obj in roots(fn, args))
     visited = 0
-    while queue and left and visited < BUDGET:
+    while queue and visited < BUDGET:
         path, obj, depth = queue.popleft()
-        i = want.get(id(obj))
-        if i is not None and found[i] is None and targets[i] is obj:
-            found[i] = path
-            left -= 1
-            continue
+        yield path, obj
         if id(obj) in seen or depth >= DEPTH:
             continue
         seen.add(id(obj))
@@ -110,7 +107,31 @@ def locate(fn: Callable, args: tuple, targets: list[Any]) -> list[tuple | None]:
                 queue.append(((*path, step), child, depth + 1))
         except Exception:  # an object whose attributes cannot be listed: not entered
             continue
+
+
+def locate(fn: Callable, args: tuple, targets: list[Any]) -> list[list[tuple]]:
+    """The paths to each of ``targets`` (by identity) from ``fn`` and ``args``, shortest
+    first (up to ``MAX_PATHS``; empty when it cannot be found)."""
+    want = {id(t): i for i, t in enumerate(targets)}
+    found: list[list[tuple]] = [[] for _ in targets]
+    if not targets:
+        return found
+    for path, obj in walk(fn, args):
+        i = want.get(id(obj))
+        if i is not None and targets[i] is obj and len(found[i]) < MAX_PATHS:
+            found[i].append(path)
     return found
+
+
+def find(fn: Callable, args: tuple, accept: Callable[[Any], bool]) -> list[tuple[tuple, Any]]:
+    """``(path, object)`` of the distinct objects reachable from ``fn`` and ``args`` that
+    ``accept`` takes."""
+    out, ids = [], set()
+    for path, obj in walk(fn, args):
+        if id(obj) not in ids and accept(obj):
+            ids.add(id(obj))
+            out.append((path, obj))
+    return out
 
 
 def _step(obj: Any, step: tuple) -> Any:

@@ -38,6 +38,7 @@ debugging). Custom functions (``tg.Function``) and gradient hooks cannot be capt
 from __future__ import annotations
 
 import functools
+import threading
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -46,7 +47,7 @@ import numpy as np
 
 from . import closures
 from .boundary import HIGHER_ORDER, user_line
-from .engine import accumulate_grad, is_anomaly_enabled, raise_backward_error
+from .engine import accumulate_grad, has_hooks, is_anomaly_enabled, raise_backward_error
 from .function import Function
 from .layout import (
     E_CALLBACK_HOOK,
@@ -83,6 +84,7 @@ from .layout import (
     SLOT_LEAF,
     SLOT_RG,
 )
+from .pytree import flatten, is_container, structure
 from .replay import backward_plan, forward_plan, replay, run_plan
 from .tape import CAPTURE, Tape, enter, leave, tape_stack
 from .tensor import Tensor, active_capture, bind, capture_started, is_grad_enabled, serial, tensor
@@ -133,24 +135,25 @@ def compile(
 class _Input:
     """A tensor the function read from outside: an input slot of the program."""
 
-    __slots__ = ("array", "dtype", "path", "rg", "shape", "slot", "tensor")
+    __slots__ = ("array", "dtype", "paths", "requires_grad", "rg", "shape", "slot", "tensor")
 
     def __init__(self, t: Tensor, array: np.ndarray, slot: int, rg: bool) -> None:
         self.tensor = t  # as found while capturing (the fallback when no path is known)
         self.array = array  # the program's copy: each call writes the current values here
         self.slot = slot
-        self.rg = rg
+        self.rg = rg  # a leaf of the program (its gradient goes to .grad)
+        self.requires_grad = t.requires_grad
         self.shape = t.shape
         self.dtype = t.dtype
-        self.path: tuple | None = None
+        self.paths: list[tuple] = []  # routes to it from fn and the arguments
 
 
 class _Capture:
     """What a capture learns besides the recording: inputs from outside and guards.
 
     Installed as ``tape.capture`` while ``fn`` runs; the tensor handle calls
-    :meth:`foreign_input` when it binds a foreign tensor and :meth:`read` for every
-    Python read of a value."""
+    :meth:`foreign_input` when it binds a foreign tensor, :meth:`read` for every
+    Python read of a value and :meth:`check_inplace` before an in-place op."""
 
     def __init__(self, tape: Tape) -> None:
         self.tape = tape
@@ -175,21 +178,41 @@ class _Capture:
             and s not in self.input_slots
         )
 
+    def _above(self, home: Tape) -> bool:
+        """``home`` is a tape entered on top of the capture (a transform inside it)."""
+        stack = tape_stack()
+        mine = next(i for i, x in enumerate(stack) if x is self.tape)
+        return any(x is home for x in stack[mine + 1 :])
+
+    def outside(self, t: Tensor) -> bool:
+        """``t`` comes from outside the function being captured."""
+        tape = self.tape
+        if t._data is not None:
+            return getattr(t, "_born", 0) < tape.born0
+        return t._tape is not tape and not self._above(t._tape)
+
+    def check_inplace(self, t: Tensor) -> None:
+        """An in-place op while capturing: on a tensor from outside it is a side effect
+        that the replays would not repeat (the capturing call would have done it once
+        more than the others)."""
+        if self.outside(t):
+            raise RuntimeError(
+                f"tapegrad.compile: the function modifies a tensor from outside it in place "
+                f"(shape {t.shape}, {t.dtype}); a captured program does not repeat side "
+                "effects. Return the new value (has_aux=True) and update it outside, or "
+                "call the function without tg.compile"
+            )
+
     def read(self, t: Tensor) -> np.ndarray:
         """Python reads ``t``'s values while capturing: the program must replay only
         when they are the same, so the read becomes a guard (a tensor from outside
         becomes an input first)."""
         tape = self.tape
         bound = t._tape is tape and (t._data is None or t._epoch == tape.epoch)
-        if bound:
-            pass  # an argument, a constant or a result of the program: its slot
-        elif t._data is not None:
-            if getattr(t, "_born", 0) >= tape.born0:
+        if not bound:
+            if t._data is not None and getattr(t, "_born", 0) >= tape.born0:
                 return t._data  # made while capturing: a constant of the program
-        elif t._tape is not tape:
-            stack = tape_stack()
-            mine = next(i for i, x in enumerate(stack) if x is tape)
-            if any(x is t._tape for x in stack[mine + 1 :]):
+            if t._data is None and t._tape is not tape and self._above(t._tape):
                 # a transform's tape above the capture: its values come from reads
                 # of the program that are guarded already
                 return t._tape.read(t._slot)
@@ -238,7 +261,7 @@ class Program:
     ) -> None:
         self.tape = tape
         self.inputs = inputs  # arrays the argument slots point at: replay writes into them
-        self.leaf_slots = leaf_slots
+        self.leaf_slots = leaf_slots  # of the differentiated arguments' arrays, in order
         self.root = root
         self.aux = aux  # (slot ids, rebuild) of aux tensors
         self.n_nodes = tape.h[H_NNODES]
@@ -358,6 +381,16 @@ def _random_state() -> tuple:
     return key.tobytes(), pos, has_gauss, gauss
 
 
+def _generator_state(g: Any) -> Any:
+    """The state of a NumPy random generator (``Generator``, ``RandomState``)."""
+    bit = getattr(g, "bit_generator", None) or getattr(g, "_bit_generator", None)
+    return repr(bit.state) if bit is not None else None
+
+
+def _is_generator(obj: Any) -> bool:
+    return isinstance(obj, np.random.Generator | np.random.RandomState)
+
+
 class _StepNode(Function):
     """A compiled step inside a recorded graph: one node whose forward is the replayed
     loss and whose backward replays the program's backward (see ``Compiled.__call__``)."""
@@ -369,8 +402,9 @@ class _StepNode(Function):
 
     @staticmethod
     def backward(ctx: Any, g: np.ndarray) -> tuple:
-        _, program, arrays, outside, grad_at = ctx.call
-        result = program.run(arrays, outside, True)
+        _, step, program, arrays, outside, grad_at = ctx.call
+        with step._lock:
+            result = program.run(arrays, outside, True)
         if result is None:  # the same values as the forward: guards cannot fail
             raise RuntimeError(f"tapegrad.compile: replay failed its guards ({program.failed})")
         _, grads, outside_grads, _ = result
@@ -378,9 +412,23 @@ class _StepNode(Function):
         found = [None if v is None else v * scale for v in grads + outside_grads]
         out: list[Any] = [None] * (1 + len(grad_at))
         for j, where in enumerate(grad_at):
-            if where >= 0:
-                out[1 + j] = found[where]
+            out[1 + j] = found[where]
         return tuple(out)
+
+
+class _Call:
+    """One call's arguments, split: the signature key, the arrays that are program
+    inputs, and how to rebuild the arguments (``entries``, per argument: ``("const",
+    value)``, ``("input", k)`` or ``("tree", rebuild, entries)``)."""
+
+    __slots__ = ("arrays", "diff_inputs", "entries", "key", "scalar")
+
+    def __init__(self) -> None:
+        self.key: list = []
+        self.arrays: list[np.ndarray] = []
+        self.entries: list[tuple] = []
+        self.diff_inputs: list[int] = []  # indices into arrays, differentiated, in order
+        self.scalar: set[int] = set()  # inputs given as Python numbers (scalar gradients)
 
 
 class Compiled:
@@ -399,6 +447,8 @@ class Compiled:
         self._stats = {"captures": 0, "replays": 0, "guard_failures": 0, "checks": 0}
         self._diffs: dict[int, frozenset[int]] = {}
         self._warned: set[str] = set()
+        # one call at a time: a program's tape holds one call's values (threads wait)
+        self._lock = threading.RLock()
         functools.update_wrapper(self, fn)
 
     @property
@@ -422,68 +472,75 @@ class Compiled:
             )
         return diff
 
-    def _split(
-        self, args: tuple, diff: frozenset[int]
-    ) -> tuple[tuple, list[np.ndarray], list[int]]:
-        key, arrays, positions = [], [], []
+    def _leaf(self, call: _Call, a: Any, i: int, diff: bool) -> tuple:
+        """One argument (or pytree leaf): its key, and an entry (an input or a constant)."""
+        kind = type(a)
+        if kind is np.ndarray and a.dtype.kind == "f":  # the common case, checked fast
+            arr = a
+        elif kind is float:  # a value, as in jax.jit: new values replay
+            arr = np.array(a)
+            call.scalar.add(len(call.arrays))
+        elif kind is int and not diff:
+            call.key.append((i, "const", "int", a))
+            return ("const", a)
+        elif diff or isinstance(a, Tensor | np.ndarray | np.generic):
+            if not _is_arraylike(a):
+                raise TypeError(
+                    f"compile: argument {i} to differentiate must be an array or a number "
+                    f"(or a list / tuple / dict of them), got {type(a).__name__}"
+                )
+            arr = np.asarray(a._value() if isinstance(a, Tensor) else a)
+            if (arr.dtype.kind in "iu" and diff) or arr.dtype.kind not in "fiub":
+                raise TypeError(f"compile: cannot differentiate argument {i} of dtype {arr.dtype}")
+            if diff and arr.dtype.kind != "f":
+                arr = arr.astype(np.float64)
+            if isinstance(a, int | float):
+                call.scalar.add(len(call.arrays))
+        else:
+            try:
+                hash(a)
+            except TypeError:
+                raise TypeError(
+                    f"compile: argument {i} ({type(a).__name__}) is neither an array, a "
+                    "list / tuple / dict, nor a hashable constant"
+                ) from None
+            call.key.append((i, "const", type(a).__name__, a))
+            return ("const", a)
+        k = len(call.arrays)
+        call.key.append((i, "array", arr.shape, arr.dtype, diff))
+        call.arrays.append(arr)
+        if diff:
+            call.diff_inputs.append(k)
+        return ("input", k)
+
+    def _split(self, args: tuple, diff: frozenset[int]) -> _Call:
+        call = _Call()
         for i, a in enumerate(args):
-            kind = type(a)
-            if kind is np.ndarray and a.dtype.kind == "f":  # the common case, checked fast
-                key.append(("array", a.shape, a.dtype, i in diff))
-                arrays.append(a)
-                positions.append(i)
-            elif kind is float:  # a value, as in jax.jit: new values replay
-                key.append(("array", (), np.dtype(np.float64), i in diff))
-                arrays.append(np.array(a))
-                positions.append(i)
-            elif kind is int and i not in diff:
-                key.append(("const", "int", a))
-            elif i in diff or isinstance(a, Tensor | np.ndarray | list | np.generic):
-                if not _is_arraylike(a):
-                    raise TypeError(
-                        f"compile: argument {i} to differentiate must be an array "
-                        f"or a number, got {type(a).__name__}"
-                    )
-                arr = np.asarray(a._value() if isinstance(a, Tensor) else a)
-                if (arr.dtype.kind in "iu" and i in diff) or arr.dtype.kind not in "fiub":
-                    raise TypeError(
-                        f"compile: cannot differentiate argument {i} of dtype {arr.dtype}"
-                    )
-                if i in diff and arr.dtype.kind != "f":
-                    arr = arr.astype(np.float64)
-                key.append(("array", arr.shape, arr.dtype, i in diff))
-                arrays.append(arr)
-                positions.append(i)
+            if is_container(a):
+                leaves, rebuild = flatten(a)
+                call.key.append((i, "tree", structure(a)))
+                parts = [self._leaf(call, v, i, i in diff) for v in leaves]
+                call.entries.append(("tree", rebuild, parts))
             else:
-                try:
-                    hash(a)
-                except TypeError:
-                    raise TypeError(
-                        f"compile: argument {i} ({type(a).__name__}) is neither "
-                        "an array nor a hashable constant"
-                    ) from None
-                key.append(("const", type(a).__name__, a))
-        return tuple(key), arrays, positions
+                call.entries.append(self._leaf(call, a, i, i in diff))
+        call.key = tuple(call.key)
+        return call
 
     def _new_signature(self, key: tuple) -> str:
         """Why a signature is new: how it differs from the last one seen."""
         if not self.programs:
             return "the first call"
         last = next(reversed(self.programs))
-        if len(last) != len(key):
-            return f"{len(key)} arguments instead of {len(last)}"
-        for i, (a, b) in enumerate(zip(last, key)):
+        for a, b in zip(last, key):  # entries: (argument, kind, ...) per array or value
             if a != b:
-                return f"argument {i} changed: {a[1:]} -> {b[1:]}"
-        return "a new signature"
+                return f"argument {b[0]} changed: {a[2:]} -> {b[2:]}"
+        return f"{len(key)} values in the arguments instead of {len(last)}"
 
     # --- capture ----------------------------------------------------------------------
-    def _capture(
-        self, args: tuple, arrays: list[np.ndarray], positions: list[int], diff: frozenset
-    ) -> Program:
+    def _capture(self, args: tuple, call: _Call) -> Program:
         """Run ``fn`` eagerly on a fresh private tape and keep the recording."""
-        from .transforms import _flatten
-
+        generators = closures.find(self.fn, args, _is_generator)
+        generators_before = [_generator_state(g) for _, g in generators]
         tape = Tape()
         tape.pinned = True  # never rewound: the recording is the program
         cap = _Capture(tape)
@@ -491,16 +548,23 @@ class Compiled:
         enter(CAPTURE, grad_enabled=True, born0=serial(), tape=tape)
         capture_started(1)
         random_before = _random_state()
+        diff = set(call.diff_inputs)
         try:
-            call = list(args)
-            leaves = []
-            for pos, arr in zip(positions, arrays):
-                t = tensor(arr, requires_grad=pos in diff)
+            inputs = []
+            for k, arr in enumerate(call.arrays):
+                t = tensor(arr, requires_grad=k in diff)
                 bind(tape, t)
                 cap.input_slots.add(t._slot)
-                leaves.append((pos, t))
-                call[pos] = t
-            out = self.fn(*call)
+                inputs.append(t)
+
+            def rebuild(entry: tuple) -> Any:
+                if entry[0] == "const":
+                    return entry[1]
+                if entry[0] == "input":
+                    return inputs[entry[1]]
+                return entry[1]([rebuild(e) for e in entry[2]])
+
+            out = self.fn(*[rebuild(e) for e in call.entries])
             aux = None
             if self.has_aux:
                 if not (isinstance(out, tuple) and len(out) == 2):
@@ -519,37 +583,46 @@ class Compiled:
                     "compile: custom functions (tg.Function) cannot be captured: "
                     "their Python forward would not run during replay"
                 )
-            if tape.hooks:
+            if tape.hooks or any(has_hooks(t) for t in inputs):
                 raise TypeError("compile: gradient hooks cannot be captured")
             aux_info = None
             if aux is not None:
-                items, rebuild = _flatten(aux)
+                items, rebuild_aux = flatten(aux)
                 slots = [
                     v._slot
                     if isinstance(v, Tensor) and v._tape is tape
                     else (v.numpy() if isinstance(v, Tensor) else v)
                     for v in items
                 ]
-                aux_info = (slots, rebuild)
-            inputs = [t._data for _, t in leaves]
-            leaf_slots = [t._slot for pos, t in leaves if pos in diff]
-            program = Program(tape, inputs, leaf_slots, out._slot, aux_info, cap)
+                aux_info = (slots, rebuild_aux)
+            leaf_slots = [inputs[k]._slot for k in call.diff_inputs]
+            program = Program(tape, [t._data for t in inputs], leaf_slots, out._slot, aux_info, cap)
         finally:
             capture_started(-1)
             tape.capture = None
             leave(tape, keep=True)
-        if _random_state() != random_before:
+        leaked = closures.find(
+            self.fn, args, lambda o: isinstance(o, Tensor) and o._data is None and o._tape is tape
+        )
+        if leaked:
+            raise RuntimeError(
+                "tapegrad.compile: the function stored a tensor it computed where it can be "
+                f"found after it returns ({closures.describe(leaked[0][0])}); a captured "
+                "program does not repeat side effects. Return it (has_aux=True) instead"
+            )
+        if _random_state() != random_before or any(
+            _generator_state(g) != s for (_, g), s in zip(generators, generators_before)
+        ):
             self._warn_once(
                 "random",
-                f"tapegrad.compile({getattr(self.fn, '__name__', 'fn')}): numpy.random's "
-                "global generator was used while capturing; the numbers drawn are "
-                "constants of the program (the same on every replay). Pass random draws "
-                "as arguments.",
+                f"tapegrad.compile({getattr(self.fn, '__name__', 'fn')}): a NumPy random "
+                "generator was used while capturing; the numbers drawn are constants of "
+                "the program (the same on every replay). Pass random draws as arguments.",
             )
         paths = closures.locate(self.fn, args, [i.tensor for i in program.outside])
-        for inp, path in zip(program.outside, paths):
-            inp.path = path
-            if path is None:
+        for inp, found in zip(program.outside, paths):
+            inp.paths = found
+            if not found:
                 self._warn_once(
                     "unlocated",
                     f"tapegrad.compile: fn reads a tensor (shape {inp.shape}, {inp.dtype}) "
@@ -563,40 +636,58 @@ class Compiled:
 
     def _outside_now(self, program: Program, args: tuple) -> list[Tensor] | None:
         """The tensors now where ``fn`` found its outside tensors, or None (with
-        ``program.failed``) if one is gone or changed shape, dtype or requires_grad."""
+        ``program.failed``) if one is gone, changed shape, dtype or requires_grad, or
+        routes that led to one tensor now lead to different ones."""
         found = []
         for inp in program.outside:
-            t = inp.tensor if inp.path is None else closures.resolve(self.fn, args, inp.path)
+            if not inp.paths:
+                found.append(inp.tensor)
+                continue
+            now = [closures.resolve(self.fn, args, p) for p in inp.paths]
+            t = now[0]
+            where = closures.describe(inp.paths[0])
+            other = next((p for p, o in zip(inp.paths, now) if o is not t), None)
+            if other is not None:  # tied tensors (self.enc is self.dec) were untied
+                program.failed = (
+                    f"{where} and {closures.describe(other)} are no longer the same tensor"
+                )
+                return None
             if not (
                 isinstance(t, Tensor)
                 and t.shape == inp.shape
                 and t.dtype == inp.dtype
-                and (t.requires_grad and is_grad_enabled()) == inp.rg
+                and t.requires_grad == inp.requires_grad
             ):
-                where = closures.describe(inp.path) if inp.path else "a tensor fn reads"
-                program.failed = f"{where} is not a tensor of shape {inp.shape}, {inp.dtype}"
-                program.failed += " that requires grad" if inp.rg else ""
-                program.failed += " any more"
+                program.failed = (
+                    f"{where} is not a tensor of shape {inp.shape}, {inp.dtype}"
+                    f"{' that requires grad' if inp.requires_grad else ''} any more"
+                )
                 return None
+            if t._data is None and t._tape.pinned:
+                raise RuntimeError(
+                    f"tapegrad.compile: {where} holds a tensor computed inside a compiled "
+                    "function; a captured program does not repeat side effects. Return it "
+                    "(has_aux=True) instead"
+                )
             found.append(t)
         return found
 
     # --- calls ------------------------------------------------------------------------
     def _run(
         self, args: tuple, want_grad: bool, diff: frozenset[int]
-    ) -> tuple[tuple, Program, list[np.ndarray], list[Tensor], list[np.ndarray]]:
+    ) -> tuple[tuple, Program, _Call, list[Tensor], list[np.ndarray]]:
         """Replay the program for these arguments (capturing it first if needed):
-        ``(result of Program.run, program, argument arrays, outside tensors, their
-        values)``."""
-        key, arrays, positions = self._split(args, diff)
-        chain = self.programs.pop(key, None)
-        reason = self._new_signature(key) if chain is None else ""
+        ``(result of Program.run, program, the call, outside tensors, their values)``."""
+        call = self._split(args, diff)
+        chain = self.programs.pop(call.key, None)
+        reason = self._new_signature(call.key) if chain is None else ""
         chain = chain if chain is not None else []
-        self.programs[key] = chain  # most recently used last: evicted last
+        self.programs[call.key] = chain  # most recently used last: evicted last
         for i, program in enumerate(chain):
             outside = self._outside_now(program, args)
-            values = [t._peek() for t in outside] if outside is not None else []
-            result = None if outside is None else program.run(arrays, values, want_grad)
+            # read with _value(): a capture around this call sees what the program reads
+            values = [t._value() for t in outside] if outside is not None else []
+            result = None if outside is None else program.run(call.arrays, values, want_grad)
             if result is None:
                 self._stats["guard_failures"] += 1
                 reason = program.failed
@@ -604,13 +695,13 @@ class Compiled:
             if i:  # the branch taken now is tried first next time
                 chain.insert(0, chain.pop(i))
             if self.check:
-                fresh = self._capture(args, arrays, positions, diff)
+                fresh = self._capture(args, call)
                 self._stats["captures"] -= 1
                 self._stats["checks"] += 1
                 _compare(program.structure(), fresh.structure())
             self._stats["replays"] += 1
-            return result, program, arrays, outside, values
-        program = self._capture(args, arrays, positions, diff)
+            return result, program, call, outside, values
+        program = self._capture(args, call)
         chain.insert(0, program)
         self._evict()
         if self._stats["captures"] > RECAPTURE_WARNING:
@@ -622,15 +713,15 @@ class Compiled:
                 "or the decision a tensor op (tnp.where), or call fn without tg.compile.",
             )
         outside = self._outside_now(program, args)
-        values = [t._peek() for t in outside] if outside is not None else []
-        result = None if outside is None else program.run(arrays, values, want_grad)
+        values = [t._value() for t in outside] if outside is not None else []
+        result = None if outside is None else program.run(call.arrays, values, want_grad)
         if result is None:
             raise RuntimeError(
                 "tapegrad.compile: a program failed its guards right after it was captured "
                 f"({program.failed}): fn gives different results for the same values"
             )
         self._stats["replays"] += 1
-        return result, program, arrays, outside, values
+        return result, program, call, outside, values
 
     def _evict(self) -> None:
         """Keep at most MAX_PROGRAMS programs: drop the least recently used ones."""
@@ -653,23 +744,31 @@ class Compiled:
             return self.fn(*args)  # nested in a capture: part of the outer program
         grad_on = is_grad_enabled()
         diff = self._diff(len(args))
-        rg_args = {i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad}
+        rg_args = {
+            i
+            for i, a in enumerate(args)
+            if any(isinstance(v, Tensor) and v.requires_grad for v in flatten(a)[0])
+        }
         if grad_on and rg_args:
             diff = diff | rg_args
-        result, program, arrays, outside, values = self._run(args, False, diff)
+        with self._lock:
+            result, program, call, outside, values = self._run(args, False, diff)
         value, _, _, aux = result
         in_graph = grad_on and (rg_args or any(i.rg for i in program.outside))
         if not in_graph:
             return (value, aux) if self.has_aux else value
-        # one node: its inputs are the tensor arguments that require grad and the
-        # outside tensors that do; grad_at maps each to its place in the program's grads
+        # one node: its inputs are the tensors among the differentiated arguments' leaves
+        # and the outside tensors that require grad; grad_at maps each to its place in
+        # the program's gradients (differentiated inputs, then outside leaves)
+        tensors = [v for a in args for v in flatten(a)[0]]
         node_inputs: list[Any] = []
         grad_at: list[int] = []
-        leaf_index = {pos: j for j, pos in enumerate(sorted(diff))}
-        for i in sorted(rg_args):
-            node_inputs.append(args[i])
-            grad_at.append(leaf_index[i])
-        j = len(diff)
+        for j, k in enumerate(call.diff_inputs):
+            t = _input_tensor(call, tensors, k)
+            if isinstance(t, Tensor) and t.requires_grad:
+                node_inputs.append(t)
+                grad_at.append(j)
+        j = len(call.diff_inputs)
         for inp, t in zip(program.outside, outside):
             if inp.rg:
                 node_inputs.append(t)
@@ -677,17 +776,21 @@ class Compiled:
                 j += 1
         loss = np.full(program.tape.slot_shape(program.root), value)
         loss = loss.astype(program.tape.slot_dtype(program.root))
-        call = (loss, program, [a.copy() for a in arrays], [v.copy() for v in values], grad_at)
-        out = _StepNode.apply(call, *node_inputs)
+        arrays = [a.copy() for a in call.arrays]
+        node = (loss, self, program, arrays, [v.copy() for v in values], grad_at)
+        out = _StepNode.apply(node, *node_inputs)
         return (out, aux) if self.has_aux else out
 
     def value_and_grad(self, *args: Any) -> Any:
         """``(loss, grads)`` (``((loss, aux), grads)`` with ``has_aux``): grads are NumPy
-        arrays for the ``argnums`` arguments (one array for an int ``argnums``).
+        arrays for the ``argnums`` arguments (one array for an int ``argnums``), in the
+        arguments' structure (lists, tuples, dicts).
 
         Tensors that ``fn`` reads from outside and that require grad get their gradient
         accumulated into ``.grad``, as ``loss.backward()`` would."""
-        if is_grad_enabled() and any(isinstance(a, Tensor) and a.requires_grad for a in args):
+        if is_grad_enabled() and any(
+            isinstance(v, Tensor) and v.requires_grad for a in args for v in flatten(a)[0]
+        ):
             raise NotImplementedError(
                 HIGHER_ORDER.format(
                     what="value_and_grad of a compiled step was given a tensor that requires "
@@ -696,7 +799,9 @@ class Compiled:
                 )
             )
         nargs = len(args)
-        result, program, _, outside, _ = self._run(args, True, self._diff(nargs))
+        diff = self._diff(nargs)
+        with self._lock:
+            result, program, call, outside, _ = self._run(args, True, diff)
         value, grads, outside_grads, aux = result
         k = 0
         for inp, t in zip(program.outside, outside):
@@ -706,26 +811,36 @@ class Compiled:
                 if g is not None:
                     accumulate_grad(t, g)
         tape = program.tape
-        grads = [  # an argument the loss does not depend on has a zero gradient
-            np.zeros(tape.slot_shape(s), tape.slot_dtype(s)) if g is None else g
-            for g, s in zip(grads, program.leaf_slots)
-        ]
-        if self.single:
-            grad = grads[0]  # one differentiated argument, one leaf
-            if isinstance(args[self.argnums[0] % nargs], float | int):
-                grad = grad.dtype.type(grad)
-            out = grad
-        else:
-            # grads follow the differentiated positions in order; argnums may repeat
-            by_pos = dict(zip(sorted(self._diff(nargs)), grads))
-            parts = []
-            for a in self.argnums:
-                grad = by_pos[a % nargs]
-                if isinstance(args[a % nargs], float | int):
-                    grad = grad.dtype.type(grad)
-                parts.append(grad)
-            out = tuple(parts)
-        return ((value, aux), out) if self.has_aux else (value, out)
+        by_input = {}
+        for j, (g, s) in enumerate(zip(grads, program.leaf_slots)):
+            # an argument the loss does not depend on has a zero gradient
+            g = np.zeros(tape.slot_shape(s), tape.slot_dtype(s)) if g is None else g
+            k = call.diff_inputs[j]
+            by_input[k] = g.dtype.type(g) if k in call.scalar else g
+
+        def gather(entry: tuple) -> Any:
+            if entry[0] == "input":
+                return by_input[entry[1]]
+            if entry[0] == "tree":
+                return entry[1]([gather(e) for e in entry[2]])
+            return None
+
+        out = [gather(call.entries[a % nargs]) for a in self.argnums]
+        result_grads = out[0] if self.single else tuple(out)
+        return ((value, aux), result_grads) if self.has_aux else (value, result_grads)
+
+
+def _input_tensor(call: _Call, tensors: list[Any], k: int) -> Any:
+    """The argument leaf that became input ``k`` (leaves in order: pytrees flattened)."""
+    n = -1
+    i = 0
+    for entry in call.entries:
+        parts = entry[2] if entry[0] == "tree" else [entry]
+        for e in parts:
+            if e[0] == "input" and e[1] == k:
+                n = i
+            i += 1
+    return tensors[n] if n >= 0 else None
 
 
 def _compare(old: dict[str, np.ndarray], new: dict[str, np.ndarray]) -> None:

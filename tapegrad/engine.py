@@ -107,6 +107,11 @@ def register_hook(t: Tensor, fn: Callable) -> RemovableHandle:
     return RemovableHandle(hooks, fn)
 
 
+def has_hooks(t: Tensor) -> bool:
+    """Whether hooks are registered on ``t`` as a leaf."""
+    return bool(_LEAF_HOOKS.get(t) or _POST_HOOKS.get(t))
+
+
 def register_post_accumulate_grad_hook(t: Tensor, fn: Callable) -> RemovableHandle:
     """Run ``fn(t)`` after ``t.grad`` was updated by a backward (leaves only)."""
     if not (t.requires_grad and t.is_leaf):
@@ -257,9 +262,10 @@ def callback_tape() -> Iterator[None]:
 _last = threading.local()  # header of this thread's last backward pass, for its stats
 
 
-def _drive(tape: Tape, root: int, seed: np.ndarray | None, retain_graph: bool) -> None:
+def _drive(tape: Tape, root: int, seed: np.ndarray | None, retain_graph: bool, user: bool) -> None:
     """Run the compiled backward from slot ``root`` of ``tape``, handing Python nodes and
-    hooks to Python until it is done; raise what a failed pass means."""
+    hooks to Python until it is done; raise what a failed pass means. ``user``: a
+    ``backward()`` the user called (else a transform's)."""
     if tape.capture is not None:
         raise RuntimeError(
             "backward() inside a function being captured by tg.compile: its effect on "
@@ -288,23 +294,31 @@ def _drive(tape: Tape, root: int, seed: np.ndarray | None, retain_graph: bool) -
             raise RuntimeError(f"tapegrad: backward status {st}")
     _last.header = h
     if tape.kind == TRANSFORM:
-        _check_foreign(tape)
+        _check_foreign(tape, user)
 
 
-def _check_foreign(tape: Tape) -> None:
+def _check_foreign(tape: Tape, user: bool) -> None:
     """A transform's backward must not reach a tensor from outside it (see
     ``tapegrad.transforms``): its NumPy result could not carry that dependence."""
     gen = tape.h[H_GEN]
     for slot, t in tape.foreign.values():
-        if tape.slot_field(S_GEN, slot) == gen:
+        if tape.slot_field(S_GEN, slot) != gen:
+            continue
+        if user:
             raise RuntimeError(
-                "the differentiated function's result depends on a tensor that requires "
-                f"grad but is not one of the transform's arguments (shape {t.shape}, "
-                f"{t.dtype}: a closure, global or attribute, or an outer transform's "
-                "variable). The transform returns NumPy values, which cannot carry that "
-                "dependence, so gradients through it would silently be missing; "
-                + HIGHER_ORDER.format(what="pass it as an argument (argnums) instead")
+                "backward() inside a function being differentiated reached a tensor that "
+                f"requires grad from outside it (shape {t.shape}, {t.dtype}); its .grad "
+                "cannot be updated from inside a transform. Make that tensor inside the "
+                "function, or .detach() it"
             )
+        raise RuntimeError(
+            "the differentiated function's result depends on a tensor that requires "
+            f"grad but is not one of the transform's arguments (shape {t.shape}, "
+            f"{t.dtype}: a closure, global or attribute, or an outer transform's "
+            "variable). The transform returns NumPy values, which cannot carry that "
+            "dependence, so gradients through it would silently be missing; "
+            + HIGHER_ORDER.format(what="pass it as an argument (argnums) instead")
+        )
 
 
 def backward(t: Tensor, gradient: Any = None, retain_graph: bool = False) -> None:
@@ -320,7 +334,7 @@ def backward(t: Tensor, gradient: Any = None, retain_graph: bool = False) -> Non
     tape = t._tape
     if not tape.slot_rg(t._slot):
         raise RuntimeError(NO_GRAD_MESSAGE)
-    _drive(tape, t._slot, seed, retain_graph)
+    _drive(tape, t._slot, seed, retain_graph, True)
     for slot, leaf in tape.leaves:
         g = tape.read_grad(slot)
         if g is not None:
@@ -342,7 +356,7 @@ def gradients(
     tape = out._tape
     if not tape.slot_rg(out._slot):
         return [None] * len(inputs)
-    _drive(tape, out._slot, seed, retain_graph)
+    _drive(tape, out._slot, seed, retain_graph, False)
     found: list[np.ndarray | None] = [None] * len(inputs)
     where = {id(t): i for i, t in enumerate(inputs)}
     for slot, leaf in tape.leaves:
@@ -351,6 +365,11 @@ def gradients(
             g = tape.read_grad(slot)
             if g is not None:
                 found[i] = g if found[i] is None else found[i] + g
+    for i, t in enumerate(inputs):  # hooks registered on the inputs, as in PyTorch
+        hooks = _LEAF_HOOKS.get(t)
+        if hooks and found[i] is not None:
+            with callback_tape():
+                found[i] = _run_hooks(hooks, found[i], "a leaf tensor")
     if not retain_graph:
         tape.stale = True
     return found

@@ -264,6 +264,10 @@ class Tape:
         self.stale = False
         self.kind = EAGER
         self.born0 = 0  # tensors made before this serial are foreign (not EAGER kinds)
+        # a transform entered with grad mode on: foreign tensors that require grad keep
+        # requiring it here (reaching one is an error); entered under no_grad, the caller
+        # wants no gradient through them, so they are constants
+        self.foreign_rg = True
         self.foreign: dict[int, tuple[int, Any]] = {}  # id -> (slot, tensor) this epoch
         self.capture: Any = None  # the capture state while tg.compile records here
         self.thread = threading.get_ident()
@@ -568,6 +572,7 @@ def enter(kind: int, grad_enabled: bool, born0: int = 0, tape: Tape | None = Non
         tape = _tls.pool.pop() if _tls.pool else Tape()
     tape.kind = kind
     tape.born0 = born0
+    tape.foreign_rg = True
     tape.grad_enabled = grad_enabled
     stack.append(tape)
     _tls.tape = tape

@@ -69,6 +69,10 @@ from .tape import (
 
 _RG = 1  # external tensor requires grad
 _FREED = 2  # external copy of a non-leaf whose graph was freed by a backward
+# an argument a transform is differentiating with respect to (set while it runs): used
+# from a tape that is not the transform's (another thread, a hook with grad on) it
+# would silently be a constant there, so that raises
+_DIFF = 4
 
 FREED_MESSAGE = (
     "Trying to backward through the graph a second time (or directly access saved "
@@ -77,6 +81,12 @@ FREED_MESSAGE = (
     "to backward through the graph a second time."
 )
 NO_GRAD_MESSAGE = "element 0 of tensors does not require grad and does not have a grad_fn"
+DIFF_ELSEWHERE = (
+    "a tensor a transform is differentiating with respect to (shape {shape}, {dtype}) is "
+    "used outside that transform's recording (from another thread, or in a hook with "
+    "grad enabled): its gradient could not be followed there. Use it in the function "
+    "being differentiated, on the transform's thread, or pass .detach()"
+)
 CROSS_DEVICE_MESSAGE = (
     "to: gradients do not flow between devices; this tensor is the result of ops that "
     "require grad, so moving it would cut the graph. Move the leaves instead, or "
@@ -128,6 +138,16 @@ def set_object_converter(fn: Callable[[Any], Tensor]) -> None:
     _objects_to_tensor = fn
 
 
+# Called after an in-place op on a view or on a tensor with views (tapegrad.views keeps
+# NumPy's view semantics; it is installed above this module).
+_write_hook: Callable[[Tensor], None] | None = None
+
+
+def set_write_hook(fn: Callable[[Tensor], None]) -> None:
+    global _write_hook
+    _write_hook = fn
+
+
 class Tensor:
     """An array that records the ops applied to it, for reverse-mode differentiation.
 
@@ -145,6 +165,8 @@ class Tensor:
         "_shape",
         "_slot",
         "_tape",
+        "_view",  # tapegrad.views: (base, kind, arg) of a view, unset otherwise
+        "_views",  # tapegrad.views: weak references to this tensor's views, or unset
         "grad",
     )
     __hash__ = object.__hash__
@@ -241,6 +263,11 @@ class Tensor:
         Eager code may ask for it (an explicit request, as in PyTorch); NumPy's or
         SciPy's own code may not (an implicit conversion that drops the gradient), nor
         may code being differentiated by a transform or captured by ``tg.compile``."""
+        if self._flags & _DIFF and self._data is not None and current_tape().kind == EAGER:
+            # a transform's argument reached from another thread (its tape would be the
+            # transform's there): the number would silently be a constant
+            if current_tape().grad_enabled:
+                raise RuntimeError(DIFF_ELSEWHERE.format(shape=self.shape, dtype=self.dtype))
         if self.requires_grad:
             tape = current_tape()
             if tape.grad_enabled:
@@ -417,6 +444,10 @@ class Tensor:
                 f"a leaf tensor that requires grad is being used in an in-place operation "
                 f"({what}); do it under tg.no_grad() (e.g. a parameter update) or on a copy"
             )
+        if _CAPTURING:
+            cap = active_capture()
+            if cap is not None:
+                cap.check_inplace(self)
         if self._tape is not None and (self._data is None or self._epoch == self._tape.epoch):
             self._tape.bump_version(self._slot)
         _VERSIONS[self] = _VERSIONS.get(self, 0) + 1
@@ -429,6 +460,10 @@ class Tensor:
             self._epoch = -1  # rebind on next use
         else:
             self._adopt(result)
+        if _write_hook is not None and (
+            getattr(self, "_view", None) is not None or getattr(self, "_views", None)
+        ):
+            _write_hook(self)
         return self
 
     # --- printing --------------------------------------------------------------------
@@ -599,13 +634,10 @@ def bind(tape: Tape, t: Tensor) -> int:
             return t._slot
         return _bind_other(tape, t)
     f = t._flags
-    if (
-        tape.kind != EAGER
-        and not f & _FREED
-        and (f & _RG or tape.kind == CAPTURE)
-        and getattr(t, "_born", 0) < tape.born0
-    ):
+    if tape.kind != EAGER and not f & _FREED and getattr(t, "_born", 0) < tape.born0:
         return _bind_foreign(tape, t)
+    if f & _DIFF and tape.kind == EAGER and tape.grad_enabled:
+        raise RuntimeError(DIFF_ELSEWHERE.format(shape=t.shape, dtype=t.dtype))
     if f & _FREED:
         flags = SLOT_RG | SLOT_FREED
     elif f & _RG:
@@ -653,18 +685,22 @@ def _bind_other(tape: Tape, t: Tensor) -> int:
 
 
 def _bind_foreign(tape: Tape, t: Tensor) -> int:
-    """A slot for a tensor from outside this transform or capture (once per epoch).
+    """A slot for a tensor from outside this transform or capture (once per epoch); the
+    tensor keeps its own binding.
 
-    A transform gives it a slot that requires grad but is no leaf: if a backward
-    reaches it, the engine raises (the gradient would depend on it, and a transform's
-    NumPy result cannot carry that). A capture asks its state for an input slot."""
+    A transform gives one that requires grad a slot that requires grad but is no leaf:
+    if a backward reaches it, the engine raises (the gradient would depend on it, and a
+    transform's NumPy result cannot carry that); others are constants. Their values are
+    read with ``_value()``, so a capture around the transform sees the read. A capture
+    asks its state for an input slot."""
     entry = tape.foreign.get(id(t))
     if entry is not None and entry[1] is t:
         return entry[0]
     if tape.kind == CAPTURE:
         s = tape.capture.foreign_input(tape, t)
     else:
-        s = tape.import_array(normalize_array(t._value(), copy=True), SLOT_RG)
+        rg = tape.foreign_rg and t.requires_grad
+        s = tape.import_array(normalize_array(t._value(), copy=True), SLOT_RG if rg else SLOT_CONST)
     tape.foreign[id(t)] = (s, t)
     return s
 

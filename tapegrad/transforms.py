@@ -34,44 +34,11 @@ import numpy as np
 
 from .boundary import HIGHER_ORDER
 from .engine import gradients
+from .pytree import flatten
 from .tape import TRANSFORM, Tape, enter, leave
-from .tensor import Tensor, as_tensor, is_grad_enabled, serial, tensor
+from .tensor import _DIFF, Tensor, as_tensor, is_grad_enabled, serial, tensor
 
 __all__ = ["grad", "jacobian", "value_and_grad", "vjp"]
-
-
-# --- pytrees -----------------------------------------------------------------------------
-
-
-def _flatten(tree: Any) -> tuple[list[Any], Callable[[list[Any]], Any]]:
-    """Leaves of a nested list/tuple/dict and a function rebuilding the structure."""
-    if isinstance(tree, list | tuple) and not isinstance(tree, Tensor):
-        parts = [_flatten(t) for t in tree]
-        counts = [len(p[0]) for p in parts]
-        kind = type(tree)
-
-        def unflatten(leaves: list[Any]) -> Any:
-            out, i = [], 0
-            for (_, rebuild), n in zip(parts, counts):
-                out.append(rebuild(leaves[i : i + n]))
-                i += n
-            return kind(out) if kind in (list, tuple) else kind(*out)
-
-        return [leaf for p in parts for leaf in p[0]], unflatten
-    if isinstance(tree, dict):
-        keys = list(tree)
-        parts = [_flatten(tree[k]) for k in keys]
-        counts = [len(p[0]) for p in parts]
-
-        def unflatten_dict(leaves: list[Any]) -> dict:
-            out, i = {}, 0
-            for k, (_, rebuild), n in zip(keys, parts, counts):
-                out[k] = rebuild(leaves[i : i + n])
-                i += n
-            return out
-
-        return [leaf for p in parts for leaf in p[0]], unflatten_dict
-    return [tree], lambda leaves: leaves[0]
 
 
 def _leaf_tensor(value: Any, where: str, grad_on: bool) -> Tensor:
@@ -94,7 +61,9 @@ def _leaf_tensor(value: Any, where: str, grad_on: bool) -> Tensor:
             f"{where}: differentiating with respect to integer or bool values "
             f"({arr.dtype}) is not defined; pass floats"
         )
-    return tensor(arr, requires_grad=True)
+    t = tensor(arr, requires_grad=True)
+    t._flags |= _DIFF  # being differentiated: refused on other tapes while f runs
+    return t
 
 
 def _gradient_like(g: np.ndarray | None, t: Tensor, original: Any) -> Any:
@@ -121,19 +90,28 @@ def _record(
     differentiated arguments replaced by fresh leaf tensors."""
     grad_on = is_grad_enabled()
     tape = enter(TRANSFORM, grad_enabled=True, born0=serial())
+    tape.foreign_rg = grad_on  # under no_grad, outside tensors are constants here
+    leaves_per_arg: list = []
     try:
         args = list(args)
-        leaves_per_arg = []
         for a in argnums:
-            leaves, rebuild = _flatten(args[a])
+            leaves, rebuild = flatten(args[a])
             ts = [_leaf_tensor(v, f"{where}: argument {a}", grad_on) for v in leaves]
             leaves_per_arg.append((ts, leaves, rebuild))
             args[a] = rebuild(ts)
         out = f(*args, **kwargs)
     except BaseException:
-        leave(tape)
+        _done(tape, leaves_per_arg)
         raise
     return out, leaves_per_arg, tape
+
+
+def _done(tape: Tape, leaves_per_arg: list, keep: bool = False) -> None:
+    """The recording is over: the arguments are ordinary tensors again; leave the tape."""
+    for ts, _, _ in leaves_per_arg:
+        for t in ts:
+            t._flags &= ~_DIFF
+    leave(tape, keep)
 
 
 def _differentiate(
@@ -158,12 +136,17 @@ def _differentiate(
     return grads
 
 
+def _as_output(out: Any) -> Tensor:
+    """What ``f`` returned, as one tensor (lists and object arrays of tensors stacked)."""
+    if isinstance(out, Tensor):
+        return out
+    if isinstance(out, list | tuple) or (isinstance(out, np.ndarray) and out.dtype == object):
+        return as_tensor(out)
+    return tensor(np.asarray(out, dtype=float))
+
+
 def _scalar_output(out: Any, where: str) -> Tensor:
-    if not isinstance(out, Tensor):
-        if isinstance(out, list | tuple) or (isinstance(out, np.ndarray) and out.dtype == object):
-            out = as_tensor(out)
-        else:
-            out = tensor(np.asarray(out, dtype=float))
+    out = _as_output(out)
     if out.size != 1:
         raise TypeError(
             f"{where}: the function must return a scalar (one element), got "
@@ -173,7 +156,7 @@ def _scalar_output(out: Any, where: str) -> Tensor:
 
 
 def _to_numpy(tree: Any) -> Any:
-    leaves, rebuild = _flatten(tree)
+    leaves, rebuild = flatten(tree)
     return rebuild([v.numpy() if isinstance(v, Tensor) else v for v in leaves])
 
 
@@ -218,7 +201,7 @@ def value_and_grad(
             return value, result
         finally:
             del out
-            leave(tape)
+            _done(tape, leaves)
 
     return wrapper
 
@@ -246,7 +229,7 @@ def vjp(f: Callable, *args: Any) -> tuple[np.ndarray, Callable]:
     times; the graph (a tape of its own) is kept until ``vjp_fn`` is dropped.
     """
     out, leaves, tape = _record(f, args, {}, tuple(range(len(args))), "vjp")
-    leave(tape, keep=True)
+    _done(tape, leaves, keep=True)
     if not isinstance(out, Tensor):
         raise TypeError(f"vjp: f must return a tensor, got {type(out).__name__}")
     value = out.numpy()
@@ -266,7 +249,9 @@ def jacobian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     """The Jacobian of ``f`` by reverse mode, one backward pass per output element.
 
     ``jacobian(f)(x)`` has shape ``out.shape + x.shape``; for a tuple ``argnums`` a tuple
-    of those. Pytree arguments are not supported here (arrays and numbers are).
+    of those. A pytree argument (list / tuple / dict of arrays) gets the same structure
+    of Jacobians, one per array, as ``jax.jacrev``. The output is one tensor (a list or
+    an object array of tensors is stacked).
     """
 
     @functools.wraps(f)
@@ -274,8 +259,7 @@ def jacobian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
         nums, single = _argnums(argnums, len(args), "jacobian")
         out, leaves, tape = _record(f, args, kwargs, nums, "jacobian")
         try:
-            if not isinstance(out, Tensor):
-                out = tensor(np.asarray(out, dtype=float))
+            out = _as_output(out)
             ts = [t for group, _, _ in leaves for t in group]
             jacs = [np.zeros(out.shape + t.shape, t.dtype) for t in ts]
             mine = out._tape is tape if out._data is None else any(out is t for t in ts)
@@ -293,9 +277,13 @@ def jacobian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
                     UserWarning,
                     stacklevel=2,
                 )
-            return jacs[0] if single else tuple(jacs)
+            per_arg, i = [], 0
+            for group, _, rebuild in leaves:
+                per_arg.append(rebuild(jacs[i : i + len(group)]))
+                i += len(group)
+            return per_arg[0] if single else tuple(per_arg)
         finally:
             del out
-            leave(tape)
+            _done(tape, leaves)
 
     return wrapper

@@ -21,23 +21,7 @@ import scipy.special as sp
 import tapegrad as tg
 import tapegrad.numpy as tnp
 
-
-def numeric_grad(f, x, eps=1e-6):
-    """Central differences of scalar ``f`` (evaluated without grad) at ``x``."""
-    x = np.asarray(x, dtype=np.float64)
-
-    def value(v):
-        with tg.no_grad():
-            out = f(tg.tensor(v) if v.ndim else float(v))
-        return float(out.item() if isinstance(out, tg.Tensor) else out)
-
-    g = np.zeros_like(x)
-    for idx in np.ndindex(x.shape):
-        hi, lo = x.copy(), x.copy()
-        hi[idx] += eps
-        lo[idx] -= eps
-        g[idx] = (value(hi) - value(lo)) / (2 * eps)
-    return g
+from .helpers import numeric_grad
 
 
 def cube_sum(x):
@@ -216,6 +200,13 @@ def test_object_arrays_of_tensors_keep_the_graph():
     np.testing.assert_allclose(x.grad, [1 + 4 + 3 + 1, 2])  # d/dx0 of x0^2 + 4 x0 x1 + 3 x0
     with pytest.raises(TypeError, match="copies values"):
         tg.tensor(a)
+    # NumPy's object loops call the tensors' own methods (named like the ufuncs)
+    x.grad = None
+    tnp.sum(np.exp(np.array([x[0], 2 * x[1]]))).backward()
+    np.testing.assert_allclose(x.grad, [np.exp(1.0), 2 * np.exp(4.0)])
+    assert tnp.sum(np.array([x[0], 1])).item() == 2.0  # mixed with a Python int
+    with pytest.raises(TypeError, match=r"numpy\.std converts"):
+        np.std([x[0], x[1]])
     with pytest.raises(TypeError, match="converts a tensor that requires grad"):
         np.array([x, x])  # tensors with elements: tnp.stack / tnp.array instead
     np.testing.assert_array_equal(tnp.array([x, x]).numpy(), [[1.0, 2.0], [1.0, 2.0]])
@@ -331,3 +322,64 @@ def _walk(mod, module, lost):
                     continue
             if _silently_numeric(r):
                 lost.append(f"{module}.{name} on shape {shape}")
+
+
+# --- more ways a transform could lose a gradient ----------------------------------------------
+
+
+def test_jacobian_of_pytrees_and_lists():
+    a, b = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+    ja, jb = tg.jacobian(lambda xs: xs[0] * xs[1])([a, b])
+    np.testing.assert_allclose(ja, np.diag(b))
+    np.testing.assert_allclose(jb, np.diag(a))
+    (j0, j1), jc = tg.jacobian(lambda xs, c: xs[0] * xs[1] * c, argnums=(0, 1))([a, b], 2.0)
+    np.testing.assert_allclose(j0, 2 * np.diag(b))
+    np.testing.assert_allclose(j1, 2 * np.diag(a))
+    np.testing.assert_allclose(jc, a * b)
+    jl = tg.jacobian(lambda x: [x[0] ** 2, x[1]])(a)  # a list output is stacked
+    np.testing.assert_allclose(jl, [[2.0, 0.0], [0.0, 1.0]])
+
+
+def test_a_transform_argument_used_from_another_thread_raises():
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as ex:
+
+        def f(z):
+            return tnp.sum(z) * sum(ex.map(lambda i: float(z[i]), range(2)))
+
+        with pytest.raises(RuntimeError, match="used outside that transform's recording"):
+            tg.grad(f)(np.ones(2))
+
+
+def test_hooks_on_transform_arguments_run():
+    def f(z):
+        z.register_hook(lambda g: g * 100)
+        return tnp.sum(z**2)
+
+    np.testing.assert_allclose(tg.grad(f)(np.array([1.0, 2.0])), [200.0, 400.0])
+
+
+def test_outer_no_grad_makes_outside_tensors_constants():
+    w = tg.tensor([2.0, 3.0], requires_grad=True)
+    with tg.no_grad():
+        np.testing.assert_allclose(tg.grad(lambda x: tnp.sum(x * w))(np.ones(2)), [2.0, 3.0])
+    assert w.grad is None
+    with pytest.raises(RuntimeError, match="not one of the transform's arguments"):
+        tg.grad(lambda x: tnp.sum(x * w))(np.ones(2))
+
+    def own_backward(x):
+        (w * 2.0).sum().backward()
+        return tnp.sum(x)
+
+    with pytest.raises(RuntimeError, match=r"backward\(\) inside a function being differentiated"):
+        tg.grad(own_backward)(np.ones(2))
+
+
+def test_functions_named_like_numpys_but_different_are_not_confused():
+    x = tg.tensor([-1.0, 4.0], requires_grad=True)
+    with pytest.raises(TypeError, match=r"numpy\.lib\.scimath\.sqrt is not supported"):
+        np.emath.sqrt(x)  # complex results for negatives: not numpy.sqrt
+    with pytest.raises(TypeError, match=r"scipy\.special\.gamma is not supported"):
+        sp.gamma(x)
+    np.testing.assert_allclose(sp.expit(x).numpy(), sp.expit(x.numpy()))  # tapegrad's own

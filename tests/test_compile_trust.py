@@ -13,6 +13,8 @@ import tapegrad as tg
 import tapegrad.numpy as tnp
 from tapegrad.compile import MAX_PROGRAMS, RECAPTURE_WARNING
 
+from .helpers import run_in_threads
+
 X = np.ones((2, 3))
 
 
@@ -201,7 +203,7 @@ def test_numpy_randomness_while_capturing_warns():
     def noisy(x):
         return tnp.sum(x * np.random.standard_normal(2))  # noqa: NPY002
 
-    with pytest.warns(RuntimeWarning, match="numpy.random"):
+    with pytest.warns(RuntimeWarning, match="NumPy random generator"):
         tg.compile(noisy).value_and_grad(np.ones(2))
 
 
@@ -213,3 +215,141 @@ def test_tensors_from_outside_that_cannot_be_inputs():
     c = tg.tensor([1.0, 2.0]) * 2.0  # no grad: an input, its value read on every call
     step = tg.compile(lambda x: tnp.sum(x * c))
     assert step(np.ones(2)) == 6.0
+
+
+G = tg.tensor(np.array([1.0, 2.0, 3.0]))
+
+
+def test_transforms_inside_a_capture_see_new_values():
+    global G
+
+    def f(x, y, temp):
+        inner = tg.grad(lambda z: tnp.sum(z * y * y) * temp)(np.ones(3))  # closes over y
+        jac = tg.jacobian(lambda z: z * G)(np.ones(3))  # and over a global tensor
+        return tnp.sum(x * inner) + tnp.sum(jac @ x)
+
+    step = tg.compile(f)
+    x = np.array([1.0, 2.0, 3.0])
+    for y, temp, g in (
+        (np.ones(3), 1.0, [1.0, 2.0, 3.0]),
+        (np.array([2.0, 5.0, -1.0]), 1.0, [1.0, 2.0, 3.0]),
+        (np.array([2.0, 5.0, -1.0]), 5.0, [1.0, 2.0, 3.0]),
+        (np.array([2.0, 5.0, -1.0]), 5.0, [3.0, 0.0, 1.0]),
+    ):
+        G = tg.tensor(g)
+        value, grad = step.value_and_grad(x, y, temp)
+        ev, eg = tg.value_and_grad(f)(x, y, temp)
+        assert value == pytest.approx(ev)
+        np.testing.assert_allclose(grad, eg)
+    G = tg.tensor(np.array([1.0, 2.0, 3.0]))
+
+    inner = tg.compile(lambda z: tnp.sum(z * G) ** 2)
+    outer = tg.compile(lambda x: tnp.sum(x) * inner.value_and_grad(np.ones(3))[0])
+    assert outer(x) == pytest.approx(6.0 * 36.0)
+    G = tg.tensor(np.array([2.0, 2.0, 2.0]))
+    try:
+        assert outer(x) == pytest.approx(6.0 * 36.0)  # same sum: the guard holds
+        G = tg.tensor(np.array([3.0, 2.0, 2.0]))
+        assert outer(x) == pytest.approx(6.0 * 49.0)
+    finally:
+        G = tg.tensor(np.array([1.0, 2.0, 3.0]))
+
+
+RUNNING = {"total": tg.tensor(np.zeros(3))}
+
+
+def test_side_effects_on_outside_state_raise():
+    total = tg.tensor(np.zeros(3))
+
+    def accumulate(x):
+        with tg.no_grad():
+            total.__iadd__(x)  # total += x, on a tensor from outside
+        return tnp.sum(x * total)
+
+    with pytest.raises(RuntimeError, match="modifies a tensor from outside it in place"):
+        tg.compile(accumulate)(np.ones(3))
+
+    def store(x):
+        y = x * 2.0
+        RUNNING["total"] = y  # a value of the program escapes into outside state
+        return tnp.sum(y)
+
+    with pytest.raises(RuntimeError, match="stored a tensor it computed"):
+        tg.compile(store)(np.ones(3))
+    RUNNING["total"] = tg.tensor(np.zeros(3))
+
+
+class Tied:
+    pass
+
+
+def test_tied_tensors_untied_later():
+    net = Tied()
+    w = tg.tensor(np.ones(3), requires_grad=True)
+    net.enc = net.dec = w
+    step = tg.compile(lambda x: tnp.sum(x * net.enc) * tnp.sum(x * net.dec))
+    x = np.array([1.0, 2.0, 3.0])
+    assert step.value_and_grad(x)[0] == 36.0
+    net.dec = tg.tensor(np.full(3, 2.0), requires_grad=True)  # untie
+    value, _ = step.value_and_grad(x)
+    assert value == 72.0 and net.dec.grad is not None
+    np.testing.assert_allclose(net.dec.grad, 6.0 * x)
+
+
+def test_a_compiled_step_from_several_threads():
+    step = tg.compile(lambda x: tnp.sum(tnp.sin(x) * x))
+    wrong = []
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(50):
+            x = rng.standard_normal(5)
+            _, g = step.value_and_grad(x)
+            if not np.allclose(g, np.cos(x) * x + np.sin(x)):
+                wrong.append(seed)
+
+    run_in_threads(work)
+    assert not wrong
+
+
+def test_hooks_on_arguments_cannot_be_captured():
+    def f(z):
+        z.register_hook(lambda g: g * 100)
+        return tnp.sum(z**2)
+
+    with pytest.raises(TypeError, match="hooks cannot be captured"):
+        tg.compile(f).value_and_grad(np.ones(2))
+
+
+def test_closure_parameters_under_no_grad():
+    W = tg.tensor(np.array([1.0, 2.0]), requires_grad=True)
+    step = tg.compile(lambda x: tnp.sum(x * W))
+    assert isinstance(step(np.ones(2)), tg.Tensor)
+    with tg.no_grad():  # a validation loop: values, no graph
+        for _ in range(3):
+            assert step(np.ones(2)) == 3.0
+    assert step.stats["captures"] == 1 and W.grad is None
+
+
+def test_list_and_dict_arguments_stay_containers():
+    def f(xs, cfg):
+        assert isinstance(xs, list) and isinstance(cfg, dict)
+        return tnp.sum(xs[0] * xs[1]) * cfg["scale"] + len(xs)
+
+    step = tg.compile(f, argnums=(0, 1))
+    a, b = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+    value, (gxs, gcfg) = step.value_and_grad([a, b], {"scale": 2.0})
+    ev, (exs, ecfg) = tg.value_and_grad(f, argnums=(0, 1))([a, b], {"scale": 2.0})
+    assert value == pytest.approx(ev) == 24.0
+    assert isinstance(gxs, list) and isinstance(gcfg, dict)
+    np.testing.assert_allclose(gxs[0], exs[0])
+    np.testing.assert_allclose(gxs[1], exs[1])
+    assert gcfg["scale"] == pytest.approx(ecfg["scale"]) == 11.0
+    step.value_and_grad([a, b], {"scale": 3.0})  # a new float value: no new capture
+    assert step.stats["captures"] == 1
+
+
+def test_generators_used_while_capturing_warn():
+    rng = np.random.default_rng(0)
+    with pytest.warns(RuntimeWarning, match="NumPy random generator"):
+        tg.compile(lambda x: tnp.sum(x * rng.standard_normal(2))).value_and_grad(np.ones(2))

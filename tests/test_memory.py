@@ -43,3 +43,20 @@ def test_inference_loop_without_grad_does_not_grow():
             y = tnp.sin(x) * 2.0
     assert tape.capacity() == caps
     np.testing.assert_allclose(y.numpy(), 2 * np.sin(np.ones(64)))
+
+
+def test_views_and_transforms_do_not_keep_graphs_alive():
+    w = tg.tensor(np.array([0.3, -0.2, 0.5]), requires_grad=True)
+    tape = current_tape()
+    caps = None
+    for step in range(3000):
+        ep = tnp.exp(w)
+        a, b = ep[0], ep[1:]  # views of an intermediate that requires grad
+        row = ep.reshape(3, 1).T
+        loss = a * tnp.sum(b) + tnp.sum(row**2)
+        loss.backward()
+        tg.grad(lambda v: tnp.sum(v[:2] ** 2))(np.ones(3))  # a transform on its own tape
+        if step == 1000:
+            caps = tape.capacity()
+    assert tape.capacity() == caps
+    assert len(tape.chunks) == 1

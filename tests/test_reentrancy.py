@@ -3,13 +3,13 @@ captures: each runs on its own tape and leaves the outer one intact."""
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
+
+from .helpers import run_in_threads
 
 
 def inner_gradient():
@@ -153,9 +153,5 @@ def test_transforms_in_threads_are_independent():
         except Exception as e:  # pragma: no cover - reported below
             errors.append(e)
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_in_threads(work)
     assert not errors

@@ -18,6 +18,7 @@ import numpy as _np
 
 from .._namespace import NAMESPACES
 from ..ops.reduce import argmax, argmin  # noqa: F401  (published through the table too)
+from ..ops.shape import reshape as reshape_copy
 from ..tensor import Tensor, as_tensor, is_grad_enabled, set_object_converter, tensor
 from . import linalg
 
@@ -315,7 +316,7 @@ def _install_methods() -> None:
         self, axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else (axes or None)
     )
     Tensor.T = property(lambda self: ns["transpose"](self))
-    Tensor.flatten = lambda self: ns["reshape"](self, -1)
+    Tensor.flatten = lambda self: reshape_copy(self, -1)  # a copy in NumPy: no view
     Tensor.__pos__ = lambda self: self
 
     def inplace(name: str, symbol: str) -> Any:

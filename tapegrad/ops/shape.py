@@ -104,6 +104,8 @@ def reshape(x: Any, *shape: Any) -> Tensor:
     old = t.shape
     new = _normalize_shape(math.prod(old), shape, old)
     dt = DTYPE_CODE[t.dtype]
+    if dt not in FLOAT_CODES:  # integers and booleans: not differentiable, NumPy reshapes
+        return Tensor._external(t._value().reshape(new))
     return general(RESHAPE, dt, [t], [(dt, new)], alias=True)
 
 
@@ -211,7 +213,7 @@ def gather_positions(x: Any, index: Any, fill: Any = None, what: str = "getitem"
     return general(GATHER, dt, [src, idx], [(dt, idx.shape)])
 
 
-def _basic_key(key: Any) -> Any:
+def basic_key(key: Any) -> Any:
     """A hashable stand-in for a key made of ints, slices of ints, ``None`` and ``...``
     (NumPy's basic indexing), or None for any other key."""
     parts = key if type(key) is tuple else (key,)
@@ -239,7 +241,7 @@ def getitem(x: Any, key: Any) -> Tensor:
     """``x[key]`` with NumPy semantics: slices, ints, ``None``, ``...``, integer arrays
     (repeated indices add up their gradients) and boolean masks, mixed freely."""
     t = as_tensor(x)
-    basic = _basic_key(key)
+    basic = basic_key(key)
     if basic is not None and t.dtype.kind == "f":
         # `u[k]` in a Python loop makes the same few gathers over and over; computing
         # their positions with NumPy (arange, reshape, index, copy) costs more than

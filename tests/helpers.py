@@ -1,0 +1,37 @@
+"""Small helpers shared by the test modules."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import numpy as np
+
+import tapegrad as tg
+
+
+def numeric_grad(f: Callable, x, eps: float = 1e-6) -> np.ndarray:
+    """Central differences of scalar ``f`` (evaluated without grad) at ``x``."""
+    x = np.asarray(x, dtype=np.float64)
+
+    def value(v):
+        with tg.no_grad():
+            out = f(tg.tensor(v) if v.ndim else float(v))
+        return float(out.item() if isinstance(out, tg.Tensor) else out)
+
+    g = np.zeros_like(x)
+    for idx in np.ndindex(x.shape):
+        hi, lo = x.copy(), x.copy()
+        hi[idx] += eps
+        lo[idx] -= eps
+        g[idx] = (value(hi) - value(lo)) / (2 * eps)
+    return g
+
+
+def run_in_threads(work: Callable, n: int = 4) -> None:
+    """``work(k)`` in ``n`` threads at once, ``k = 0 .. n-1``; waits for all."""
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
