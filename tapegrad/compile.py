@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from . import closures
+from ._jit import entry_point
 from .boundary import HIGHER_ORDER, user_line
 from .engine import accumulate_grad, has_hooks, is_anomaly_enabled, raise_backward_error
 from .function import Function
@@ -97,6 +98,17 @@ RECAPTURE_WARNING = 8  # captures after which a step warns once that it keeps ca
 _NO_PLAN = np.empty((2, 0), np.int64)  # the backward plan of a value-only replay
 _NO_GUARDS = np.empty((4, 0), np.int64)
 _NO_BYTES = np.empty(0, np.uint8)
+
+# run_plan's compiled entry point (numba's dispatcher costs ~0.5 us a call to resolve
+# seven arguments' types): every argument is C-contiguous and of fixed type here
+_run_plan: Any = None
+
+
+def _plan_call(h: np.ndarray, *args: Any) -> int:
+    global _run_plan
+    if _run_plan is None:
+        _run_plan = entry_point(run_plan, h, *args)
+    return _run_plan(h, *args)
 
 
 def compile(
@@ -284,8 +296,9 @@ class Program:
         outside grads, aux)``, or None when a guard does not hold (``self.failed``)."""
         for dst, src in zip(self.inputs, arrays):
             np.copyto(dst, src, casting="same_kind")
-        for inp, src in zip(self.outside, outside):
-            np.copyto(inp.array, src, casting="same_kind")
+        if outside:
+            for inp, src in zip(self.outside, outside):
+                np.copyto(inp.array, src, casting="same_kind")
         tape = self.tape
         h = tape.header
         # anomaly mode checks every gradient: the general path, not a plan
@@ -298,7 +311,7 @@ class Program:
             fwd, bwd = self.fwd_plan, self.bwd_plan
             if fwd is not None and (bwd is not None or not want_grad):
                 plan = bwd if want_grad else _NO_PLAN
-                st = run_plan(h, fwd, plan, self.root, want_grad, G, expect)
+                st = _plan_call(h, fwd, plan, self.root, want_grad, G, expect)
             else:
                 st = replay(h, self.n_nodes, self.root, want_grad, G, expect)
             if st == OK:
@@ -319,9 +332,10 @@ class Program:
         value = float(value_view[0])
         grads, outside_grads = [], []
         if want_grad:
+            grads = [None if v is None else v.copy() for v in grad_views]
             n = len(self.leaf_slots)
-            grads = [None if v is None else v.copy() for v in grad_views[:n]]
-            outside_grads = [None if v is None else v.copy() for v in grad_views[n:]]
+            if len(grads) > n:
+                grads, outside_grads = grads[:n], grads[n:]
         aux = None
         if self.aux is not None:
             slots, rebuild = self.aux
@@ -444,6 +458,8 @@ class Compiled:
         self.has_aux = has_aux
         self.check = check
         self.programs: dict[tuple, list[Program]] = {}  # by signature, most recent first
+        self._used: dict[tuple, int] = {}  # signature -> when it was last called
+        self._clock = 0
         self._stats = {"captures": 0, "replays": 0, "guard_failures": 0, "checks": 0}
         self._diffs: dict[int, frozenset[int]] = {}
         self._warned: set[str] = set()
@@ -515,8 +531,17 @@ class Compiled:
 
     def _split(self, args: tuple, diff: frozenset[int]) -> _Call:
         call = _Call()
+        key, arrays, entries = call.key, call.arrays, call.entries
         for i, a in enumerate(args):
-            if is_container(a):
+            if type(a) is np.ndarray and a.dtype.kind == "f":  # the common case, inline
+                k = len(arrays)
+                d = i in diff
+                key.append((i, "array", a.shape, a.dtype, d))
+                arrays.append(a)
+                entries.append(("input", k))
+                if d:
+                    call.diff_inputs.append(k)
+            elif is_container(a):
                 leaves, rebuild = flatten(a)
                 call.key.append((i, "tree", structure(a)))
                 parts = [self._leaf(call, v, i, i in diff) for v in leaves]
@@ -528,9 +553,9 @@ class Compiled:
 
     def _new_signature(self, key: tuple) -> str:
         """Why a signature is new: how it differs from the last one seen."""
-        if not self.programs:
+        if not self._used:
             return "the first call"
-        last = next(reversed(self.programs))
+        last = max(self._used, key=self._used.__getitem__)
         for a, b in zip(last, key):  # entries: (argument, kind, ...) per array or value
             if a != b:
                 return f"argument {b[0]} changed: {a[2:]} -> {b[2:]}"
@@ -679,14 +704,27 @@ class Compiled:
         """Replay the program for these arguments (capturing it first if needed):
         ``(result of Program.run, program, the call, outside tensors, their values)``."""
         call = self._split(args, diff)
-        chain = self.programs.pop(call.key, None)
-        reason = self._new_signature(call.key) if chain is None else ""
-        chain = chain if chain is not None else []
-        self.programs[call.key] = chain  # most recently used last: evicted last
+        chain = self.programs.get(call.key)
+        self._clock += 1
+        if chain is not None and len(chain) == 1 and not chain[0].outside and not self.check:
+            # the common case: one program, nothing from outside
+            result = chain[0].run(call.arrays, (), want_grad)
+            if result is not None:
+                self._used[call.key] = self._clock
+                self._stats["replays"] += 1
+                return result, chain[0], call, (), ()
+        reason = ""
+        if chain is None:
+            reason = self._new_signature(call.key)
+            chain = self.programs[call.key] = []
+        self._used[call.key] = self._clock  # the least recently used are evicted first
         for i, program in enumerate(chain):
-            outside = self._outside_now(program, args)
-            # read with _value(): a capture around this call sees what the program reads
-            values = [t._value() for t in outside] if outside is not None else []
+            if program.outside:
+                outside = self._outside_now(program, args)
+                # read with _value(): a capture around this call sees what it reads
+                values = [t._value() for t in outside] if outside is not None else []
+            else:
+                outside, values = [], []
             result = None if outside is None else program.run(call.arrays, values, want_grad)
             if result is None:
                 self._stats["guard_failures"] += 1
@@ -727,12 +765,13 @@ class Compiled:
         """Keep at most MAX_PROGRAMS programs: drop the least recently used ones."""
         total = sum(len(c) for c in self.programs.values())
         while total > MAX_PROGRAMS:
-            oldest = next(iter(self.programs))
+            oldest = min(self.programs, key=self._used.__getitem__)
             chain = self.programs[oldest]
             chain.pop()
             total -= 1
             if not chain:
                 del self.programs[oldest]
+                del self._used[oldest]
 
     def __call__(self, *args: Any) -> Any:
         """The loss (and aux) for these arguments, replayed.
@@ -788,9 +827,9 @@ class Compiled:
 
         Tensors that ``fn`` reads from outside and that require grad get their gradient
         accumulated into ``.grad``, as ``loss.backward()`` would."""
-        if is_grad_enabled() and any(
-            isinstance(v, Tensor) and v.requires_grad for a in args for v in flatten(a)[0]
-        ):
+        for a in args:
+            if type(a) is np.ndarray or not _requires_grad(a):
+                continue
             raise NotImplementedError(
                 HIGHER_ORDER.format(
                     what="value_and_grad of a compiled step was given a tensor that requires "
@@ -803,13 +842,17 @@ class Compiled:
         with self._lock:
             result, program, call, outside, _ = self._run(args, True, diff)
         value, grads, outside_grads, aux = result
-        k = 0
-        for inp, t in zip(program.outside, outside):
-            if inp.rg:
-                g = outside_grads[k]
-                k += 1
+        if outside_grads:
+            found = iter(outside_grads)
+            for inp, t in zip(program.outside, outside):
+                g = next(found) if inp.rg else None
                 if g is not None:
                     accumulate_grad(t, g)
+        if self.single and len(grads) == 1 and grads[0] is not None:
+            entry = call.entries[self.argnums[0] % nargs]
+            if entry[0] == "input":  # the common case: one array (or float) argument
+                grad = grads[0].dtype.type(grads[0]) if call.scalar else grads[0]
+                return ((value, aux), grad) if self.has_aux else (value, grad)
         tape = program.tape
         by_input = {}
         for j, (g, s) in enumerate(zip(grads, program.leaf_slots)):
@@ -828,6 +871,16 @@ class Compiled:
         out = [gather(call.entries[a % nargs]) for a in self.argnums]
         result_grads = out[0] if self.single else tuple(out)
         return ((value, aux), result_grads) if self.has_aux else (value, result_grads)
+
+
+def _requires_grad(a: Any) -> bool:
+    """``a`` (an argument: a tensor, a pytree) holds a tensor that requires grad, with
+    grad mode on."""
+    if isinstance(a, Tensor):
+        return a.requires_grad and is_grad_enabled()
+    if is_container(a):
+        return any(_requires_grad(v) for v in flatten(a)[0])
+    return False
 
 
 def _input_tensor(call: _Call, tensors: list[Any], k: int) -> Any:
