@@ -88,7 +88,18 @@ from .layout import (
 from .pytree import flatten, is_container, structure
 from .replay import backward_plan, forward_plan, replay, run_plan
 from .tape import CAPTURE, Tape, enter, leave, tape_stack
-from .tensor import Tensor, active_capture, bind, capture_started, is_grad_enabled, serial, tensor
+from .tensor import (
+    _CAPTURED,
+    _DIFF,
+    _FLOATARG,
+    Tensor,
+    active_capture,
+    bind,
+    capture_started,
+    is_grad_enabled,
+    serial,
+    tensor,
+)
 
 __all__ = ["Compiled", "compile"]
 
@@ -580,7 +591,11 @@ class Compiled:
                 t = tensor(arr, requires_grad=k in diff)
                 bind(tape, t)
                 cap.input_slots.add(t._slot)
+                t._flags |= _CAPTURED | (_DIFF if k in diff else 0)
+                t._flags |= _FLOATARG if k in call.scalar else 0
                 inputs.append(t)
+            # the arrays the input slots point at (fn may replace an argument in place)
+            arrays = [t._data for t in inputs]
 
             def rebuild(entry: tuple) -> Any:
                 if entry[0] == "const":
@@ -621,8 +636,10 @@ class Compiled:
                 ]
                 aux_info = (slots, rebuild_aux)
             leaf_slots = [inputs[k]._slot for k in call.diff_inputs]
-            program = Program(tape, [t._data for t in inputs], leaf_slots, out._slot, aux_info, cap)
+            program = Program(tape, arrays, leaf_slots, out._slot, aux_info, cap)
         finally:
+            for t in inputs:
+                t._flags &= ~(_CAPTURED | _DIFF | _FLOATARG)
             capture_started(-1)
             tape.capture = None
             leave(tape, keep=True)

@@ -52,9 +52,11 @@ def ktable() -> np.ndarray:
                         tab[op.code, :, BWD] = NO_RULE
                 tab[len(ROWS), :, BWD] = PY_CALLBACK
                 global _saved
-                saved = np.full(tab.shape[0], -1, np.int64)  # custom compiled: everything
+                # per op code: the saved bits when all inputs want a gradient, then
+                # when only input 0, only input 1 does (the scheduler picks by mask)
+                saved = np.full((tab.shape[0], 3), -1, np.int64)  # custom compiled: all
                 for op in ROWS:
-                    saved[op.code] = op.saved_mask
+                    saved[op.code] = (op.saved_mask, op.saved_mask_for(0), op.saved_mask_for(1))
                 saved[len(ROWS)] = 0  # Python backward: its saved values are copies
                 _saved = saved
                 global _opflags
@@ -82,7 +84,8 @@ def op_flags() -> np.ndarray:
 
 
 def saved_masks() -> np.ndarray:
-    """Per op code, the bits of the node's links whose values its backward reads."""
+    """Per op code, the bits of the node's links whose values its backward reads: all
+    of its gradients, only input 0's, only input 1's (``[ops, 3]``)."""
     ktable()
     return _saved
 

@@ -95,7 +95,7 @@ def cast_sig(src: int, dst: int) -> int:
     H_HOOKS,  # 1 when some slot has gradient hooks: the scheduler then checks per node
     H_ANOMALY,  # 1 in detect_anomaly(): every produced gradient is checked for NaN/Inf
     H_USER_OP0,  # first op code outside the table: custom functions (see dispatch.py)
-    H_SAVED,  # address of the int64 table: per op code, bits of the links it saves
+    H_SAVED,  # address of the int64 [op code, 3] table of the links a backward reads
     H_INPLACE,  # 1 once a value of this tape epoch was replaced in place: check versions
     H_OPFLAGS,  # address of the int64 table of per-op flags (OPF_*)
     H_NUMPY_MIN,  # elementwise results this large are computed by NumPy's ufunc (0: never)

@@ -6,6 +6,7 @@ A tensor or an array is a leaf, never a container, even though it can be indexed
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -27,7 +28,7 @@ def flatten(tree: Any) -> tuple[list[Any], Callable[[list[Any]], Any]]:
             for (_, rebuild), n in zip(parts, counts):
                 out.append(rebuild(leaves[i : i + n]))
                 i += n
-            return kind(out) if kind in (list, tuple) else kind(*out)
+            return kind(*out) if hasattr(kind, "_fields") else kind(out)  # named tuples
 
         return [leaf for p in parts for leaf in p[0]], unflatten
     if isinstance(tree, dict):
@@ -36,7 +37,9 @@ def flatten(tree: Any) -> tuple[list[Any], Callable[[list[Any]], Any]]:
         counts = [len(p[0]) for p in parts]
 
         def unflatten_dict(leaves: list[Any]) -> dict:
-            out, i = {}, 0
+            out = copy.copy(tree)  # a dict subclass stays one (OrderedDict, defaultdict...)
+            out.clear()
+            i = 0
             for k, (_, rebuild), n in zip(keys, parts, counts):
                 out[k] = rebuild(leaves[i : i + n])
                 i += n
@@ -49,7 +52,7 @@ def flatten(tree: Any) -> tuple[list[Any], Callable[[list[Any]], Any]]:
 def structure(tree: Any) -> Any:
     """A hashable description of ``tree``'s containers (not of its leaves)."""
     if isinstance(tree, list | tuple):
-        return (type(tree).__qualname__, tuple(structure(t) for t in tree))
+        return (type(tree), tuple(structure(t) for t in tree))
     if isinstance(tree, dict):
-        return ("dict", tuple((k, structure(v)) for k, v in tree.items()))
+        return (type(tree), tuple((k, structure(v)) for k, v in tree.items()))
     return None

@@ -157,8 +157,9 @@ def _prune(h, start, gen, total):
             h[H_ERR_C] = BWD
             return E_NO_KERNEL, lo, total
         saved = 0
-        if h[H_INPLACE] != 0:
-            saved = carray(as_pointer(h[H_SAVED], np.int64), h[H_KTAB_OPS])[N[N_OP, k]]
+        if h[H_INPLACE] != 0:  # what the wanted gradients read (mask 1, 2: one input)
+            table = carray(as_pointer(h[H_SAVED], np.int64), (h[H_KTAB_OPS], 3))
+            saved = table[N[N_OP, k], mask if mask <= 2 else 0]
         for i in range(nin + nout if saved != 0 else 0):
             bit = i if i < nin else 32 + i - nin
             if (saved >> bit) & 1:

@@ -461,12 +461,18 @@ class Tape:
             return False
         handles = self.handles
         live = _held(handles)
-        # still in this tape (x[key] = v and requires_grad_() can take a handle out of
-        # it; x[key] = v can also list a handle twice)
+        # still in this tape (requires_grad_() can take a handle out of it)
         live = [t for t in live if t._data is None and t._tape is self]
         nodes = self.views["node"]
         ncap = self.h[H_NODE_CAP]
+        root_of = _VIEW_HOOKS[3] if _VIEW_HOOKS is not None else None
         for t in live:
+            if root_of is not None:
+                # a view is gathered again from its root after the rewind: the root's
+                # graph is what must not be lost
+                t = root_of(t)
+                if not (t._data is None and t._tape is self):
+                    continue
             s = t._slot
             node = self.slot_field(S_NODE, s)
             if (
@@ -475,22 +481,28 @@ class Tape:
                 and not nodes[N_FLAGS * ncap + node] & NODE_FREED
             ):
                 return False  # a graph still waiting for its backward
+        self._copy_out_and_rewind(live)
+        return True
+
+    def _copy_out_and_rewind(self, live: list) -> None:
+        """Copy the handles in ``live`` out of the tape, rewind, and let the views
+        among them (``tapegrad.views``) be taken again from their roots."""
+        views = _VIEW_HOOKS[0](live) if _VIEW_HOOKS is not None else []
+        if views:
+            live = live + _VIEW_HOOKS[1](views, self)
         for t in live:
-            # a handle can be listed twice (x[key] = v rebinds x to a new value)
-            if t._data is None and t._tape is self:
+            if t._data is None and t._tape is self:  # a handle can be listed twice
                 t._detach_from_tape(self.read(t._slot), self.slot_rg(t._slot))
         self.rewind()
-        return True
+        if views:
+            _VIEW_HOOKS[2](views)
 
     def release(self) -> None:
         """Rewind unconditionally (a transform or callback is done with this tape): held
         handles are copied out; those that required grad become non-leaves whose graph
         is gone, so a later backward through them raises instead of reading reused memory."""
         self.stale = False
-        for t in _held(self.handles):
-            if t._data is None and t._tape is self:
-                t._detach_from_tape(self.read(t._slot), self.slot_rg(t._slot))
-        self.rewind()
+        self._copy_out_and_rewind(_held(self.handles))
 
     def rewind(self) -> None:
         """Reset to empty (callers have copied out what must survive)."""
@@ -527,6 +539,16 @@ class Tape:
     @grad_enabled.setter
     def grad_enabled(self, value: bool) -> None:
         self.h[H_GRAD_ENABLED] = int(bool(value))
+
+
+# tapegrad.views' hooks: (select the views among held handles, the roots to copy out
+# with them, take them again from their roots after the rewind, a tensor's root), or None
+_VIEW_HOOKS: tuple | None = None
+
+
+def set_rewind_hooks(select: Any, before: Any, after: Any, root_of: Any) -> None:
+    global _VIEW_HOOKS
+    _VIEW_HOOKS = (select, before, after, root_of)
 
 
 def is_float_code(dt: int) -> bool:

@@ -73,6 +73,11 @@ _FREED = 2  # external copy of a non-leaf whose graph was freed by a backward
 # from a tape that is not the transform's (another thread, a hook with grad on) it
 # would silently be a constant there, so that raises
 _DIFF = 4
+# an input of a function being captured by tg.compile (set while it is captured): read
+# from another thread, the read could not become a guard, so that raises
+_CAPTURED = 8
+# a captured input that was a Python float: hashes by value while captured, as the float
+_FLOATARG = 16
 
 FREED_MESSAGE = (
     "Trying to backward through the graph a second time (or directly access saved "
@@ -81,6 +86,11 @@ FREED_MESSAGE = (
     "to backward through the graph a second time."
 )
 NO_GRAD_MESSAGE = "element 0 of tensors does not require grad and does not have a grad_fn"
+CAPTURED_ELSEWHERE = (
+    "a value of a function being captured by tg.compile (shape {shape}, {dtype}) is read "
+    "from another thread: a capture follows the calling thread only, so the read could "
+    "not become a guard. Compute it on the capturing thread"
+)
 DIFF_ELSEWHERE = (
     "a tensor a transform is differentiating with respect to (shape {shape}, {dtype}) is "
     "used outside that transform's recording (from another thread, or in a hook with "
@@ -169,7 +179,13 @@ class Tensor:
         "_views",  # tapegrad.views: weak references to this tensor's views, or unset
         "grad",
     )
-    __hash__ = object.__hash__
+
+    def __hash__(self) -> int:
+        # a Python float argument of a compiled function is a 0-d tensor while it is
+        # captured: dict and set lookups must still see the number (a guarded read)
+        if self._flags & _FLOATARG:
+            return hash(self._scalar("hash()"))
+        return id(self) >> 4
 
     # NumPy's protocols route np.sin(t), np.sum(t), ndarray + t... to tapegrad's ops.
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
@@ -215,9 +231,12 @@ class Tensor:
 
     def _adopt(self, other: Tensor) -> None:
         """Become ``other`` (same value, same place in the graph): in-place assignment."""
+        # listed in this tape's handles already (made or adopted there this epoch)? A
+        # second entry would look like a reference from user code to the rewind
+        listed = self._data is None and self._tape is other._tape and self._epoch == other._epoch
         self._tape, self._slot, self._epoch = other._tape, other._slot, other._epoch
         self._data, self._flags, self._shape = other._data, other._flags, other._shape
-        if self._data is None:
+        if self._data is None and not listed:
             self._tape.handles.append(self)
 
     # --- values and metadata ---------------------------------------------------------
@@ -230,6 +249,10 @@ class Tensor:
             cap = active_capture()
             if cap is not None:
                 return cap.read(self)
+            if (self._flags & _CAPTURED and self._data is not None) or (
+                self._data is None and self._tape.capture is not None
+            ):
+                raise RuntimeError(CAPTURED_ELSEWHERE.format(shape=self.shape, dtype=self.dtype))
         if self._data is not None:
             return self._data
         return self._tape.read(self._slot)
@@ -439,6 +462,12 @@ class Tensor:
         nodes that saved it refuse to run backward (the tape's values are never written
         in place, but a gradient of a value the user has since replaced is a bug magnet).
         """
+        view = getattr(self, "_view", None)
+        if view is not None and view.readonly and view.root() is not None:
+            raise ValueError(
+                f"{what}: assignment destination is read-only (this tensor is a view that "
+                "NumPy makes read-only: diagonal, broadcast_to); copy it first"
+            )
         if self.requires_grad and self.is_leaf and is_grad_enabled():
             raise RuntimeError(
                 f"a leaf tensor that requires grad is being used in an in-place operation "
@@ -638,6 +667,8 @@ def bind(tape: Tape, t: Tensor) -> int:
         return _bind_foreign(tape, t)
     if f & _DIFF and tape.kind == EAGER and tape.grad_enabled:
         raise RuntimeError(DIFF_ELSEWHERE.format(shape=t.shape, dtype=t.dtype))
+    if f & _CAPTURED:  # its capture binds it first; any other tape is another thread's
+        raise RuntimeError(CAPTURED_ELSEWHERE.format(shape=t.shape, dtype=t.dtype))
     if f & _FREED:
         flags = SLOT_RG | SLOT_FREED
     elif f & _RG:

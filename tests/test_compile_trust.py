@@ -353,3 +353,57 @@ def test_generators_used_while_capturing_warn():
     rng = np.random.default_rng(0)
     with pytest.warns(RuntimeWarning, match="NumPy random generator"):
         tg.compile(lambda x: tnp.sum(x * rng.standard_normal(2))).value_and_grad(np.ones(2))
+
+
+def test_capture_inputs_read_from_another_thread_raise():
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as ex:
+
+        def f(x, c):
+            parts = list(ex.map(lambda i: c[i] * 2.0, range(2)))  # ops in another thread
+            return tnp.sum(x) * parts[0]
+
+        with pytest.raises(RuntimeError, match="read from another thread"):
+            tg.compile(f)(np.ones(2), np.array([1.0, 2.0]))
+
+
+def test_float_arguments_hash_by_value_while_captured():
+    table = {1.0: 10.0, 2.0: 20.0}
+    step = tg.compile(lambda x, t: tnp.sum(x) * table.get(t, 0.0) * (5.0 if t in {1.0} else 1.0))
+    x = np.ones(3)
+    assert step(x, 1.0) == 150.0
+    assert step(x, 2.0) == 60.0
+    assert step(x, 1.0) == 150.0 and step.stats["captures"] == 2  # guards pick the program
+
+
+def test_pytree_containers_keep_their_types():
+    from collections import OrderedDict, namedtuple
+
+    P = namedtuple("P", ["a", "b"])
+    Q = namedtuple("P", ["b", "a"])  # same name, other fields
+
+    def f(p, d):
+        assert isinstance(d, OrderedDict)
+        return tnp.sum(p.a * 1.0 + p.b * 10.0) * d["s"]
+
+    step = tg.compile(f)
+    d = OrderedDict(s=2.0)
+    _, g = step.value_and_grad(P(np.ones(2), np.zeros(2)), d)
+    assert isinstance(g, P) and g.a.tolist() == [2.0, 2.0] and g.b.tolist() == [20.0, 20.0]
+    assert step(Q(np.ones(2), np.zeros(2)), d) == 40.0  # Q.a is the zeros here
+    assert isinstance(tg.grad(lambda d: d["s"] * 2.0)(OrderedDict(s=1.0)), OrderedDict)
+
+
+def test_in_place_ops_on_arguments_inside_a_capture():
+    def f(x, y):
+        y *= 2.0  # y is not differentiated: a value of the program
+        y[0] = 0.0
+        return tnp.sum(x * y)
+
+    step = tg.compile(f)
+    for scale in (1.0, 3.0):
+        x, y = np.array([1.0, 2.0]), np.array([4.0, 5.0]) * scale
+        value, g = step.value_and_grad(x, y)
+        assert value == pytest.approx(2.0 * 5.0 * 2.0 * scale)
+        np.testing.assert_allclose(g, [0.0, 10.0 * scale])

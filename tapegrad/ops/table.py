@@ -181,6 +181,16 @@ class Op:
             return sum(bits[n] for n in (names or ()))
         return (1 << 32) - 1 | ((1 << 31) - 1) << 32
 
+    def saved_mask_for(self, i: int) -> int:
+        """:attr:`saved_mask` when only input ``i`` wants a gradient: the bits its own
+        formula reads (``h * 2.0`` then ``h[0] = 5``: the gradient of ``h`` reads only
+        the 2.0, so the in-place change of ``h`` does not matter to it)."""
+        formulas = self.backward_formulas
+        if self.kind not in ELEMENTWISE or len(formulas) != self.arity or i >= len(formulas):
+            return self.saved_mask
+        bits = {"x": 1, "y": 2, "out": 1 << 32}
+        return sum(bits[n] for n in _loaded_names(formulas[i]) if n in bits)
+
     @property
     def arity(self) -> int:
         if self.kind is Kind.UNARY:
