@@ -33,6 +33,7 @@ Tapegrad keeps that meaning by asking NumPy itself which results are views:
 from __future__ import annotations
 
 import functools
+import sys
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -43,25 +44,39 @@ from .ops.shape import basic_key, gather_positions, getitem, setitem
 from .tape import set_rewind_hooks
 from .tensor import Tensor, enable_grad, set_write_hook
 
-_PRUNE = 16  # a root's list of views is pruned of dead ones past this length
+_PRUNE = 16  # a root's list of views is pruned past twice its size after the last pruning
 _STORE = np.zeros(1, np.int64)  # the shadows' storage: never read
 _STORE_ADDR = _STORE.ctypes.data
+# writes through views in flight (a view has its new value, its root not yet): a rewind
+# then must not take views again from their roots, the write's refresh does it after
+_writing = 0
 
 
 class _View:
     """What a view tensor knows: its root (weakly while the root is a tape result),
-    its shadow, and whether NumPy would let it be written."""
+    its shadow (computed when first needed: most views are never written), and whether
+    NumPy would let it be written."""
 
-    __slots__ = ("readonly", "ref", "shadow", "strong")
+    __slots__ = ("_shadow", "make", "readonly", "ref", "strong")
 
-    def __init__(self, root: Tensor, shadow: np.ndarray, readonly: bool) -> None:
-        self.ref = weakref.ref(root)
+    def __init__(self, root: Tensor, shadow: Any, readonly: bool) -> None:
         self.strong = root if root._data is not None else None
-        self.shadow = shadow
+        self.ref = weakref.ref(root) if self.strong is None else None
+        self._shadow = shadow if isinstance(shadow, np.ndarray) else None
+        self.make = None if self._shadow is not None else shadow
         self.readonly = readonly
 
+    @property
+    def shadow(self) -> np.ndarray:
+        if self._shadow is None:
+            self._shadow = self.make()
+            self.make = None
+        return self._shadow
+
     def root(self) -> Tensor | None:
-        return self.strong if self.strong is not None else self.ref()
+        if self.strong is not None:
+            return self.strong
+        return self.ref() if self.ref is not None else None
 
 
 def _shadow(t: Tensor) -> np.ndarray:
@@ -97,19 +112,51 @@ def positions(shadow: np.ndarray) -> np.ndarray:
 
 
 def _link(source: Tensor, out: Any, shadow: Any, readonly: bool) -> Any:
-    """Make ``out`` a view of ``source``'s root when NumPy made ``shadow`` a view."""
-    if not isinstance(out, Tensor) or out is source or not isinstance(shadow, np.ndarray):
-        return out  # a scalar (NumPy copies), or the tensor itself
+    """Make ``out`` a view of ``source``'s root when NumPy made ``shadow`` a view
+    (``shadow``: an array, or a function making it later)."""
+    if not isinstance(out, Tensor) or out is source:
+        return out  # the tensor itself
+    if not (isinstance(shadow, np.ndarray) or callable(shadow)):
+        return out  # a scalar: NumPy copies
     root = _root(source)
     src = getattr(source, "_view", None)
     out._view = _View(root, shadow, readonly or (src is not None and src.readonly))
     refs = getattr(root, "_views", None)
     if refs is None:
-        root._views = refs = []
-    elif len(refs) >= _PRUNE:
-        refs[:] = [r for r in refs if r() is not None]
+        root._views = refs = _Refs()
+    elif len(refs) >= refs.limit:
+        _observable(refs)
     refs.append(weakref.ref(out))
     return out
+
+
+class _Refs(list):
+    """A root's weak references to its views, pruned when it doubles."""
+
+    limit = _PRUNE
+
+
+def _observable(refs: _Refs) -> list[Tensor]:
+    """The views user code can still reach; ``refs`` is pruned to them. A view that
+    only the tape's list of handles references (``x[i]`` in a loop, never kept) can be
+    seen by no one: it needs no refreshing. References are counted as the rewind does
+    (a view listed in its tape's handles has one more), and any other reference counts
+    as user code's, so an error can only keep a view, never drop one."""
+    views = []
+    for r in refs:
+        v = r()
+        # references: refs' dereference (v), getrefcount's argument, and the tape's
+        # list of handles for a result in a tape
+        if v is None:
+            continue
+        if sys.getrefcount(v) > (3 if v._data is None else 2):
+            views.append(v)
+        elif v._view.strong is not None:  # dropped: it must not keep its root "held"
+            v._view.ref = weakref.ref(v._view.strong)
+            v._view.strong = None
+    refs[:] = [weakref.ref(v) for v in views]
+    refs.limit = max(_PRUNE, 2 * len(refs))
+    return views
 
 
 def _gather(root: Tensor, shadow: np.ndarray) -> Tensor:
@@ -126,23 +173,29 @@ def _after_write(t: Tensor) -> None:
     if root is None:
         _refresh(t)
         return
+    global _writing
     pos = positions(info.shadow).reshape(-1)
-    setitem(root, np.unravel_index(pos, root.shape), t.reshape(-1))  # refreshes root
+    _writing += 1
+    try:
+        setitem(root, np.unravel_index(pos, root.shape), t.reshape(-1))  # refreshes root
+    finally:
+        _writing -= 1
 
 
 def _refresh(root: Tensor) -> None:
     refs = getattr(root, "_views", None)
     if not refs:
         return
-    in_tape = root._data is None  # a tape result again: its views hold it weakly
+    if root._data is None:  # a tape result again: all its views hold it weakly now
+        for ref in refs:
+            view = ref()
+            if view is not None and view._view.strong is not None:
+                view._view.ref = weakref.ref(root)
+                view._view.strong = None
     # a view of a parameter stays differentiable after a no_grad update of it
     with enable_grad() if root.requires_grad else _nothing():
-        for ref in list(refs):
-            view = ref()
-            if view is not None:
-                if in_tape:
-                    view._view.strong = None
-                view._adopt(_gather(root, view._view.shadow))
+        for view in _observable(refs):
+            view._adopt(_gather(root, view._view.shadow))
 
 
 class _nothing:
@@ -176,6 +229,8 @@ def _after_rewind(views: list[Tensor]) -> None:
         if root is None:
             continue
         info.strong = root  # copied out: a user-side tensor now, held strongly
+        if _writing:
+            continue  # the view may be newer than its root: keep its copied-out values
         with enable_grad() if root.requires_grad else _nothing():
             v._adopt(_gather(root, info.shadow))
 
@@ -183,24 +238,43 @@ def _after_rewind(views: list[Tensor]) -> None:
 # --- the view-making entry points ---------------------------------------------------------
 
 
-def _wrap(f: Callable, shadow_of: Callable, readonly: bool = False) -> Callable:
+def _wrap(
+    f: Callable, shadow_of: Callable, readonly: bool = False, may_copy: bool = False
+) -> Callable:
     """``f`` whose tensor results are views where ``shadow_of`` (NumPy on the shadow,
-    same arguments) gives views."""
+    same arguments) gives views; ``may_copy``: NumPy may copy instead (reshape)."""
 
     @functools.wraps(f)
     def wrapped(a: Any, *args: Any, **kwargs: Any) -> Any:
         out = f(a, *args, **kwargs)
         if not isinstance(a, Tensor):
             return out
-        try:
-            shadow = shadow_of(_shadow(a), *args, **kwargs)
-        except (ValueError, TypeError, IndexError, AttributeError):
-            return out  # NumPy would copy (reshape) or refuse: an independent value
-        if isinstance(out, list | tuple):
-            return type(out)(_link(a, o, s, readonly) for o, s in zip(out, shadow))
-        return _link(a, out, shadow, readonly)
+        source = _source(a)
+        if isinstance(out, list | tuple):  # split: shadows made when needed
+
+            def piece(i: int) -> Callable:
+                return lambda: shadow_of(source(), *args, **kwargs)[i]
+
+            return type(out)(_link(a, o, piece(i), readonly) for i, o in enumerate(out))
+        if may_copy and getattr(a, "_view", None) is not None:
+            try:  # reshape of a view: NumPy's strides decide, now
+                shadow = shadow_of(source(), *args, **kwargs)
+            except (ValueError, TypeError, IndexError, AttributeError):
+                return out  # NumPy would copy: an independent value
+            return _link(a, out, shadow, readonly)
+        # always a view (reshape of a C-ordered tensor too): the shadow when needed
+        return _link(a, out, lambda: shadow_of(source(), *args, **kwargs), readonly)
 
     return wrapped
+
+
+def _source(a: Tensor) -> Callable[[], np.ndarray]:
+    """How to get ``a``'s shadow later, without keeping ``a`` alive."""
+    info = getattr(a, "_view", None)
+    if info is not None and info.root() is not None:
+        return lambda: info.shadow
+    shape = a.shape
+    return lambda: _c_shadow(shape)
 
 
 def _reshape_shadow(s: np.ndarray, *shape: Any, **kwargs: Any) -> np.ndarray:
@@ -233,18 +307,23 @@ _READONLY = {"diagonal": np.diagonal, "broadcast_to": np.broadcast_to}
 def view_getitem(x: Any, key: Any) -> Tensor:
     """``x[key]``: a view where NumPy's indexing gives one (basic keys), else a copy."""
     out = getitem(x, key)
-    if type(key) is int and len(x.shape) == 1:  # u[k]: a scalar in NumPy, a copy
+    if not isinstance(x, Tensor):
         return out
-    if isinstance(x, Tensor) and basic_key(key) is not None:
-        return _link(x, out, _shadow(x)[key], False)
-    return out
+    basic = basic_key(key)
+    if basic is None:
+        return out  # advanced indexing: a copy in NumPy
+    parts = basic[1]
+    if len(parts) == len(x.shape) and all(type(p) is int for p in parts):
+        return out  # one element by integers: a scalar in NumPy, a copy
+    source = _source(x)
+    return _link(x, out, lambda: source()[key], False)
 
 
 def install(namespace: dict[str, Callable]) -> None:
     """Make the public view-making functions of ``namespace`` (``tapegrad.numpy``'s)
     and ``Tensor.__getitem__`` link views, and hook in-place writes and rewinds."""
     for name, shadow in _SHADOWS.items():
-        namespace[name] = _wrap(namespace[name], shadow)
+        namespace[name] = _wrap(namespace[name], shadow, may_copy=name in ("reshape", "ravel"))
     for name, shadow in _READONLY.items():
         namespace[name] = _wrap(namespace[name], shadow, readonly=True)
     Tensor.__getitem__ = view_getitem
