@@ -18,7 +18,7 @@ from .compile import compile
 from .dispatch import compile_all
 from .engine import backward_stats, detect_anomaly, is_anomaly_enabled
 from .function import Function, FunctionCtx, kernel
-from .tensor import Tensor, as_tensor, enable_grad, is_grad_enabled, no_grad, tensor
+from .tensors import Tensor, as_tensor, enable_grad, is_grad_enabled, no_grad, tensor
 from .testing import gradcheck
 from .transforms import grad, jacobian, value_and_grad, vjp
 

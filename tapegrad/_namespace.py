@@ -9,17 +9,19 @@ operators.
 from __future__ import annotations
 
 import functools
-import importlib
 from collections.abc import Callable
 from typing import Any
 
-from .boundary import EQUIVALENTS
-from .ops import ROWS, Kind, Op
-from .tensor import Tensor, elementwise_function
-from .views import install as install_views
+import numpy as np
 
-# the module itself: the package attribute ``tapegrad.tensor`` is the function
-_tensor = importlib.import_module("tapegrad.tensor")
+from . import engine, tensors
+from . import frontends as _frontends  # noqa: F401  (attaches each row's front end)
+from ._protocols import array_function, array_ufunc
+from .boundary import EQUIVALENTS, HIGHER_ORDER
+from .frontends.shape import reshape as reshape_copy
+from .ops import ROWS, Kind, Op
+from .tensors import Tensor, elementwise_function
+from .views import install as install_views
 
 NAMESPACES: dict[str, dict[str, Callable]] = {"numpy": {}, "numpy.linalg": {}, "special": {}}
 
@@ -39,7 +41,7 @@ def _on_either_device(op: Op, f: Callable) -> Callable:
 
     @functools.wraps(f)
     def routed(*args: Any, **kwargs: Any) -> Any:
-        cuda_type = _tensor._CUDA
+        cuda_type = tensors.DEVICE_TENSOR
         if cuda_type is not None and any(isinstance(a, cuda_type) for a in args[:2]):
             from . import cuda
 
@@ -84,3 +86,145 @@ for _ns, _fns in NAMESPACES.items():
     for _name in _fns:
         EQUIVALENTS[f"{_LIBRARY[_ns]}.{_name}"] = f"tapegrad.{_ns}.{_name}"
 del _ns, _fns, _name
+
+
+def _install_methods() -> None:
+    """NumPy's array methods (``t.sum()``, ``t.T``...) and in-place operators."""
+    ns = NAMESPACES["numpy"]
+
+    def method(fn: Any) -> Any:
+        return lambda self, *args, **kwargs: fn(self, *args, **kwargs)
+
+    for name in (
+        "sum",
+        "mean",
+        "prod",
+        "max",
+        "min",
+        "var",
+        "std",
+        "cumsum",
+        "cumprod",
+        "argmax",
+        "argmin",
+        "ravel",
+        "squeeze",
+        "swapaxes",
+        "dot",
+        "clip",
+        "round",
+        "astype",
+        "repeat",
+        "take",
+        "diagonal",
+        "trace",
+    ):
+        setattr(Tensor, name, method(ns[name]))
+    Tensor.reshape = lambda self, *shape: ns["reshape"](self, *shape)
+    Tensor.transpose = lambda self, *axes: ns["transpose"](
+        self, axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else (axes or None)
+    )
+    Tensor.T = property(lambda self: ns["transpose"](self))
+    Tensor.flatten = lambda self: reshape_copy(self, -1)  # a copy in NumPy: no view
+    Tensor.__pos__ = lambda self: self
+
+    def inplace(name: str, symbol: str) -> Any:
+        fn = ns[name]
+
+        def method(self: Tensor, other: Any) -> Tensor:
+            self._begin_inplace(symbol)
+            result = fn(self, other)
+            if result.shape != self.shape:
+                raise ValueError(
+                    f"{symbol}: non-broadcastable output operand with shape "
+                    f"{self.shape} doesn't match the broadcast shape "
+                    f"{result.shape}"
+                )
+            if not np.can_cast(result.dtype, self.dtype, "same_kind"):
+                raise TypeError(
+                    f"{symbol}: cannot cast the result ({result.dtype}) to the "
+                    f"tensor's dtype {self.dtype}"
+                )
+            if result.dtype != self.dtype:
+                result = result.astype(self.dtype)
+            return self._inplace(result, symbol)
+
+        return method
+
+    for dunder, name, symbol in (
+        ("__iadd__", "add", "+="),
+        ("__isub__", "subtract", "-="),
+        ("__imul__", "multiply", "*="),
+        ("__itruediv__", "true_divide", "/="),
+        ("__ipow__", "power", "**="),
+        ("__imatmul__", "matmul", "@="),
+    ):
+        setattr(Tensor, dunder, inplace(name, symbol))
+
+
+_install_methods()
+
+
+# --- the rest of Tensor's surface: NumPy's protocols and autograd ---------------------------
+
+
+def __array_ufunc__(self: Tensor, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+    """NumPy's ufunc protocol: ``np.sin(t)``, ``ndarray + t``... record tapegrad's ops."""
+    return array_ufunc(ufunc, method, inputs, kwargs)
+
+
+def __array_function__(self: Tensor, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+    """NumPy's function protocol: ``np.sum(t)``... record tapegrad's ops."""
+    return array_function(func, args, kwargs)
+
+
+def backward(
+    self: Tensor, gradient: Any = None, retain_graph: bool = False, create_graph: bool = False
+) -> None:
+    """Accumulate d(self)/d(leaf) into ``.grad`` of every leaf that requires grad.
+
+    Parameters
+    ----------
+    gradient
+        The cotangent (same shape as ``self``); required unless ``self`` has one
+        element, where it defaults to 1.
+    retain_graph
+        Keep the graph so ``backward`` can run through it again; by default its
+        saved values are freed and a second backward raises.
+    create_graph
+        Record the backward pass so that gradients can be differentiated again:
+        not supported yet (raises ``NotImplementedError``).
+    """
+    if create_graph:
+        raise NotImplementedError(HIGHER_ORDER.format(what="backward(create_graph=True)"))
+    engine.backward(self, gradient, retain_graph)
+
+
+def register_hook(self: Tensor, hook: Callable[[Any], Any]) -> Any:
+    """Call ``hook(grad)`` when this tensor's gradient has been computed (before it
+    flows on, or, for a leaf, before it is added to ``.grad``); a returned array
+    replaces the gradient. Returns a handle with ``.remove()``."""
+    return engine.register_hook(self, hook)
+
+
+def register_post_accumulate_grad_hook(self: Tensor, hook: Callable[[Tensor], Any]) -> Any:
+    """Call ``hook(tensor)`` after a backward has added to this leaf's ``.grad``."""
+    return engine.register_post_accumulate_grad_hook(self, hook)
+
+
+def retain_grad(self: Tensor) -> None:
+    """Populate ``.grad`` of this non-leaf tensor in backward passes."""
+    engine.retain_grad(self)
+
+
+for _method in (
+    __array_ufunc__,
+    __array_function__,
+    backward,
+    register_hook,
+    register_post_accumulate_grad_hook,
+    retain_grad,
+):
+    _method.__qualname__ = f"Tensor.{_method.__name__}"
+    setattr(Tensor, _method.__name__, _method)
+del _method

@@ -14,17 +14,24 @@ from typing import Any
 
 import numpy as np
 
-from .tensor import Tensor, is_grad_enabled
+from .tensors import Tensor, is_grad_enabled
 
 _REDUCE = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min"}
 
 
-def _namespaces() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    from . import numpy as tnp
-    from . import special
-    from .numpy import linalg
+# The published namespaces' globals, by name ("numpy", "numpy.linalg", "special"): each
+# registers itself when it is imported (tapegrad/__init__ imports them all), so the
+# protocols, below them, need not import them.
+PUBLISHED: dict[str, dict[str, Any]] = {}
 
-    return vars(tnp), vars(linalg), vars(special)
+
+def publish(name: str, namespace: dict[str, Any]) -> None:
+    """Let NumPy's protocols find the functions of published namespace ``name``."""
+    PUBLISHED[name] = namespace
+
+
+def _namespaces() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    return PUBLISHED["numpy"], PUBLISHED["numpy.linalg"], PUBLISHED["special"]
 
 
 def _requires_grad(obj: Any) -> bool:
@@ -37,13 +44,13 @@ def _requires_grad(obj: Any) -> bool:
     return False
 
 
-def _values(obj: Any) -> Any:
+def values_of(obj: Any) -> Any:
     if isinstance(obj, Tensor):
         return obj.numpy()
     if isinstance(obj, list):
-        return [_values(o) for o in obj]
+        return [values_of(o) for o in obj]
     if isinstance(obj, tuple):
-        return tuple(_values(o) for o in obj)
+        return tuple(values_of(o) for o in obj)
     return obj
 
 
@@ -54,7 +61,7 @@ def _fallback(name: str, call: Callable, args: tuple, kwargs: dict) -> Any:
             "gradient would be lost. Use a tapegrad.numpy function, or .detach() the input "
             "if no gradient is wanted."
         )
-    return call(*_values(args), **{k: _values(v) for k, v in kwargs.items()})
+    return call(*values_of(args), **{k: values_of(v) for k, v in kwargs.items()})
 
 
 def _lookup(name: str, *namespaces: dict[str, Any]) -> Callable | None:

@@ -88,10 +88,10 @@ from .layout import (
 from .pytree import flatten, is_container, structure
 from .replay import backward_plan, forward_plan, replay, run_plan
 from .tape import CAPTURE, Tape, enter, leave, tape_stack
-from .tensor import (
-    _CAPTURED,
-    _DIFF,
-    _FLOATARG,
+from .tensors import (
+    FLAG_CAPTURED,
+    FLAG_DIFF,
+    FLAG_FLOATARG,
     Tensor,
     active_capture,
     bind,
@@ -591,8 +591,8 @@ class Compiled:
                 t = tensor(arr, requires_grad=k in diff)
                 bind(tape, t)
                 cap.input_slots.add(t._slot)
-                t._flags |= _CAPTURED | (_DIFF if k in diff else 0)
-                t._flags |= _FLOATARG if k in call.scalar else 0
+                t._flags |= FLAG_CAPTURED | (FLAG_DIFF if k in diff else 0)
+                t._flags |= FLAG_FLOATARG if k in call.scalar else 0
                 inputs.append(t)
             # the arrays the input slots point at (fn may replace an argument in place)
             arrays = [t._data for t in inputs]
@@ -639,7 +639,7 @@ class Compiled:
             program = Program(tape, arrays, leaf_slots, out._slot, aux_info, cap)
         finally:
             for t in inputs:
-                t._flags &= ~(_CAPTURED | _DIFF | _FLOATARG)
+                t._flags &= ~(FLAG_CAPTURED | FLAG_DIFF | FLAG_FLOATARG)
             capture_started(-1)
             tape.capture = None
             leave(tape, keep=True)

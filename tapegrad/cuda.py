@@ -36,7 +36,6 @@ kernel launch (a few microseconds), not Python.
 from __future__ import annotations
 
 import builtins
-import importlib
 import itertools
 import math
 import threading
@@ -45,10 +44,20 @@ from typing import Any
 
 import numpy as np
 
-from .tensor import FREED_MESSAGE, NO_GRAD_MESSAGE, is_grad_enabled
-
-# the module itself: the package attribute ``tapegrad.tensor`` is the function
-_cpu = importlib.import_module("tapegrad.tensor")
+from . import tensors as _cpu
+from .ops import BY_NAME, ROWS
+from .shapes import (
+    broadcast,
+    broadcast_strides,
+    check_float,
+    matmul_layout,
+    normalize_axes,
+    normalize_shape,
+    reduced_shape,
+)
+from .shapes import seed as shared_seed
+from .tape import normalize_array
+from .tensors import FREED_MESSAGE, NO_GRAD_MESSAGE, is_grad_enabled
 
 __all__ = [
     "CudaTensor",
@@ -205,10 +214,6 @@ class _Node:
         self.seq = next(_seq)
 
 
-def _check_float(dtype: np.dtype, what: str) -> None:
-    _cpu._check_float(dtype, what)
-
-
 class CudaTensor:
     """A tensor whose values live on the GPU (see the module docstring).
 
@@ -261,7 +266,7 @@ class CudaTensor:
         if not self.is_leaf:
             raise RuntimeError("requires_grad_: only leaf tensors can change requires_grad")
         if requires_grad:
-            _check_float(self.dtype, "requires_grad_")
+            check_float(self.dtype, "requires_grad_")
         self._rg = requires_grad
         return self
 
@@ -315,8 +320,6 @@ class CudaTensor:
 
     # --- NumPy's protocols: np.sin(t), np.sum(t, axis=0), np.matmul(a, t) ------------------
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        from .ops import BY_NAME
-
         op = BY_NAME.get(ufunc.__name__)
         if method == "__call__" and not kwargs and op is not None and op.cuda == "formulas":
             return elementwise(op, *inputs)
@@ -368,8 +371,6 @@ class CudaTensor:
 
 
 def _operator(name: str, reflected: bool = False) -> Callable:
-    from .ops import BY_NAME
-
     op = BY_NAME[name]
     if op.is_unary:
         return lambda self: elementwise(op, self)
@@ -380,8 +381,6 @@ def _operator(name: str, reflected: bool = False) -> Callable:
 
 def _install_operators() -> None:
     """Arithmetic operators from the table rows' ``dunder`` names (as for CPU tensors)."""
-    from .ops import ROWS
-
     for op in ROWS:
         if op.cuda == "formulas" and op.dunder:
             setattr(CudaTensor, op.dunder[0], _operator(op.name))
@@ -390,14 +389,12 @@ def _install_operators() -> None:
 
 
 _install_operators()
-_cpu._CUDA = CudaTensor  # from now on the CPU front ends route CUDA tensors here
+_cpu.DEVICE_TENSOR = CudaTensor  # from now on the CPU front ends route CUDA tensors here
 
 
 def to_device(data: Any, requires_grad: bool = False, dtype: Any = None) -> CudaTensor:
     """A CUDA leaf tensor holding a copy of ``data`` (what ``tg.tensor(...,
     device='cuda')`` calls); the dtype rules are those of :func:`tapegrad.tensor`."""
-    from .tape import normalize_array
-
     if isinstance(data, CudaTensor):
         data = data.numpy()
     elif isinstance(data, _cpu.Tensor):
@@ -410,7 +407,7 @@ def to_device(data: Any, requires_grad: bool = False, dtype: Any = None) -> Cuda
     else:
         arr = normalize_array(data, copy=True)
     if requires_grad:
-        _check_float(arr.dtype, "tensor")
+        check_float(arr.dtype, "tensor")
     out = _empty(arr.shape, arr.dtype)
     if arr.size:
         _flat(out).copy_to_device(np.ascontiguousarray(arr).reshape(-1))
@@ -455,19 +452,6 @@ def _float_dtype(op: str, *ts: CudaTensor) -> np.dtype:
 # --- elementwise ----------------------------------------------------------------------------
 
 
-def _broadcast_strides(shape: tuple[int, ...], out: tuple[int, ...]) -> list[int]:
-    """Element strides of a C-contiguous array of ``shape`` in a loop over ``out``
-    (0 on broadcast axes)."""
-    st = [0] * len(out)
-    s = 1
-    for d in range(len(out) - 1, -1, -1):
-        j = d - (len(out) - len(shape))
-        if j >= 0 and shape[j] != 1:
-            st[d] = s
-            s *= shape[j]
-    return st
-
-
 def elementwise(op: Any, x: Any, y: Any = None) -> CudaTensor:
     """Record elementwise table row ``op`` on CUDA operands (``y`` unless unary)."""
     if op.cuda != "formulas":
@@ -490,27 +474,21 @@ def elementwise(op: Any, x: Any, y: Any = None) -> CudaTensor:
     tx, ty = _as_cuda(x, ref.dtype, op.name), _as_cuda(y, ref.dtype, op.name)
     dtype = _float_dtype(op.name, tx, ty)
     tx, ty = astype(tx, dtype), astype(ty, dtype)
-    try:
-        shape = np.broadcast_shapes(tx.shape, ty.shape)
-    except ValueError:
-        raise ValueError(
-            f"{op.name}: operands could not be broadcast together with shapes "
-            f"{tx.shape} and {ty.shape}"
-        ) from None
+    shape = broadcast(op.name, tx.shape, ty.shape)
     nd = builtins.max(len(shape), 1)
     dims = shape or (1,)
-    sx = _broadcast_strides(tx.shape, shape) or [0]
-    sy = _broadcast_strides(ty.shape, shape) or [0]
+    sx = broadcast_strides(tx.shape, shape) or [0]
+    sy = broadcast_strides(ty.shape, shape) or [0]
     meta = _small_array((nd, 0, 0, 0, *dims, *sx, *sy))  # matmul's layout (kernels)
     n = int(np.prod(shape, dtype=np.int64))
     fwd, bwd = _kernel(("ew", op.name), lambda k: k.elementwise_kernels(op))
     out = _empty(shape, dtype)
     _launch(fwd, n, _flat(tx.data), _flat(ty.data), _flat(out), meta)
     # bits 2/3: the operand is broadcast, so several threads add into one element
-    broadcast = (4 if tx.size != n else 0) | (8 if ty.size != n else 0)
+    spread = (4 if tx.size != n else 0) | (8 if ty.size != n else 0)
 
     def backward(g: Any, grads: list) -> None:
-        mask = broadcast | int(grads[0] is not None) | (int(grads[1] is not None) << 1)
+        mask = spread | int(grads[0] is not None) | (int(grads[1] is not None) << 1)
         gx = _flat(grads[0] if grads[0] is not None else tx.data)  # unused unless bit 0
         gy = _flat(grads[1] if grads[1] is not None else ty.data)
         _launch(bwd, n, _flat(g), _flat(tx.data), _flat(ty.data), _flat(out), gx, gy, mask, meta)
@@ -539,8 +517,6 @@ def astype(x: CudaTensor, dtype: Any) -> CudaTensor:
 
 
 def _reduce(x: CudaTensor, axis: Any, keepdims: bool, name: str) -> CudaTensor:
-    from .ops.reduce import normalize_axes, reduced_shape
-
     if not isinstance(x, CudaTensor):
         x = _as_cuda(x, np.dtype(np.float64), name)
     axes = normalize_axes(axis, x.ndim, name)
@@ -585,31 +561,14 @@ def mean(x: Any, axis: Any = None, keepdims: bool = False) -> CudaTensor:
 
 def matmul(x: Any, y: Any) -> CudaTensor:
     """Matrix product with NumPy's rules (1-D, 2-D, batched with broadcasting)."""
-    from .ops.linalg import _batch_strides
-
     ref = x if isinstance(x, CudaTensor) else y
     tx, ty = _as_cuda(x, ref.dtype, "matmul"), _as_cuda(y, ref.dtype, "matmul")
-    xs, ys = tx.shape, ty.shape
-    if not xs or not ys:
-        raise ValueError(
-            f"matmul: operands must have at least one dimension (shapes {xs} and {ys})"
-        )
+    out_shape, params = matmul_layout(tx.shape, ty.shape)
+    _, m, k, n = params[:4]
+    bo = params[4 : 4 + params[0]]
     dtype = _float_dtype("matmul", tx, ty)
     tx, ty = astype(tx, dtype), astype(ty, dtype)
-    x2 = xs if len(xs) >= 2 else (1, *xs)
-    y2 = ys if len(ys) >= 2 else (*ys, 1)
-    m, k = x2[-2:]
-    k2, n = y2[-2:]
-    try:
-        if k != k2:
-            raise ValueError
-        bo = np.broadcast_shapes(x2[:-2], y2[:-2])
-    except ValueError:
-        raise ValueError(f"matmul: shapes {xs} and {ys} are not aligned") from None
-    out_shape = bo + ((m,) if len(xs) >= 2 else ()) + ((n,) if len(ys) >= 2 else ())
-    p = _small_array(
-        (len(bo), m, k, n, *bo, *_batch_strides(x2[:-2], bo), *_batch_strides(y2[:-2], bo))
-    )
+    p = _small_array(params)
     gemm = _kernel(("matmul", dtype.str), lambda kk: kk.matmul_kernel(dtype))
     nbatch = int(np.prod(bo, dtype=np.int64))
     out = _empty(out_shape, dtype)
@@ -649,10 +608,8 @@ def _gemm(kernel: Any, nbatch: int, a: Any, b: Any, c: Any, p: Any, q: tuple) ->
 def reshape(x: CudaTensor, shape: Any) -> CudaTensor:
     """The same values in a new shape (one dimension may be -1), as ``numpy.reshape``;
     the result shares ``x``'s memory."""
-    from .ops.shape import _normalize_shape
-
     shape = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
-    new = _normalize_shape(x.size, shape, x.shape)
+    new = normalize_shape(x.size, shape, x.shape)
     k = _moves()
 
     def backward(g: Any, grads: list) -> None:
@@ -764,20 +721,10 @@ def backward(root: CudaTensor, gradient: Any = None, retain_graph: bool = False)
     """
     if not root._rg:
         raise RuntimeError(NO_GRAD_MESSAGE)
-    if gradient is None:
-        if root.size != 1:
-            raise RuntimeError(
-                "grad can be implicitly created only for scalar outputs; backward() of a "
-                f"tensor of shape {root.shape} needs gradient="
-            )
+    given = gradient.numpy() if isinstance(gradient, CudaTensor) else gradient
+    seed = shared_seed(root.shape, root.dtype, given)
+    if seed is None:
         seed = np.ones(root.shape, root.dtype)
-    else:
-        seed = gradient.numpy() if isinstance(gradient, CudaTensor) else np.asarray(gradient)
-        if seed.shape != root.shape:
-            raise RuntimeError(
-                f"backward: gradient has shape {seed.shape} but the tensor has shape {root.shape}"
-            )
-        seed = np.ascontiguousarray(seed, dtype=root.dtype)
     nodes = _pruned(root)
     grads = _grad_buffers(root, nodes)
     if seed.size:

@@ -15,8 +15,11 @@ from typing import Any
 
 import numpy as np
 
+from . import _generated
 from ._jit import kernel_cfunc
 from .layout import BWD, FWD, N_SIGS, NO_RULE, OPF_THREADS_ONLY, OPF_UFUNC, PY_CALLBACK
+from .ops import BY_NAME, ELEMENTWISE, ROWS
+from .ops.codegen import sig_name, wrapper_name
 
 _lock = threading.RLock()
 _keepalive: list[Any] = []
@@ -32,9 +35,12 @@ USER_FUNCTIONS: list[Any] = []  # compiled-backward Function classes, by code - 
 
 
 def first_user_code() -> int:
-    from .ops import ROWS
-
     return len(ROWS)
+
+
+def op_code(name: str) -> int:
+    """The code of op table row ``name``."""
+    return BY_NAME[name].code
 
 
 def ktable() -> np.ndarray:
@@ -43,9 +49,6 @@ def ktable() -> np.ndarray:
     if _ktab is None:
         with _lock:
             if _ktab is None:
-                from .ops import ROWS
-                from .ops.table import ELEMENTWISE
-
                 tab = np.zeros((len(ROWS) + 1 + MAX_USER_FUNCTIONS, N_SIGS, 2), np.int64)
                 for op in ROWS:
                     if op.bwd is None:
@@ -95,10 +98,6 @@ def ensure(op: int, sig: int, direction: int) -> None:
     tab = ktable()
     if tab[op, sig, direction] != 0:
         return
-    from . import _generated
-    from .ops import ROWS
-    from .ops.codegen import sig_name, wrapper_name
-
     if op > len(ROWS):  # a custom function's compiled backward
         with _lock:
             if tab[op, sig, direction] == 0:
@@ -137,8 +136,6 @@ def register_function(cls: Any) -> int:
 
 def compile_all(directions: tuple[int, ...] = (FWD, BWD)) -> int:
     """Compile every kernel of the table (to warm the disk cache); returns the count."""
-    from .ops import ROWS
-
     n = 0
     for op in ROWS:
         for sig in op.sigs:

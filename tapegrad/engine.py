@@ -17,6 +17,7 @@ and accumulates nothing (``torch.autograd.grad``): the transforms use it.
 from __future__ import annotations
 
 import contextlib
+import linecache
 import math
 import os
 import sys
@@ -27,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from . import dispatch
 from .boundary import HIGHER_ORDER
 from .layout import (
     DTYPE_NAMES,
@@ -64,12 +66,24 @@ from .layout import (
     S_FLAGS,
     S_GEN,
     S_GRAD,
+    S_NODE,
     SLOT_CONST,
     SLOT_HOOK,
 )
+from .ops import ROWS
 from .scheduler import resume, run_backward
+from .shapes import seed as seed_rule
 from .tape import EAGER, TRANSFORM, Tape, enter, leave
-from .tensor import _FREED, _RG, FREED_MESSAGE, NO_GRAD_MESSAGE, Tensor, WeakIdMap, _values
+from .tensors import (
+    FLAG_FREED,
+    FLAG_RG,
+    FREED_MESSAGE,
+    NO_GRAD_MESSAGE,
+    Tensor,
+    WeakIdMap,
+    set_result_hook,
+    values_of,
+)
 
 # --- hooks -------------------------------------------------------------------------------
 
@@ -165,8 +179,6 @@ _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 
 def _user_frame() -> str:
     """``file:line: code`` of the innermost caller outside tapegrad."""
-    import linecache
-
     f = sys._getframe(2)
     while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_PACKAGE):
         f = f.f_back
@@ -183,24 +195,10 @@ class detect_anomaly:
 
     def __enter__(self) -> detect_anomaly:
         global _anomaly_depth
-        tensor = sys.modules["tapegrad.tensor"]  # (tapegrad.tensor is also a function)
-
         with _anomaly_lock:
             _anomaly_depth += 1
             if _anomaly_depth == 1:
-                self._plain = tensor._in_tape
-
-                def in_tape_recording_source(tape: Tape, slot: int, epoch: int) -> Tensor:
-                    from .layout import S_NODE
-
-                    t = self._plain(tape, slot, epoch)
-                    node = tape.slot_field(S_NODE, slot)
-                    if node >= 0:
-                        tape.sources[node] = _user_frame()
-                    return t
-
-                tensor._in_tape = in_tape_recording_source
-                _set_in_tape(in_tape_recording_source)
+                set_result_hook(_record_source)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -208,17 +206,14 @@ class detect_anomaly:
         with _anomaly_lock:
             _anomaly_depth -= 1
             if _anomaly_depth == 0:
-                sys.modules["tapegrad.tensor"]._in_tape = self._plain
-                _set_in_tape(self._plain)
+                set_result_hook(None)
 
 
-def _set_in_tape(fn: Callable) -> None:
-    # modules that imported _in_tape by name record through it too
-    from . import function
-    from .ops import shape
-
-    function._in_tape = fn
-    shape._in_tape = fn
+def _record_source(tape: Tape, slot: int) -> None:
+    """Anomaly mode: the user's source line of the node that made ``slot``."""
+    node = tape.slot_field(S_NODE, slot)
+    if node >= 0:
+        tape.sources[node] = _user_frame()
 
 
 def is_anomaly_enabled() -> bool:
@@ -230,22 +225,7 @@ def is_anomaly_enabled() -> bool:
 
 def _seed(t: Tensor, gradient: Any) -> np.ndarray | None:
     """The root's cotangent as an array of its shape and dtype (None: ones)."""
-    shape = t.shape
-    if gradient is None:
-        if math.prod(shape) != 1:
-            raise RuntimeError(
-                f"grad can be implicitly created only for scalar outputs; "
-                f"backward() of a tensor of shape {shape} needs gradient="
-            )
-        return None
-    g = np.asarray(_values(gradient))
-    if g.shape != shape:
-        raise RuntimeError(
-            f"backward: gradient has shape {g.shape} but the tensor has shape {shape}"
-        )
-    if g.dtype.kind not in "fiub":
-        raise TypeError(f"backward: gradient of dtype {g.dtype} is not real")
-    return np.array(g, dtype=t.dtype, order="C", copy=True)
+    return seed_rule(t.shape, t.dtype, None if gradient is None else values_of(gradient))
 
 
 @contextlib.contextmanager
@@ -325,9 +305,9 @@ def backward(t: Tensor, gradient: Any = None, retain_graph: bool = False) -> Non
     """Run the compiled backward pass from ``t`` (see :meth:`Tensor.backward`)."""
     seed = _seed(t, gradient)
     if t._data is not None:  # an external tensor: a leaf, or a freed non-leaf
-        if t._flags & _FREED:
+        if t._flags & FLAG_FREED:
             raise RuntimeError(FREED_MESSAGE)
-        if not t._flags & _RG:
+        if not t._flags & FLAG_RG:
             raise RuntimeError(NO_GRAD_MESSAGE)
         accumulate_grad(t, np.ones(t.shape, t.dtype) if seed is None else seed)
         return
@@ -506,8 +486,6 @@ def _reduce_to(g: np.ndarray, shape: tuple[int, ...], name: str, i: int) -> np.n
 
 
 def _node_name(tape: Tape, k: int) -> str:
-    from . import dispatch
-    from .ops import ROWS
 
     op = tape.views["node"][N_OP * tape.h[H_NODE_CAP] + k]
     if op < len(ROWS):

@@ -24,12 +24,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from . import dispatch
+from . import dispatch, layout
 from ._jit import jit
 from .layout import DTYPE_CODE, F64, FLOAT_CODES, SLOT_CONST
 from .record import record_custom
 from .tape import current_tape, normalize_array
-from .tensor import Tensor, _in_tape, is_grad_enabled, no_grad
+from .tensors import Tensor, bind_operand, is_grad_enabled, no_grad, result_handle
 
 __all__ = ["Function", "FunctionCtx", "kernel"]
 
@@ -149,8 +149,6 @@ def _record(
     sig: int,
     rg_mask: int,
 ) -> list[Tensor]:
-    from .tensor import _operand
-
     tape = current_tape()
     nin, nout = len(inputs), len(outs)
     if cls.backward_kernel is not None:
@@ -163,7 +161,7 @@ def _record(
         cls._nin, cls._nout = nin, nout
     while True:
         ep = tape.epoch
-        in_slots = [_operand(tape, ep, t)[0] for t in inputs]
+        in_slots = [bind_operand(tape, ep, t)[0] for t in inputs]
         out_slots = [tape.import_array(a, SLOT_CONST) for a in outs]
         if tape.epoch != ep:
             continue
@@ -177,7 +175,7 @@ def _record(
         k = record_custom(tape.header, code, sig, nin, nout, rg_mask)
         if k >= 0:
             tape.custom.append((cls, ctx, len(args), positions))
-            return [_in_tape(tape, s, ep) for s in out_slots]
+            return [result_handle(tape, s, ep) for s in out_slots]
         tape.fix(k)
 
 
@@ -197,8 +195,6 @@ def _make_wrapper(user_kernel: Callable, nin: int, nout: int, sig: int) -> Calla
     rather than cached on disk; the user's kernel itself is cached by numba if it lives
     in a file.
     """
-    from . import layout
-
     dt = "np.float64" if sig == F64 else "np.float32"
     args = (
         [f"out_grad(h, node, {j}, {dt})" for j in range(nout)]

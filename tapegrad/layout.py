@@ -159,9 +159,35 @@ R_NIN, R_NOUT, R_NIP, R_NFP, R_ALIAS, R_BODY = range(6)
 # the kernels' scratch: a loop plan (dims and three stride arrays), then an odometer
 SCRATCH_LEN = 5 * MAXDIM
 
+# Saved-value masks (``Op.saved_mask``, the scheduler's in-place check): bit i is the
+# node's input i, bit OUTPUT_BIT0 + j its output j (see :func:`saved_bit`).
+OUTPUT_BIT0 = 32
+
+# Table entries one binary elementwise record may add (record.record_elementwise): the
+# result and up to two cast results (slots), their nodes, and the links (two per cast,
+# three for the op). Tables are grown with HEADROOM free entries kept (tape.fix), at
+# least that much, so the eager fast path never finds a freshly grown table full.
+EW_SLOTS, EW_NODES, EW_LINKS = 3, 3, 7
+HEADROOM = {"node": 8, "slot": 8, "link": 16, "ip": 0, "fp": 0, "shape": 4 * MAXDIM}
+if HEADROOM["slot"] < EW_SLOTS or HEADROOM["node"] < EW_NODES or HEADROOM["link"] < EW_LINKS:
+    raise AssertionError("layout: HEADROOM must cover one elementwise record")
+
 
 # ====================================================================================
 # compiled accessors
+
+
+@jit
+def is_float(dt):
+    """Whether dtype code ``dt`` is a floating point one (differentiable)."""
+    return dt == F64 or dt == F32
+
+
+@jit
+def saved_bit(i, nin):
+    """The saved-mask bit of entry ``i`` of a node's link list (``nin`` inputs first,
+    then the outputs)."""
+    return i if i < nin else OUTPUT_BIT0 + i - nin
 
 
 @jit

@@ -24,6 +24,9 @@ from .layout import (
     E_NO_KERNEL,
     E_NOFLOAT,
     E_SPACE,
+    EW_LINKS,
+    EW_NODES,
+    EW_SLOTS,
     F32,
     F64,
     FWD,
@@ -91,6 +94,7 @@ from .layout import (
     cast_sig,
     fparams,
     iparams,
+    is_float,
     ktable,
     links,
     nodes,
@@ -123,11 +127,6 @@ def place(top, nbytes):
     if nbytes >= ALIGN:
         return (top + ALIGN - 1) // ALIGN * ALIGN
     return top
-
-
-@jit
-def is_float(dt):
-    return dt == F64 or dt == F32
 
 
 @jit
@@ -342,7 +341,7 @@ def record_elementwise(h, op, a, b, fa, fb, compare):
     sz_a = S[S_SIZE, a] if cast_a else 0
     sz_b = S[S_SIZE, b] if cast_b else 0
     nbytes = (size * ITEMSIZE[out_dt] + (sz_a + sz_b) * ITEMSIZE[dt]) + 8 * ALIGN
-    if not has_room(h, 3, 3, 7, nd, nbytes):
+    if not has_room(h, EW_SLOTS, EW_NODES, EW_LINKS, nd, nbytes):
         return E_SPACE
     # --- write: constants and casts first, then the node
     if a == SCALAR:

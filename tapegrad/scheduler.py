@@ -80,9 +80,11 @@ from .layout import (
     SLOT_FREED,
     SLOT_HOOK,
     SLOT_RG,
+    is_float,
     ktable,
     links,
     nodes,
+    saved_bit,
     slot_grad,
     slots,
 )
@@ -161,8 +163,7 @@ def _prune(h, start, gen, total):
             table = carray(as_pointer(h[H_SAVED], np.int64), (h[H_KTAB_OPS], 3))
             saved = table[N[N_OP, k], mask if mask <= 2 else 0]
         for i in range(nin + nout if saved != 0 else 0):
-            bit = i if i < nin else 32 + i - nin
-            if (saved >> bit) & 1:
+            if (saved >> saved_bit(i, nin)) & 1:
                 s = L[0, base + i]
                 if L[1, base + i] != S[S_VERSION, s]:  # modified in place since recorded
                     h[H_ERR_A] = k
@@ -177,7 +178,7 @@ def _prune(h, start, gen, total):
         every = N[N_OP, k] > h[H_USER_OP0]
         for i in range(nin):
             s = L[0, base + i]
-            if every and not mask & (1 << i) and S[S_DTYPE, s] <= 1:
+            if every and not mask & (1 << i) and is_float(S[S_DTYPE, s]):
                 total = _want(h, s, gen, total)
             if mask & (1 << i):
                 s = L[0, base + i]

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 from ._namespace import NAMESPACES
+from ._protocols import publish
 
 globals().update(NAMESPACES["special"])
 __all__ = sorted(NAMESPACES["special"])
+publish("special", globals())

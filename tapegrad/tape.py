@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import dispatch
-from ._jit import entry_point
+from ._jit import blas_addresses, entry_point
 from .layout import (
     ALIGN,
     DTYPE_CODE,
@@ -95,8 +95,8 @@ from .layout import (
     H_SLOT_CAP,
     H_THREAD_MIN,
     H_USER_OP0,
+    HEADROOM,
     ITEMSIZE,
-    MAXDIM,
     N_FIELDS,
     N_FLAGS,
     NODE_FREED,
@@ -117,7 +117,7 @@ from .layout import (
 from .record import import_slot
 
 if TYPE_CHECKING:
-    from .tensor import Tensor
+    from .tensors import Tensor
 
 # name: (address field, capacity field, count field, rows, dtype, initial capacity)
 _TABLES = {
@@ -129,9 +129,6 @@ _TABLES = {
     "shape": (H_SHAPE, H_SHAPE_CAP, H_NSHAPE, 1, np.int64, 4096),
 }
 _COUNT_FIELDS = [spec[2] for spec in _TABLES.values()]
-# Free entries below which a table is grown when the recorder reports it full: more
-# than any single record_* call asks for.
-_HEADROOM = {"node": 8, "slot": 8, "link": 16, "ip": 0, "fp": 0, "shape": 4 * MAXDIM}
 
 
 def _count_seen(objs: list) -> list[int]:
@@ -162,7 +159,7 @@ NUMPY_MIN = 16384
 THREAD_MIN = 1 << 18  # elements from which a NumPy forward is split across the cores
 
 
-def _workers() -> int:
+def worker_count() -> int:
     """Threads for large NumPy forwards: ``$TAPEGRAD_THREADS``, else the CPU count."""
     env = os.environ.get("TAPEGRAD_THREADS")
     return max(1, int(env)) if env else (os.cpu_count() or 1)
@@ -235,14 +232,12 @@ class Tape:
         ktab = dispatch.ktable()
         self.h[H_KTAB] = ktab.ctypes.data
         self.h[H_KTAB_OPS] = ktab.shape[0]
-        from .ops.shape import CAST
-
-        self.h[H_CAST_OP] = CAST.code
+        self.h[H_CAST_OP] = dispatch.op_code("astype")
         self.h[H_USER_OP0] = dispatch.first_user_code()
         self.h[H_SAVED] = dispatch.saved_masks().ctypes.data
         self.h[H_OPFLAGS] = dispatch.op_flags().ctypes.data
         self.h[H_NUMPY_MIN] = NUMPY_MIN
-        self.h[H_THREAD_MIN] = THREAD_MIN if _workers() > 1 else 0
+        self.h[H_THREAD_MIN] = THREAD_MIN if worker_count() > 1 else 0
         self.chunks: list[np.ndarray] = []
         self._new_chunk(1 << 20)
         self.grad_buf, self.h[H_GRAD] = _aligned_buffer(1 << 16)
@@ -301,7 +296,7 @@ class Tape:
     def grow_request(self, n: int) -> None:
         """A request buffer (see ``layout.R_BODY``) of at least ``n`` cells; ``rq`` and
         ``rqf`` are its int and float views, whose bounds raise IndexError so that
-        :func:`~tapegrad.tensor.general` notices a request too large for it."""
+        :func:`~tapegrad.tensors.general` notices a request too large for it."""
         self.request = np.zeros(n, np.int64)
         self.rq = memoryview(self.request)
         self.rqf = self.rq.cast("B").cast("d")
@@ -335,8 +330,8 @@ class Tape:
         if status == E_SPACE:
             self.try_rewind()  # then grow whatever is still too small
             for name, (_, cap_f, count_f, *_rest) in _TABLES.items():
-                if h[cap_f] - h[count_f] < _HEADROOM[name]:
-                    self.grow(name, _HEADROOM[name])
+                if h[cap_f] - h[count_f] < HEADROOM[name]:
+                    self.grow(name, HEADROOM[name])
             need = h[H_NEED]
             if h[H_ARENA_TOP] + need > h[H_ARENA_CAP]:
                 self._new_chunk(max(2 * h[H_ARENA_CAP], need + ALIGN))
@@ -350,8 +345,6 @@ class Tape:
             raise RuntimeError(f"tapegrad: internal status {status} not handled")
 
     def init_blas(self) -> None:
-        from ._jit import blas_addresses
-
         self.h[H_DGEMM], self.h[H_SGEMM] = blas_addresses()
         self.blas = True
 

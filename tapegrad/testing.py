@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .tensor import Tensor, no_grad, tensor
+from .tensors import Tensor, no_grad, tensor
 
 __all__ = ["GradientCheckError", "check_grads", "gradcheck"]
 

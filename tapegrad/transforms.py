@@ -36,7 +36,7 @@ from .boundary import HIGHER_ORDER
 from .engine import gradients
 from .pytree import flatten
 from .tape import TRANSFORM, Tape, enter, leave
-from .tensor import _DIFF, Tensor, as_tensor, is_grad_enabled, serial, tensor
+from .tensors import FLAG_DIFF, Tensor, as_tensor, is_grad_enabled, serial, tensor
 
 __all__ = ["grad", "jacobian", "value_and_grad", "vjp"]
 
@@ -62,7 +62,7 @@ def _leaf_tensor(value: Any, where: str, grad_on: bool) -> Tensor:
             f"({arr.dtype}) is not defined; pass floats"
         )
     t = tensor(arr, requires_grad=True)
-    t._flags |= _DIFF  # being differentiated: refused on other tapes while f runs
+    t._flags |= FLAG_DIFF  # being differentiated: refused on other tapes while f runs
     return t
 
 
@@ -110,7 +110,7 @@ def _done(tape: Tape, leaves_per_arg: list, keep: bool = False) -> None:
     """The recording is over: the arguments are ordinary tensors again; leave the tape."""
     for ts, _, _ in leaves_per_arg:
         for t in ts:
-            t._flags &= ~_DIFF
+            t._flags &= ~FLAG_DIFF
     leave(tape, keep)
 
 

@@ -15,13 +15,18 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 
+import numpy as np
+
+import tapegrad as tg
+
+from . import dispatch
+from ._jit import cache_root
 from .layout import BWD, FWD
+from .ops import ROWS
 
 
 def kernels() -> list[tuple[int, int, int]]:
     """Every (op code, signature, direction) of the table."""
-    from .ops import ROWS
-
     return [
         (op.code, sig, d)
         for op in ROWS
@@ -32,13 +37,7 @@ def kernels() -> list[tuple[int, int, int]]:
 
 
 def _compile_share(share: list[tuple[int, int, int]], engine: bool) -> int:
-    from . import dispatch
-
     if engine:  # the recorder and the scheduler: one small forward and backward
-        import numpy as np
-
-        import tapegrad as tg
-
         x = tg.tensor(np.ones(3), requires_grad=True)
         w = tg.tensor(np.ones((3, 2)), requires_grad=True)
         tg.numpy.sum(tg.numpy.tanh(x @ w) ** 2).backward()
@@ -66,8 +65,6 @@ def main() -> None:
     args = parser.parse_args()
     t = time.perf_counter()
     n = warmup(args.jobs)
-    from ._jit import cache_root
-
     print(f"tapegrad: {n} kernels ready in {cache_root()} ({time.perf_counter() - t:.1f} s)")
 
 

@@ -10,7 +10,7 @@ import pytest
 import tapegrad as tg
 import tapegrad.numpy as tnp
 from tapegrad.tape import NUMPY_MIN
-from tapegrad.tensor import THREAD_MIN
+from tapegrad.tensors import THREAD_MIN
 
 N = max(2 * THREAD_MIN, 600_000)  # above every size threshold
 

@@ -18,6 +18,8 @@ reduction of the backward pass (``gx[off_x] += ...`` with stride 0 on broadcast 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import prange, types
 
@@ -42,11 +44,14 @@ from .loops import broadcast_plan, next_row, row_walk, ux
 PARALLEL_MIN = 1 << 17
 
 
+# The rows whose formulas these loops lift, by name: each op table row registers itself
+# here when it is declared (ops/table.py), so the kernels need not import the table.
+FORMULAS: dict[str, Any] = {}
+
+
 def _row(op: StaticRef | StaticRefType):
     """The op table row an op reference (Python object or numba type) points to."""
-    from ..ops.table import BY_NAME
-
-    return BY_NAME[op.ref]
+    return FORMULAS[op.ref]
 
 
 def fwd1(op, x):

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as _np
 
 from .._namespace import NAMESPACES
-from ..ops.reduce import argmax, argmin  # noqa: F401  (published through the table too)
-from ..ops.shape import reshape as reshape_copy
-from ..tensor import Tensor, as_tensor, is_grad_enabled, set_object_converter, tensor
+from .._protocols import publish
+from ..frontends.reduce import argmax, argmin  # noqa: F401  (published through the table too)
+from ..tensors import Tensor, as_tensor, is_grad_enabled, set_object_converter, tensor
 from . import linalg
 
 globals().update(NAMESPACES["numpy"])
@@ -280,77 +280,4 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'tapegrad.numpy' has no attribute {name!r}") from None
 
 
-def _install_methods() -> None:
-    ns = NAMESPACES["numpy"]
-
-    def method(fn: Any) -> Any:
-        return lambda self, *args, **kwargs: fn(self, *args, **kwargs)
-
-    for name in (
-        "sum",
-        "mean",
-        "prod",
-        "max",
-        "min",
-        "var",
-        "std",
-        "cumsum",
-        "cumprod",
-        "argmax",
-        "argmin",
-        "ravel",
-        "squeeze",
-        "swapaxes",
-        "dot",
-        "clip",
-        "round",
-        "astype",
-        "repeat",
-        "take",
-        "diagonal",
-        "trace",
-    ):
-        setattr(Tensor, name, method(ns[name] if name in ns else globals()[name]))
-    Tensor.reshape = lambda self, *shape: ns["reshape"](self, *shape)
-    Tensor.transpose = lambda self, *axes: ns["transpose"](
-        self, axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else (axes or None)
-    )
-    Tensor.T = property(lambda self: ns["transpose"](self))
-    Tensor.flatten = lambda self: reshape_copy(self, -1)  # a copy in NumPy: no view
-    Tensor.__pos__ = lambda self: self
-
-    def inplace(name: str, symbol: str) -> Any:
-        fn = ns[name]
-
-        def method(self: Tensor, other: Any) -> Tensor:
-            self._begin_inplace(symbol)
-            result = fn(self, other)
-            if result.shape != self.shape:
-                raise ValueError(
-                    f"{symbol}: non-broadcastable output operand with shape "
-                    f"{self.shape} doesn't match the broadcast shape "
-                    f"{result.shape}"
-                )
-            if not _np.can_cast(result.dtype, self.dtype, "same_kind"):
-                raise TypeError(
-                    f"{symbol}: cannot cast the result ({result.dtype}) to the "
-                    f"tensor's dtype {self.dtype}"
-                )
-            if result.dtype != self.dtype:
-                result = result.astype(self.dtype)
-            return self._inplace(result, symbol)
-
-        return method
-
-    for dunder, name, symbol in (
-        ("__iadd__", "add", "+="),
-        ("__isub__", "subtract", "-="),
-        ("__imul__", "multiply", "*="),
-        ("__itruediv__", "true_divide", "/="),
-        ("__ipow__", "power", "**="),
-        ("__imatmul__", "matmul", "@="),
-    ):
-        setattr(Tensor, dunder, inplace(name, symbol))
-
-
-_install_methods()
+publish("numpy", globals())

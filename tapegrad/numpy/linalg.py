@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 from .._namespace import NAMESPACES
+from .._protocols import publish
 
 globals().update(NAMESPACES["numpy.linalg"])
 matmul = NAMESPACES["numpy"]["matmul"]
 __all__ = [*sorted(NAMESPACES["numpy.linalg"]), "matmul"]
+publish("numpy.linalg", globals())

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from ..layout import DTYPE_NAMES, FWD, N_DTYPES
-from .table import Kind, Op
+from .table import ROWS, Kind, Op
 
 TARGET = Path(__file__).resolve().parent.parent / "_generated.py"
 NP_NAMES = ("np.float64", "np.float32", "np.int64", "np.bool_")
@@ -103,7 +103,6 @@ def render(rows: list[Op]) -> str:
 
 
 def main() -> int:
-    from . import ROWS
 
     text = render(ROWS)
     if "--check" in sys.argv:

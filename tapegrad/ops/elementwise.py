@@ -8,15 +8,11 @@ nothing (LLVM drops them) and tell the table what the op saves.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from .._jit import jit
 from ..kernels import vecmath as vm
 from .table import Kind, Op
-
-# --- binary arithmetic -----------------------------------------------------------------
 
 
 @jit
@@ -103,11 +99,6 @@ def pow_bwd_y(g, x, y, out):
     return g * out * np.log(x)
 
 
-# maximum / minimum. Ties split the gradient equally between x and y (the same rule as
-# PyTorch, JAX and HIPS autograd): the result is then a valid subgradient and
-# max(x, x) passes the full gradient to x. NaN propagates forward like np.maximum.
-
-
 @jit
 def maximum_fwd(x, y):
     return x if (x > y or x != x) else y
@@ -147,6 +138,8 @@ ADD = Op(
     dunder=("__add__", "__radd__"),
     arith=True,
 )
+
+
 SUB = Op(
     "subtract",
     Kind.BINARY,
@@ -156,6 +149,8 @@ SUB = Op(
     dunder=("__sub__", "__rsub__"),
     arith=True,
 )
+
+
 MUL = Op(
     "multiply",
     Kind.BINARY,
@@ -165,6 +160,8 @@ MUL = Op(
     dunder=("__mul__", "__rmul__"),
     arith=True,
 )
+
+
 TRUEDIV = Op(
     "true_divide",
     Kind.BINARY,
@@ -176,6 +173,8 @@ TRUEDIV = Op(
     dunder=("__truediv__", "__rtruediv__"),
     arith=True,
 )
+
+
 POW = Op(
     "power",
     Kind.BINARY,
@@ -186,6 +185,8 @@ POW = Op(
     aliases=("pow",),
     dunder=("__pow__", "__rpow__"),
 )
+
+
 MAXIMUM = Op(
     "maximum",
     Kind.BINARY,
@@ -193,6 +194,8 @@ MAXIMUM = Op(
     (maximum_bwd_x, maximum_bwd_y),
     "elementwise max; ties split the gradient equally",
 )
+
+
 MINIMUM = Op(
     "minimum",
     Kind.BINARY,
@@ -200,8 +203,6 @@ MINIMUM = Op(
     (minimum_bwd_x, minimum_bwd_y),
     "elementwise min; ties split the gradient equally",
 )
-
-# --- unary -------------------------------------------------------------------------------
 
 
 @jit
@@ -285,9 +286,6 @@ def abs_bwd(g, x, out):
     return g * np.sign(x)
 
 
-# --- vector formulas (kernels/vecmath.py): the same maths, vectorisable ----------------
-
-
 @jit
 def exp_fwd_vec(x):
     return vm.exp(x)
@@ -324,7 +322,11 @@ def expm1_fwd_vec(x):
 
 
 RANGE = vm.RANGE
+
+
 NEG = Op("negative", Kind.UNARY, neg_fwd, neg_bwd, "-x", dunder=("__neg__",))
+
+
 EXP = Op(
     "exp",
     Kind.UNARY,
@@ -334,7 +336,11 @@ EXP = Op(
     vector=(exp_fwd_vec, exp_bwd),
     vector_range=RANGE["exp"],
 )
+
+
 LOG = Op("log", Kind.UNARY, log_fwd, log_bwd, "natural logarithm", domain=(0.2, 3.0))
+
+
 SIN = Op(
     "sin",
     Kind.UNARY,
@@ -344,6 +350,8 @@ SIN = Op(
     vector=(sin_fwd_vec, sin_bwd_vec),
     vector_range=min(RANGE["sin"], RANGE["cos"]),
 )
+
+
 COS = Op(
     "cos",
     Kind.UNARY,
@@ -353,6 +361,8 @@ COS = Op(
     vector=(cos_fwd_vec, cos_bwd_vec),
     vector_range=min(RANGE["sin"], RANGE["cos"]),
 )
+
+
 TANH = Op(
     "tanh",
     Kind.UNARY,
@@ -362,7 +372,11 @@ TANH = Op(
     vector=(tanh_fwd_vec, tanh_bwd),
     vector_range=RANGE["tanh"],
 )
+
+
 SQRT = Op("sqrt", Kind.UNARY, sqrt_fwd, sqrt_bwd, "square root", domain=(0.2, 3.0))
+
+
 ABS = Op(
     "absolute",
     Kind.UNARY,
@@ -372,8 +386,6 @@ ABS = Op(
     aliases=("abs",),
     dunder=("__abs__",),
 )
-
-# --- comparisons: bool results, not differentiable --------------------------------------
 
 
 @jit
@@ -407,6 +419,8 @@ def not_equal_fwd(x, y):
 
 
 LESS = Op("less", Kind.COMPARE, less_fwd, None, "x < y", differentiable=False, dunder=("__lt__",))
+
+
 LESS_EQUAL = Op(
     "less_equal",
     Kind.COMPARE,
@@ -416,9 +430,13 @@ LESS_EQUAL = Op(
     differentiable=False,
     dunder=("__le__",),
 )
+
+
 GREATER = Op(
     "greater", Kind.COMPARE, greater_fwd, None, "x > y", differentiable=False, dunder=("__gt__",)
 )
+
+
 GREATER_EQUAL = Op(
     "greater_equal",
     Kind.COMPARE,
@@ -428,9 +446,13 @@ GREATER_EQUAL = Op(
     differentiable=False,
     dunder=("__ge__",),
 )
+
+
 EQUAL = Op(
     "equal", Kind.COMPARE, equal_fwd, None, "x == y", differentiable=False, dunder=("__eq__",)
 )
+
+
 NOT_EQUAL = Op(
     "not_equal",
     Kind.COMPARE,
@@ -441,9 +463,10 @@ NOT_EQUAL = Op(
     dunder=("__ne__",),
 )
 
-# --- more unary functions ------------------------------------------------------------------
 
 LN2 = 0.6931471805599453
+
+
 LN10 = 2.302585092994046
 
 
@@ -617,10 +640,6 @@ def arctanh_bwd(g, x, out):
     return g / (1 - x * x)
 
 
-# Piecewise-constant functions: differentiable with gradient 0 almost everywhere (their
-# results still require grad, as in PyTorch and JAX, so they compose with other ops).
-
-
 @jit
 def zero_bwd(g, x, out):
     return 0.0 * g
@@ -660,18 +679,36 @@ EXPM1 = Op(
     vector=(expm1_fwd_vec, expm1_bwd),
     vector_range=RANGE["expm1"],
 )
+
+
 EXP2 = Op("exp2", Kind.UNARY, exp2_fwd, exp2_bwd, "2 ** x")
+
+
 LOG1P = Op(
     "log1p", Kind.UNARY, log1p_fwd, log1p_bwd, "log(1 + x), accurate near 0", domain=(-0.5, 2.0)
 )
+
+
 LOG2 = Op("log2", Kind.UNARY, log2_fwd, log2_bwd, "base-2 logarithm", domain=(0.2, 3.0))
+
+
 LOG10 = Op("log10", Kind.UNARY, log10_fwd, log10_bwd, "base-10 logarithm", domain=(0.2, 3.0))
+
+
 CBRT = Op("cbrt", Kind.UNARY, cbrt_fwd, cbrt_bwd, "cube root", domain=(0.3, 3.0))
+
+
 SQUARE = Op("square", Kind.UNARY, square_fwd, square_bwd, "x * x")
+
+
 RECIPROCAL = Op(
     "reciprocal", Kind.UNARY, reciprocal_fwd, reciprocal_bwd, "1 / x", domain=(0.5, 2.0)
 )
+
+
 TAN = Op("tan", Kind.UNARY, tan_fwd, tan_bwd, "tangent", domain=(-1.2, 1.2))
+
+
 ARCSIN = Op(
     "arcsin",
     Kind.UNARY,
@@ -681,6 +718,8 @@ ARCSIN = Op(
     domain=(-0.9, 0.9),
     aliases=("asin",),
 )
+
+
 ARCCOS = Op(
     "arccos",
     Kind.UNARY,
@@ -690,12 +729,22 @@ ARCCOS = Op(
     domain=(-0.9, 0.9),
     aliases=("acos",),
 )
+
+
 ARCTAN = Op("arctan", Kind.UNARY, arctan_fwd, arctan_bwd, "inverse tangent", aliases=("atan",))
+
+
 SINH = Op("sinh", Kind.UNARY, sinh_fwd, sinh_bwd, "hyperbolic sine")
+
+
 COSH = Op("cosh", Kind.UNARY, cosh_fwd, cosh_bwd, "hyperbolic cosine")
+
+
 ARCSINH = Op(
     "arcsinh", Kind.UNARY, arcsinh_fwd, arcsinh_bwd, "inverse hyperbolic sine", aliases=("asinh",)
 )
+
+
 ARCCOSH = Op(
     "arccosh",
     Kind.UNARY,
@@ -705,6 +754,8 @@ ARCCOSH = Op(
     domain=(1.2, 3.0),
     aliases=("acosh",),
 )
+
+
 ARCTANH = Op(
     "arctanh",
     Kind.UNARY,
@@ -714,9 +765,17 @@ ARCTANH = Op(
     domain=(-0.9, 0.9),
     aliases=("atanh",),
 )
+
+
 SIGN = Op("sign", Kind.UNARY, sign_fwd, zero_bwd, "sign (-1, 0, 1); gradient 0")
+
+
 FLOOR = Op("floor", Kind.UNARY, floor_fwd, zero_bwd, "round down; gradient 0", domain=(0.1, 0.9))
+
+
 CEIL = Op("ceil", Kind.UNARY, ceil_fwd, zero_bwd, "round up; gradient 0", domain=(0.1, 0.9))
+
+
 TRUNC = Op(
     "trunc",
     Kind.UNARY,
@@ -726,11 +785,11 @@ TRUNC = Op(
     domain=(0.1, 0.9),
     aliases=("fix",),
 )
+
+
 RINT = Op(
     "rint", Kind.UNARY, rint_fwd, zero_bwd, "round half to even; gradient 0", domain=(0.1, 0.4)
 )
-
-# --- more binary functions ---------------------------------------------------------------
 
 
 @jit
@@ -791,10 +850,6 @@ def logaddexp2_bwd_x(g, x, y, out):
 @jit
 def logaddexp2_bwd_y(g, x, y, out):
     return g * np.exp2(y - out)
-
-
-# fmax / fmin ignore NaN (the other operand is chosen, and gets the gradient); ties
-# split the gradient equally, as for maximum / minimum.
 
 
 @jit
@@ -863,6 +918,8 @@ ARCTAN2 = Op(
     domain=((-2.0, 2.0), (0.5, 2.0)),
     aliases=("atan2",),
 )
+
+
 HYPOT = Op(
     "hypot",
     Kind.BINARY,
@@ -871,6 +928,8 @@ HYPOT = Op(
     "sqrt(x**2 + y**2)",
     domain=(0.3, 2.0),
 )
+
+
 LOGADDEXP = Op(
     "logaddexp",
     Kind.BINARY,
@@ -878,6 +937,8 @@ LOGADDEXP = Op(
     (logaddexp_bwd_x, logaddexp_bwd_y),
     "log(exp(x) + exp(y)) without overflow",
 )
+
+
 LOGADDEXP2 = Op(
     "logaddexp2",
     Kind.BINARY,
@@ -885,6 +946,8 @@ LOGADDEXP2 = Op(
     (logaddexp2_bwd_x, logaddexp2_bwd_y),
     "log2(2**x + 2**y) without overflow",
 )
+
+
 FMAX = Op(
     "fmax",
     Kind.BINARY,
@@ -892,6 +955,8 @@ FMAX = Op(
     (fmax_bwd_x, fmax_bwd_y),
     "elementwise max ignoring NaN; ties split the gradient",
 )
+
+
 FMIN = Op(
     "fmin",
     Kind.BINARY,
@@ -899,6 +964,8 @@ FMIN = Op(
     (fmin_bwd_x, fmin_bwd_y),
     "elementwise min ignoring NaN; ties split the gradient",
 )
+
+
 REMAINDER = Op(
     "remainder",
     Kind.BINARY,
@@ -911,53 +978,26 @@ REMAINDER = Op(
 )
 
 
-# --- composites -------------------------------------------------------------------------------
-
-
-def float_power(x1: Any, x2: Any, out: Any = None) -> Any:
-    """x1 ** x2 computed in float64 (as numpy.float_power)."""
-    from ..ops.shape import astype
-    from ..tensor import as_tensor
-
-    if out is not None:
-        raise TypeError("float_power: out= is not supported (tensors are immutable)")
-    a = astype(as_tensor(x1), np.float64)
-    b = x2 if isinstance(x2, float | int) else astype(as_tensor(x2), np.float64)
-    return a**b
-
-
-def round(a: Any, decimals: int = 0, out: Any = None) -> Any:
-    """Round half to even to ``decimals`` digits (gradient 0), as numpy.round."""
-    from ..tensor import elementwise
-
-    if out is not None:
-        raise TypeError("round: out= is not supported (tensors are immutable)")
-    if decimals == 0:
-        return elementwise(RINT, a)
-    scale = 10.0**decimals
-    return elementwise(RINT, a * scale) / scale
-
-
 FLOAT_POWER = Op(
     "float_power",
     Kind.COMPOSITE,
     None,
     None,
     "x1 ** x2 in float64",
-    front=float_power,
     cases=lambda: [
         ("tensors", lambda m, x, y: m.float_power(x, y), [(3,), (3,)], {}),
         ("scalar exponent", lambda m, x: m.float_power(x, 2.5), [(2, 2)], {}),
     ],
     domain=((0.5, 2.0), (-1.5, 1.5)),
 )
+
+
 ROUND = Op(
     "round",
     Kind.COMPOSITE,
     None,
     None,
     "round to decimals (half to even); gradient 0",
-    front=round,
     aliases=("around",),
     cases=lambda: [
         ("decimals=0", lambda m, x: m.round(x), [(5,)], {}),

@@ -9,6 +9,7 @@ classifier's loss instead of ten).
 from __future__ import annotations
 
 import math
+import types
 from typing import Any
 
 import numpy as np
@@ -16,10 +17,7 @@ import numpy as np
 from .._jit import jit
 from ..kernels import vecmath as vm
 from ..kernels.reduce import log_softmax_bwd, log_softmax_fwd
-from ..layout import DTYPE_CODE, FLOAT_CODES
-from ..tensor import Tensor, as_tensor, general
-from .reduce import normalize_axes
-from .table import Kind, Op
+from .table import ROWS, Kind, Op
 
 SQRT_PI_INV2 = 1.1283791670955126  # 2 / sqrt(pi)
 
@@ -131,6 +129,8 @@ EXPIT = Op(
     vector=(expit_fwd_vec, expit_bwd),
     vector_range=vm.RANGE["exp"],
 )
+
+
 LOGIT = Op(
     "logit",
     Kind.UNARY,
@@ -140,10 +140,16 @@ LOGIT = Op(
     domain=(0.1, 0.9),
     namespace="special",
 )
+
+
 ERF = Op("erf", Kind.UNARY, erf_fwd, erf_bwd, "error function", namespace="special")
+
+
 ERFC = Op(
     "erfc", Kind.UNARY, erfc_fwd, erfc_bwd, "complementary error function", namespace="special"
 )
+
+
 GAMMALN = Op(
     "gammaln",
     Kind.UNARY,
@@ -154,6 +160,8 @@ GAMMALN = Op(
     namespace="special",
     cuda=None,  # digamma's series helper is not a CUDA device function
 )
+
+
 XLOGY = Op(
     "xlogy",
     Kind.BINARY,
@@ -165,59 +173,16 @@ XLOGY = Op(
 )
 
 
-# --- composites -----------------------------------------------------------------------------
-
-
-def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False) -> Tensor:
-    """log(sum(b * exp(a), axis)) computed as m + log(sum(b * exp(a - m))) with m the max.
-
-    The shift m is treated as a constant: the gradient (softmax weights) does not
-    depend on it, and without it nothing overflows.
-    """
-    from .. import numpy as tnp
-
-    a = as_tensor(a)
-    m = tnp.max(a, axis=axis, keepdims=True).detach()
-    m = tnp.where(tnp.isfinite(m), m, 0.0)  # all -inf along the axis: no shift
-    e = tnp.exp(a - m)
-    if b is not None:
-        e = e * b
-    out = tnp.log(tnp.sum(e, axis=axis, keepdims=True)) + m
-    if not keepdims:
-        out = tnp.squeeze(out, axis=axis) if axis is not None else out.reshape(())
-    return out
-
-
-def softmax(x: Any, axis: Any = None) -> Tensor:
-    """exp(x) / sum(exp(x), axis), as ``exp(log_softmax(x))`` (stable for any x)."""
-    from .. import numpy as tnp
-
-    return tnp.exp(log_softmax(x, axis=axis))
-
-
-def log_softmax(x: Any, axis: Any = None) -> Tensor:
-    """x - logsumexp(x, axis): stable log-probabilities (all elements when axis is None),
-    one node whose backward is ``g - softmax * sum(g)``."""
-    t = as_tensor(x)
-    dt = DTYPE_CODE[t.dtype]
-    if dt not in FLOAT_CODES:
-        t = t.astype(np.float64)
-        dt = DTYPE_CODE[t.dtype]
-    if axis is None:
-        return general(LOG_SOFTMAX, dt, [t.reshape(-1)], [(dt, (t.size,))], [0]).reshape(t.shape)
-    (ax,) = normalize_axes(axis, t.ndim, "log_softmax")
-    return general(LOG_SOFTMAX, dt, [t], [(dt, t.shape)], [ax])
-
-
 def _special(m: Any) -> Any:
-    """scipy.special next to numpy, tapegrad.special next to tapegrad.numpy (tests)."""
+    """scipy.special next to numpy; next to tapegrad.numpy, the public functions of the
+    special rows this family's cases call (each row's front end)."""
     if m is np:
         import scipy.special
 
         return scipy.special
-    from .. import special
-
-    return special
+    return types.SimpleNamespace(
+        **{op.name: op.front for op in ROWS if op.namespace == "special" and op.front}
+    )
 
 
 def _lse_cases() -> list:
@@ -259,20 +224,22 @@ LOGSUMEXP = Op(
     None,
     None,
     "log of summed exponentials, shifted by the max (axis, b, keepdims)",
-    front=logsumexp,
     cases=_lse_cases,
     namespace="special",
 )
+
+
 SOFTMAX = Op(
     "softmax",
     Kind.COMPOSITE,
     None,
     None,
     "exp(x) / sum(exp(x)) along axis",
-    front=softmax,
     cases=_softmax_cases("softmax"),
     namespace="special",
 )
+
+
 LOG_SOFTMAX = Op(
     "log_softmax",
     Kind.ARRAY,
@@ -280,7 +247,6 @@ LOG_SOFTMAX = Op(
     log_softmax_bwd,
     "x - logsumexp(x) along axis, one node",
     array_saves=("out",),
-    front=log_softmax,
     cases=_softmax_cases("log_softmax"),
     namespace="special",
 )

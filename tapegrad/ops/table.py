@@ -35,7 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..layout import F32, F64
+from ..kernels.elementwise import FORMULAS
+from ..layout import F32, F64, OUTPUT_BIT0
 
 
 class Kind(enum.Enum):
@@ -170,16 +171,18 @@ class Op:
         self.is_compare = self.kind is Kind.COMPARE
         ROWS.append(self)
         BY_NAME[self.name] = self
+        FORMULAS[self.name] = self
 
     @property
     def saved_mask(self) -> int:
         """Bits of the node's link list whose values the backward reads: input i is bit
-        i, output j bit 32 + j. The scheduler checks their versions (in-place safety)."""
+        i, output j bit ``OUTPUT_BIT0 + j``. The scheduler checks their versions
+        (in-place safety)."""
         names = self.saves if self.kind in ELEMENTWISE else self.array_saves
         if self.kind is not Kind.ARRAY or names is not None:
-            bits = {"x": 1, "y": 2, "z": 4, "out": 1 << 32}
+            bits = {"x": 1, "y": 2, "z": 4, "out": 1 << OUTPUT_BIT0}
             return sum(bits[n] for n in (names or ()))
-        return (1 << 32) - 1 | ((1 << 31) - 1) << 32
+        return (1 << OUTPUT_BIT0) - 1 | ((1 << 31) - 1) << OUTPUT_BIT0
 
     def saved_mask_for(self, i: int) -> int:
         """:attr:`saved_mask` when only input ``i`` wants a gradient: the bits its own
@@ -188,7 +191,7 @@ class Op:
         formulas = self.backward_formulas
         if self.kind not in ELEMENTWISE or len(formulas) != self.arity or i >= len(formulas):
             return self.saved_mask
-        bits = {"x": 1, "y": 2, "out": 1 << 32}
+        bits = {"x": 1, "y": 2, "out": 1 << OUTPUT_BIT0}
         return sum(bits[n] for n in _loaded_names(formulas[i]) if n in bits)
 
     @property

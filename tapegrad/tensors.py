@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ._jit import entry_point
-from .boundary import HIGHER_ORDER, array_error, library_caller, scalar_error, suggestion
+from .boundary import array_error, library_caller, scalar_error, suggestion
 from .layout import (
     DEFERRED,
     DTYPE_NAMES,
@@ -55,29 +55,30 @@ from .layout import (
     SLOT_RG,
 )
 from .record import ABSENT, SCALAR, alias_slot, record_elementwise, record_general, record_tensors
+from .shapes import check_float
 from .tape import (
     CAPTURE,
     EAGER,
     THREAD_MIN,
     TRANSFORM,
     Tape,
-    _workers,
     current_tape,
     normalize_array,
     tape_stack,
+    worker_count,
 )
 
-_RG = 1  # external tensor requires grad
-_FREED = 2  # external copy of a non-leaf whose graph was freed by a backward
+FLAG_RG = 1  # external tensor requires grad
+FLAG_FREED = 2  # external copy of a non-leaf whose graph was freed by a backward
 # an argument a transform is differentiating with respect to (set while it runs): used
 # from a tape that is not the transform's (another thread, a hook with grad on) it
 # would silently be a constant there, so that raises
-_DIFF = 4
+FLAG_DIFF = 4
 # an input of a function being captured by tg.compile (set while it is captured): read
 # from another thread, the read could not become a guard, so that raises
-_CAPTURED = 8
+FLAG_CAPTURED = 8
 # a captured input that was a Python float: hashes by value while captured, as the float
-_FLOATARG = 16
+FLAG_FLOATARG = 16
 
 FREED_MESSAGE = (
     "Trying to backward through the graph a second time (or directly access saved "
@@ -105,7 +106,7 @@ CROSS_DEVICE_MESSAGE = (
 
 # tapegrad.cuda.CudaTensor once the CUDA target has been loaded (tapegrad.cuda sets it);
 # None keeps the CPU paths free of any CUDA check until then.
-_CUDA: Any = None
+DEVICE_TENSOR: Any = None
 
 # External tensors are numbered as they are made: a transform or capture entered at
 # serial n treats a tensor numbered below n as foreign (see tapegrad.tape).
@@ -183,20 +184,9 @@ class Tensor:
     def __hash__(self) -> int:
         # a Python float argument of a compiled function is a 0-d tensor while it is
         # captured: dict and set lookups must still see the number (a guarded read)
-        if self._flags & _FLOATARG:
+        if self._flags & FLAG_FLOATARG:
             return hash(self._scalar("hash()"))
         return id(self) >> 4
-
-    # NumPy's protocols route np.sin(t), np.sum(t), ndarray + t... to tapegrad's ops.
-    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        from ._protocols import array_ufunc
-
-        return array_ufunc(ufunc, method, inputs, kwargs)
-
-    def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
-        from ._protocols import array_function
-
-        return array_function(func, args, kwargs)
 
     _tape: Tape | None
     _slot: int
@@ -224,7 +214,7 @@ class Tensor:
         """Called by the tape when it rewinds: keep the values in a private array."""
         self._data = values
         self._shape = values.shape
-        self._flags = (_RG | _FREED) if requires_grad else 0
+        self._flags = (FLAG_RG | FLAG_FREED) if requires_grad else 0
         self._tape = None
         self._slot = -1
         self._epoch = -1
@@ -249,7 +239,7 @@ class Tensor:
             cap = active_capture()
             if cap is not None:
                 return cap.read(self)
-            if (self._flags & _CAPTURED and self._data is not None) or (
+            if (self._flags & FLAG_CAPTURED and self._data is not None) or (
                 self._data is None and self._tape.capture is not None
             ):
                 raise RuntimeError(CAPTURED_ELSEWHERE.format(shape=self.shape, dtype=self.dtype))
@@ -286,7 +276,7 @@ class Tensor:
         Eager code may ask for it (an explicit request, as in PyTorch); NumPy's or
         SciPy's own code may not (an implicit conversion that drops the gradient), nor
         may code being differentiated by a transform or captured by ``tg.compile``."""
-        if self._flags & _DIFF and self._data is not None and current_tape().kind == EAGER:
+        if self._flags & FLAG_DIFF and self._data is not None and current_tape().kind == EAGER:
             # a transform's argument reached from another thread (its tape would be the
             # transform's there): the number would silently be a constant
             if current_tape().grad_enabled:
@@ -340,14 +330,14 @@ class Tensor:
     @property
     def requires_grad(self) -> bool:
         if self._data is not None:
-            return bool(self._flags & _RG)
+            return bool(self._flags & FLAG_RG)
         return self._tape.slot_rg(self._slot)
 
     @property
     def is_leaf(self) -> bool:
         """True for tensors made by the user (or not requiring grad), as in PyTorch."""
         if self._data is not None:
-            return not self._flags & _FREED
+            return not self._flags & FLAG_FREED
         return not self._tape.slot_rg(self._slot)
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
@@ -358,10 +348,10 @@ class Tensor:
                 "Use .detach() to get a leaf that shares the values."
             )
         if requires_grad:
-            _check_float(self.dtype, "requires_grad_")
+            check_float(self.dtype, "requires_grad_")
         if self._data is None:  # a constant result of an op: becomes a user leaf
             self._detach_from_tape(self._tape.read(self._slot), False)
-        self._flags = _RG if requires_grad else 0
+        self._flags = FLAG_RG if requires_grad else 0
         self._epoch = -1  # rebind with the new flag on next use
         return self
 
@@ -375,12 +365,12 @@ class Tensor:
         tape = current_tape()
         while True:
             ep = tape.epoch
-            s = _operand(tape, ep, self)[0]
+            s = bind_operand(tape, ep, self)[0]
             if tape.epoch != ep:
                 continue
             r = alias_slot(tape.header, s, 0)
             if r >= 0:
-                return _in_tape(tape, r, ep)
+                return result_handle(tape, r, ep)
             tape.fix(r)
 
     @property
@@ -404,50 +394,6 @@ class Tensor:
         from .cuda import to_device
 
         return to_device(self.numpy(), requires_grad=self.requires_grad)
-
-    # --- autograd ------------------------------------------------------------------
-    def backward(
-        self, gradient: Any = None, retain_graph: bool = False, create_graph: bool = False
-    ) -> None:
-        """Accumulate d(self)/d(leaf) into ``.grad`` of every leaf that requires grad.
-
-        Parameters
-        ----------
-        gradient
-            The cotangent (same shape as ``self``); required unless ``self`` has one
-            element, where it defaults to 1.
-        retain_graph
-            Keep the graph so ``backward`` can run through it again; by default its
-            saved values are freed and a second backward raises.
-        create_graph
-            Record the backward pass so that gradients can be differentiated again:
-            not supported yet (raises ``NotImplementedError``).
-        """
-        if create_graph:
-            raise NotImplementedError(HIGHER_ORDER.format(what="backward(create_graph=True)"))
-        from .engine import backward
-
-        backward(self, gradient, retain_graph)
-
-    def register_hook(self, hook: Callable[[np.ndarray], Any]) -> Any:
-        """Call ``hook(grad)`` when this tensor's gradient has been computed (before it
-        flows on, or, for a leaf, before it is added to ``.grad``); a returned array
-        replaces the gradient. Returns a handle with ``.remove()``."""
-        from .engine import register_hook
-
-        return register_hook(self, hook)
-
-    def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], Any]) -> Any:
-        """Call ``hook(tensor)`` after a backward has added to this leaf's ``.grad``."""
-        from .engine import register_post_accumulate_grad_hook
-
-        return register_post_accumulate_grad_hook(self, hook)
-
-    def retain_grad(self) -> None:
-        """Populate ``.grad`` of this non-leaf tensor in backward passes."""
-        from .engine import retain_grad
-
-        retain_grad(self)
 
     @property
     def _version(self) -> int:
@@ -557,7 +503,19 @@ _ABSENT_VALUE = object()
 _VERSIONS = WeakIdMap()
 
 
-def _in_tape(tape: Tape, slot: int, epoch: int) -> Tensor:
+# called with (tape, slot) for every op result while anomaly mode is on (it records the
+# user's source line); None otherwise, so the hot path pays one global read
+_RESULT_HOOK: Callable[[Tape, int], None] | None = None
+
+
+def set_result_hook(fn: Callable[[Tape, int], None] | None) -> None:
+    """Install (or remove, ``None``) the function :func:`result_handle` calls."""
+    global _RESULT_HOOK
+    _RESULT_HOOK = fn
+
+
+def result_handle(tape: Tape, slot: int, epoch: int) -> Tensor:
+    """The handle of a result the recorder wrote into ``slot`` of ``tape``."""
     t = _new(Tensor)
     t._tape = tape
     t._slot = slot
@@ -567,14 +525,9 @@ def _in_tape(tape: Tape, slot: int, epoch: int) -> Tensor:
     t._shape = None
     t.grad = None
     tape.handles.append(t)
+    if _RESULT_HOOK is not None:
+        _RESULT_HOOK(tape, slot)
     return t
-
-
-def _check_float(dtype: np.dtype, what: str) -> None:
-    if np.dtype(dtype).kind != "f":
-        raise TypeError(
-            f"{what}: only floating point tensors can require gradients (got {np.dtype(dtype)})"
-        )
 
 
 def tensor(
@@ -615,7 +568,7 @@ def tensor(
                 "copies values (which would drop their gradient): use tnp.array or "
                 "tnp.stack to keep the graph, or .detach() them"
             )
-    elif _CUDA is not None and isinstance(data, _CUDA):
+    elif DEVICE_TENSOR is not None and isinstance(data, DEVICE_TENSOR):
         data = data.numpy()
     if dtype is not None:
         dt = np.dtype(dtype)
@@ -625,8 +578,8 @@ def tensor(
     else:
         arr = normalize_array(data, copy=True)
     if requires_grad:
-        _check_float(arr.dtype, "tensor")
-    return Tensor._external(arr, _RG if requires_grad else 0)
+        check_float(arr.dtype, "tensor")
+    return Tensor._external(arr, FLAG_RG if requires_grad else 0)
 
 
 def as_tensor(x: Any) -> Tensor:
@@ -634,7 +587,7 @@ def as_tensor(x: Any) -> Tensor:
     object array holding tensors is stacked (recorded: the graph is kept)."""
     if isinstance(x, Tensor):
         return x
-    if _CUDA is not None and isinstance(x, _CUDA):
+    if DEVICE_TENSOR is not None and isinstance(x, DEVICE_TENSOR):
         raise TypeError(DEVICE_MESSAGE)
     if (isinstance(x, list | tuple) or (isinstance(x, np.ndarray) and x.dtype == object)) and (
         _objects_to_tensor is not None
@@ -663,15 +616,15 @@ def bind(tape: Tape, t: Tensor) -> int:
             return t._slot
         return _bind_other(tape, t)
     f = t._flags
-    if tape.kind != EAGER and not f & _FREED and getattr(t, "_born", 0) < tape.born0:
+    if tape.kind != EAGER and not f & FLAG_FREED and getattr(t, "_born", 0) < tape.born0:
         return _bind_foreign(tape, t)
-    if f & _DIFF and tape.kind == EAGER and tape.grad_enabled:
+    if f & FLAG_DIFF and tape.kind == EAGER and tape.grad_enabled:
         raise RuntimeError(DIFF_ELSEWHERE.format(shape=t.shape, dtype=t.dtype))
-    if f & _CAPTURED:  # its capture binds it first; any other tape is another thread's
+    if f & FLAG_CAPTURED:  # its capture binds it first; any other tape is another thread's
         raise RuntimeError(CAPTURED_ELSEWHERE.format(shape=t.shape, dtype=t.dtype))
-    if f & _FREED:
+    if f & FLAG_FREED:
         flags = SLOT_RG | SLOT_FREED
-    elif f & _RG:
+    elif f & FLAG_RG:
         flags = SLOT_RG | SLOT_LEAF
     else:
         flags = SLOT_CONST
@@ -739,7 +692,7 @@ def _bind_foreign(tape: Tape, t: Tensor) -> int:
 _SCALARS = (float, int, bool)
 
 
-def _operand(tape: Tape, epoch: int, v: Any) -> tuple[int, float]:
+def bind_operand(tape: Tape, epoch: int, v: Any) -> tuple[int, float]:
     if isinstance(v, Tensor):
         if v._tape is tape and v._epoch == epoch:
             return v._slot, 0.0
@@ -753,7 +706,7 @@ def _shape_of(v: Any) -> tuple[int, ...]:
     return v.shape if isinstance(v, Tensor) else np.shape(v)
 
 
-def _values(v: Any) -> Any:
+def values_of(v: Any) -> Any:
     return v._value() if isinstance(v, Tensor) else v
 
 
@@ -765,7 +718,7 @@ def elementwise(op: Any, x: Any, y: Any = None, out: Any = None) -> Tensor:
     """
     if out is not None:
         raise TypeError(f"{op.name}: out= is not supported (tensors are immutable)")
-    if _CUDA is not None and (isinstance(x, _CUDA) or isinstance(y, _CUDA)):
+    if DEVICE_TENSOR is not None and (isinstance(x, DEVICE_TENSOR) or isinstance(y, DEVICE_TENSOR)):
         from .cuda import elementwise as on_gpu
 
         return on_gpu(op, x, y)
@@ -787,7 +740,7 @@ def elementwise(op: Any, x: Any, y: Any = None, out: Any = None) -> Tensor:
         else:
             if mark is None or mark[0] != ep:
                 mark = tape.mark()
-            a, fa = _operand(tape, ep, x)
+            a, fa = bind_operand(tape, ep, x)
         if unary:
             b, fb = ABSENT, 0.0
         elif type(y) is Tensor and y._tape is tape and y._epoch == ep:
@@ -795,7 +748,7 @@ def elementwise(op: Any, x: Any, y: Any = None, out: Any = None) -> Tensor:
         else:
             if mark is None or mark[0] != ep:
                 mark = tape.mark()
-            b, fb = _operand(tape, ep, y)
+            b, fb = bind_operand(tape, ep, y)
         if tape.epoch != ep:  # binding rewound the tape: resolve again
             continue
         if a == SCALAR and b < 0:
@@ -807,10 +760,10 @@ def elementwise(op: Any, x: Any, y: Any = None, out: Any = None) -> Tensor:
                 _use_entry_points(h)
             if r >= DEFERRED:
                 r = _numpy_forward(tape, op, r - DEFERRED)
-            return _in_tape(tape, r, ep)
+            return result_handle(tape, r, ep)
         if r == E_NOFLOAT:  # integers and bools only: not differentiable, NumPy computes
             ufunc = getattr(np, op.name)
-            res = ufunc(_values(x)) if unary else ufunc(_values(x), _values(y))
+            res = ufunc(values_of(x)) if unary else ufunc(values_of(x), values_of(y))
             return Tensor._external(normalize_array(res, copy=False))
         if r == E_BROADCAST:
             if mark is not None:  # leave the tape as it was: drop what was bound for this op
@@ -856,7 +809,7 @@ def _numpy_forward(tape: Tape, op: Any, out: int) -> int:
     ins = [tape.view(lv[base - nin + i]) for i in range(nin)]
     dst = tape.view(out)
     ufunc = getattr(np, op.name)
-    workers = _workers()
+    workers = worker_count()
     with np.errstate(all="ignore"):  # IEEE results, no warnings: like the kernels
         if dst.size < THREAD_MIN or workers < 2 or any(a.size not in (1, dst.size) for a in ins):
             ufunc(*ins, out=dst)
@@ -894,7 +847,7 @@ def elementwise_function(op: Any) -> Callable[..., Tensor]:
                     if r >= 0:
                         if r >= DEFERRED:
                             r = _numpy_forward(tape, op, r - DEFERRED)
-                        return _in_tape(tape, r, ep)
+                        return result_handle(tape, r, ep)
             return elementwise(op, x, out=out)
 
         return unary
@@ -927,7 +880,7 @@ def elementwise_function(op: Any) -> Callable[..., Tensor]:
             if r >= 0:  # anything else (binding, errors, growing the tape): the full path
                 if r >= DEFERRED:
                     r = _numpy_forward(tape, op, r - DEFERRED)
-                return _in_tape(tape, r, ep)
+                return result_handle(tape, r, ep)
         return elementwise(op, x, y, out=out)
 
     return binary
@@ -959,7 +912,9 @@ def general(
         k = R_BODY
         try:
             for v in inputs:
-                rq[k] = v._slot if v._tape is tape and v._epoch == ep else _operand(tape, ep, v)[0]
+                rq[k] = (
+                    v._slot if v._tape is tape and v._epoch == ep else bind_operand(tape, ep, v)[0]
+                )
                 k += 1
             if tape.epoch != ep:  # binding an operand rewound the tape: again
                 continue
@@ -998,8 +953,8 @@ def general(
         r = _record_general(h, op.code, sig, op.differentiable)
         if r >= 0:
             if visible == 1:
-                return _in_tape(tape, r, ep)
-            return tuple(_in_tape(tape, r + j, ep) for j in range(visible))
+                return result_handle(tape, r, ep)
+            return tuple(result_handle(tape, r + j, ep) for j in range(visible))
         if r == E_LINALG:
             what = "matrix is not positive definite" if op.name == "cholesky" else "singular matrix"
             shapes = ", ".join(str(t.shape) for t in inputs)

@@ -1,0 +1,227 @@
+"""Front ends of the ``reduce`` op family: the Python functions that record its rows
+(declared in :mod:`tapegrad.ops.reduce`)."""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import numpy as np
+
+from ..layout import DTYPE_CODE, FLOAT_CODES
+from ..ops.elementwise import SQRT
+from ..ops.reduce import (
+    ARGMAX,
+    ARGMIN,
+    AVERAGE,
+    CUMPROD,
+    CUMSUM,
+    MAX,
+    MEAN,
+    MIN,
+    PROD,
+    STD,
+    SUM,
+    VAR,
+)
+from ..ops.table import Op
+from ..shapes import normalize_axes, reduced_shape
+from ..tensors import Tensor, as_tensor, elementwise, general
+
+
+def _no_out(op: str, out: Any) -> None:
+    if out is not None:
+        raise TypeError(f"{op}: out= is not supported (tensors are immutable)")
+
+
+@functools.lru_cache(maxsize=4096)
+def _reduction(shape: tuple, axis: Any, keepdims: bool, name: str) -> tuple:
+    """``(axes, result shape, number of elements reduced per result)``."""
+    axes = normalize_axes(axis, len(shape), name)
+    return axes, reduced_shape(shape, axes, keepdims), math.prod([shape[d] for d in axes])
+
+
+def _reduce(op: Op, x: Any, axis: Any, keepdims: bool, kind: str, out: Any = None) -> Tensor:
+    """sum / mean / prod / max / min: one node, extra internal outputs where the backward
+    needs them (prod: non-zero product and zero count; max/min: count of ties)."""
+    _no_out(op.name, out)
+    t = as_tensor(x)
+    # an int or None axis (the common case) has its shapes kept; a tuple is computed
+    # each time (a cached (1,) would otherwise answer for (1.0,), which NumPy rejects)
+    plan = _reduction if axis is None or type(axis) is int else _reduction.__wrapped__
+    axes, out_shape, count = plan(t.shape, axis, bool(keepdims), op.name)
+    dt = DTYPE_CODE[t.dtype]
+    if dt not in FLOAT_CODES:  # integer/bool data: not differentiable, NumPy reduces
+        f = {"sum": np.sum, "mean": np.mean, "prod": np.prod, "max": np.max, "min": np.min}
+        return Tensor._external(np.asarray(f[kind](t._value(), axis=axes, keepdims=keepdims)))
+    params = [len(axes), *axes]
+    if kind in ("max", "min"):
+        if count == 0:
+            raise ValueError(
+                f"{op.name}: zero-size array to reduction operation {op.name} which has no identity"
+            )
+        return general(op, dt, [t], [(dt, out_shape)] * 2, params)
+    if kind == "prod":
+        return general(op, dt, [t], [(dt, out_shape)] * 3, params)
+    # mean of nothing is NaN, as in NumPy (which also warns)
+    scale = (1.0 / count if count else float("nan")) if kind == "mean" else 1.0
+    return general(op, dt, [t], [(dt, out_shape)], params, [scale])
+
+
+def sum(
+    a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False
+) -> Tensor:
+    """Sum over ``axis`` (None: all; int or tuple of ints), as ``numpy.sum``."""
+    r = _reduce(SUM, a, axis, keepdims, "sum", out)
+    return r if dtype is None else r.astype(dtype)
+
+
+def mean(
+    a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False
+) -> Tensor:
+    """Arithmetic mean over ``axis``, as ``numpy.mean``."""
+    r = _reduce(MEAN, a, axis, keepdims, "mean", out)
+    return r if dtype is None else r.astype(dtype)
+
+
+def prod(
+    a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False
+) -> Tensor:
+    """Product over ``axis``; the gradient is exact with zeros in the input."""
+    r = _reduce(PROD, a, axis, keepdims, "prod", out)
+    return r if dtype is None else r.astype(dtype)
+
+
+def max(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> Tensor:
+    """Maximum over ``axis``; tied maxima share the gradient equally."""
+    return _reduce(MAX, a, axis, keepdims, "max", out)
+
+
+def min(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> Tensor:
+    """Minimum over ``axis``; tied minima share the gradient equally."""
+    return _reduce(MIN, a, axis, keepdims, "min", out)
+
+
+def _cumulative(op: Op, a: Any, axis: Any, kind: str) -> Tensor:
+    t = as_tensor(a)
+    if axis is None:
+        t = t.reshape(-1)
+        axis = 0
+    (ax,) = normalize_axes(axis, t.ndim, op.name)
+    dt = DTYPE_CODE[t.dtype]
+    if dt not in FLOAT_CODES:
+        f = np.cumsum if kind == "cumsum" else np.cumprod
+        return Tensor._external(f(t._value(), axis=ax))
+    return general(op, dt, [t], [(dt, t.shape)], [ax])
+
+
+def cumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Tensor:
+    """Cumulative sum along ``axis`` (flattened when None)."""
+    _no_out("cumsum", out)
+    r = _cumulative(CUMSUM, a, axis, "cumsum")
+    return r if dtype is None else r.astype(dtype)
+
+
+def cumprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Tensor:
+    """Cumulative product along ``axis``; exact gradient with zeros, no division."""
+    _no_out("cumprod", out)
+    r = _cumulative(CUMPROD, a, axis, "cumprod")
+    return r if dtype is None else r.astype(dtype)
+
+
+def safe_sqrt(s: Any) -> Tensor:
+    """sqrt(s) whose gradient at s == 0 is 0 (a subgradient) instead of inf * 0 = nan:
+    ``sqrt(s + [s == 0]) * [s != 0]``, the masks being constants of the graph."""
+    return elementwise(SQRT, s + (s == 0)) * (s != 0)
+
+
+def var(
+    a: Any,
+    axis: Any = None,
+    dtype: Any = None,
+    out: Any = None,
+    ddof: int = 0,
+    keepdims: bool = False,
+) -> Tensor:
+    """Variance: mean squared deviation from the mean, divided by ``n - ddof``."""
+    _no_out("var", out)
+    t = as_tensor(a) if dtype is None else as_tensor(a).astype(dtype)
+    axes = normalize_axes(axis, t.ndim, "var")
+    n = math.prod([t.shape[d] for d in axes])
+    d = t - mean(t, axis=axes, keepdims=True)
+    return sum(d * d, axis=axes, keepdims=keepdims) * (1.0 / (n - ddof) if n > ddof else np.nan)
+
+
+def std(
+    a: Any,
+    axis: Any = None,
+    dtype: Any = None,
+    out: Any = None,
+    ddof: int = 0,
+    keepdims: bool = False,
+) -> Tensor:
+    """Standard deviation: sqrt(var); its gradient where the variance is 0 is 0."""
+    _no_out("std", out)
+    return safe_sqrt(var(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims))
+
+
+def average(
+    a: Any, axis: Any = None, weights: Any = None, returned: bool = False, keepdims: bool = False
+) -> Any:
+    """Weighted average along ``axis`` (``weights`` 1-D along one axis, or a's shape)."""
+    t = as_tensor(a)
+    if weights is None:
+        avg = mean(t, axis=axis, keepdims=keepdims)
+        if returned:
+            n = t.size / avg.size if avg.size else 0.0
+            return avg, Tensor._external(np.full(avg.shape, n, t.dtype))
+        return avg
+    w = as_tensor(weights)
+    if w.shape != t.shape:
+        if axis is None or w.ndim != 1 or isinstance(axis, tuple | list):
+            raise TypeError(
+                "average: 1-D weights need a single axis; otherwise weights "
+                f"must have a's shape (got {w.shape} and {t.shape})"
+            )
+        (ax,) = normalize_axes(axis, t.ndim, "average")
+        if w.shape[0] != t.shape[ax]:
+            raise ValueError(
+                f"average: length of weights {w.shape[0]} differs from axis {ax} of shape {t.shape}"
+            )
+        w = w.reshape(tuple(w.shape[0] if d == ax else 1 for d in range(t.ndim)))
+    total = sum(w * (t * 0 + 1), axis=axis, keepdims=keepdims)
+    avg = sum(t * w, axis=axis, keepdims=keepdims) / total
+    return (avg, total) if returned else avg
+
+
+def _arg(kind: str, a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> Tensor:
+    _no_out(kind, out)
+    v = a._value() if isinstance(a, Tensor) else np.asarray(a)
+    f = np.argmax if kind == "argmax" else np.argmin
+    return Tensor._external(np.asarray(f(v, axis=axis, keepdims=keepdims), np.int64))
+
+
+def argmax(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> Tensor:
+    """Index of the maximum (an integer constant: not differentiable)."""
+    return _arg("argmax", a, axis, out, keepdims)
+
+
+def argmin(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> Tensor:
+    """Index of the minimum (an integer constant: not differentiable)."""
+    return _arg("argmin", a, axis, out, keepdims)
+
+
+# each row's public function
+SUM.front = sum
+MEAN.front = mean
+PROD.front = prod
+MAX.front = max
+MIN.front = min
+CUMSUM.front = cumsum
+CUMPROD.front = cumprod
+VAR.front = var
+STD.front = std
+AVERAGE.front = average
+ARGMAX.front = argmax
+ARGMIN.front = argmin

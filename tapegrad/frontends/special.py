@@ -1,0 +1,64 @@
+"""Front ends of the ``special`` op family: the Python functions that record its rows
+(declared in :mod:`tapegrad.ops.special`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..layout import DTYPE_CODE, FLOAT_CODES
+from ..ops.elementwise import EXP, LOG
+from ..ops.special import (
+    LOG_SOFTMAX,
+    LOGSUMEXP,
+    SOFTMAX,
+)
+from ..shapes import normalize_axes
+from ..tensors import Tensor, as_tensor, elementwise, general
+from .reduce import max as max_of
+from .reduce import sum as sum_of
+from .shape import squeeze, where
+
+
+def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False) -> Tensor:
+    """log(sum(b * exp(a), axis)) computed as m + log(sum(b * exp(a - m))) with m the max.
+
+    The shift m is treated as a constant: the gradient (softmax weights) does not
+    depend on it, and without it nothing overflows.
+    """
+    a = as_tensor(a)
+    m = max_of(a, axis=axis, keepdims=True).detach()
+    m = where((m - m) == 0, m, 0.0)  # all -inf along the axis (m - m is nan): no shift
+    e = elementwise(EXP, a - m)
+    if b is not None:
+        e = e * b
+    out = elementwise(LOG, sum_of(e, axis=axis, keepdims=True)) + m
+    if not keepdims:
+        out = squeeze(out, axis=axis) if axis is not None else out.reshape(())
+    return out
+
+
+def softmax(x: Any, axis: Any = None) -> Tensor:
+    """exp(x) / sum(exp(x), axis), as ``exp(log_softmax(x))`` (stable for any x)."""
+    return elementwise(EXP, log_softmax(x, axis=axis))
+
+
+def log_softmax(x: Any, axis: Any = None) -> Tensor:
+    """x - logsumexp(x, axis): stable log-probabilities (all elements when axis is None),
+    one node whose backward is ``g - softmax * sum(g)``."""
+    t = as_tensor(x)
+    dt = DTYPE_CODE[t.dtype]
+    if dt not in FLOAT_CODES:
+        t = t.astype(np.float64)
+        dt = DTYPE_CODE[t.dtype]
+    if axis is None:
+        return general(LOG_SOFTMAX, dt, [t.reshape(-1)], [(dt, (t.size,))], [0]).reshape(t.shape)
+    (ax,) = normalize_axes(axis, t.ndim, "log_softmax")
+    return general(LOG_SOFTMAX, dt, [t], [(dt, t.shape)], [ax])
+
+
+# each row's public function
+LOGSUMEXP.front = logsumexp
+SOFTMAX.front = softmax
+LOG_SOFTMAX.front = log_softmax

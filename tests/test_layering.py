@@ -1,0 +1,204 @@
+"""The package's direction of dependency, checked on the source (AST), not at run time.
+
+``LAYERS`` is the one declaration of the layers, bottom first (docs/design.md draws
+it). A module may import from a lower layer, or from its own layer; never from a
+higher one. A function-local import of a package module is refused except the
+allow-listed lazy import of the optional CUDA target, and no ``from tapegrad.x import
+_name`` may cross modules.
+
+``DEBT`` would list imports that still break these rules, each by (importer, imported
+module, kind); it is empty, and a test keeps any entry honest (one that no longer
+occurs fails).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "tapegrad"
+
+LAYERS: list[tuple[str, list[str]]] = [
+    ("base: numba glue, pure rules", ["_jit", "shapes", "boundary", "pytree"]),
+    ("tape format", ["layout"]),
+    (
+        "compiled kernels, recorder, scheduler, replay",
+        [
+            "kernels",
+            "kernels.loops",
+            "kernels.vecmath",
+            "kernels.elementwise",
+            "kernels.reduce",
+            "kernels.shape",
+            "kernels.linalg",
+            "kernels.cuda",
+            "record",
+            "scheduler",
+            "replay",
+        ],
+    ),
+    (
+        "op declarations",
+        [
+            "ops.table",
+            "ops.elementwise",
+            "ops.reduce",
+            "ops.shape",
+            "ops.linalg",
+            "ops.special",
+            "ops",
+            "ops.codegen",
+            "ops.docs",
+        ],
+    ),
+    ("generated wrappers, dispatch table", ["_generated", "dispatch"]),
+    ("Python tape", ["tape"]),
+    ("Tensor: handle, binding, grad mode", ["tensors"]),
+    ("backward driver", ["engine"]),
+    (
+        "front ends, custom functions, transforms, compile, testing",
+        [
+            "frontends.elementwise",
+            "frontends.shape",
+            "frontends.reduce",
+            "frontends.linalg",
+            "frontends.special",
+            "frontends",
+            "function",
+            "transforms",
+            "closures",
+            "compile",
+            "testing",
+        ],
+    ),
+    ("namespace builder, NumPy protocols, views", ["views", "_namespace", "_protocols"]),
+    ("published namespaces, CUDA target", ["numpy", "numpy.linalg", "special", "cuda"]),
+    ("package, and the kernel warm-up tool that drives it", ["", "warmup"]),
+]
+
+# The one function-local import allowed: the optional CUDA target, loaded on first use.
+# (numba.cuda loads only then, and only where a CUDA toolkit is installed)
+LAZY_ALLOWED = {("tensors", "cuda"), ("_namespace", "cuda"), ("cuda", "kernels.cuda")}
+
+# (importer, imported, kind) still to be removed; kind: "up" (a higher layer at module
+# level), "local" (a function-local import), "private" (a private name across modules)
+DEBT: set[tuple[str, str, str]] = set()
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in PACKAGE.rglob("*.py"):
+        rel = p.relative_to(PACKAGE).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = p
+    return out
+
+
+def _layer_of() -> dict[str, int]:
+    return {m: i for i, (_, mods) in enumerate(LAYERS) for m in mods}
+
+
+def _resolve(module: str, is_pkg: bool, node: ast.ImportFrom) -> str | None:
+    if node.level == 0:
+        name = node.module or ""
+        if name != "tapegrad" and not name.startswith("tapegrad."):
+            return None
+        return name[len("tapegrad.") :] if name != "tapegrad" else ""
+    base = module.split(".") if module else []
+    if not is_pkg:
+        base = base[:-1]
+    base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def _imports(module: str, path: Path) -> list[tuple[str, str, bool, ast.AST]]:
+    """(imported module, imported name or "", function-local?, node) per import."""
+    tree = ast.parse(path.read_text())
+    local, typing_only = set(), set()
+    for fn in ast.walk(tree):
+        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            local.update(id(n) for n in ast.walk(fn) if n is not fn)
+        elif isinstance(fn, ast.If) and "TYPE_CHECKING" in ast.unparse(fn.test):
+            typing_only.update(id(n) for n in ast.walk(fn) if n is not fn)
+    mods = _modules()
+    out = []
+    for node in ast.walk(tree):
+        if id(node) in typing_only:  # annotations only: no import at run time
+            continue
+        if isinstance(node, ast.ImportFrom):
+            target = _resolve(module, path.name == "__init__.py", node)
+            if target is None:
+                continue
+            for alias in node.names:
+                sub = f"{target}.{alias.name}" if target else alias.name
+                if sub in mods:  # ``from . import dispatch``: the module itself
+                    out.append((sub, "", id(node) in local, node))
+                else:
+                    out.append((target, alias.name, id(node) in local, node))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "tapegrad" or alias.name.startswith("tapegrad."):
+                    out.append((alias.name[len("tapegrad.") :], "", id(node) in local, node))
+    return out
+
+
+def violations() -> set[tuple[str, str, str]]:
+    layer = _layer_of()
+    found = set()
+    for module, path in _modules().items():
+        for target, name, is_local, _ in _imports(module, path):
+            if target == module:
+                continue
+            if (module, target) in LAZY_ALLOWED and is_local:
+                pass
+            elif is_local:
+                found.add((module, target, "local"))
+            elif layer[target] > layer[module]:
+                found.add((module, target, "up"))
+            if name.startswith("_") and not name.startswith("__"):
+                found.add((module, f"{target}.{name}", "private"))
+    return found
+
+
+def test_every_module_has_a_layer():
+    missing = sorted(set(_modules()) - set(_layer_of()))
+    assert not missing, f"declare these modules in LAYERS: {missing}"
+
+
+def test_no_new_violations():
+    new = sorted(violations() - DEBT)
+    assert not new, "imports against the layering (see LAYERS):\n" + "\n".join(
+        f"  {m} -> {t} ({k})" for m, t, k in new
+    )
+
+
+def test_debt_only_shrinks():
+    gone = sorted(DEBT - violations())
+    assert not gone, "fixed: remove from DEBT:\n" + "\n".join(f"  {d}" for d in gone)
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("from .engine import backward\n", {("tensors", "engine", "up")}),
+        ("def f():\n    from . import numpy\n", {("tensors", "numpy", "local")}),
+        ("from .tape import _workers\n", {("tensors", "tape._workers", "private")}),
+        ("from .tape import current_tape\n", set()),
+    ],
+)
+def test_the_guard_sees(tmp_path, monkeypatch, source, expected):
+    """The checker itself: an upward, a local and a private import are each caught."""
+    fake = tmp_path / "tapegrad"
+    fake.mkdir()
+    for path in _modules().values():
+        dest = fake / path.relative_to(PACKAGE)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text("")
+    (fake / "tensors.py").write_text(source)
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
+    assert violations() == expected
