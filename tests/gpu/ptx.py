@@ -24,7 +24,7 @@ def main(cc: tuple[int, int] = (8, 0)) -> int:
 
     dispatcher.get_current_device = lambda: SimpleNamespace(compute_capability=cc)
 
-    from tapegrad.kernels import cuda as kernels
+    from tapegrad.cuda import kernels
     from tapegrad.ops import ROWS
 
     i64 = types.int64[::1]

@@ -11,7 +11,7 @@ Kernels come from the op table, one row, two targets (``Op.cuda``):
 
 * elementwise rows (``"formulas"``): the row's scalar formulas (``sin_fwd``,
   ``mul_bwd_y``...) recompiled as CUDA device functions and lifted by broadcasting
-  kernels (:mod:`tapegrad.kernels.cuda`): one thread per output element, the backward
+  kernels (:mod:`tapegrad.cuda.kernels`): one thread per output element, the backward
   accumulating into broadcast operands with atomics;
 * array rows of the core set (sum, mean, matmul, reshape, transpose, indexing, astype)
   name their function in this module; indexing's backward is a scatter-add with
@@ -44,9 +44,9 @@ from typing import Any
 
 import numpy as np
 
-from . import tensors as _cpu
-from .ops import BY_NAME, ROWS
-from .shapes import (
+from .. import tensors as _cpu
+from ..ops import BY_NAME, ROWS
+from ..shapes import (
     broadcast,
     broadcast_strides,
     check_float,
@@ -55,9 +55,9 @@ from .shapes import (
     normalize_shape,
     reduced_shape,
 )
-from .shapes import seed as shared_seed
-from .tape import normalize_array
-from .tensors import FREED_MESSAGE, NO_GRAD_MESSAGE, is_grad_enabled
+from ..shapes import seed as shared_seed
+from ..tape import normalize_array
+from ..tensors import FREED_MESSAGE, NO_GRAD_MESSAGE, is_grad_enabled
 
 __all__ = [
     "CudaTensor",
@@ -121,14 +121,14 @@ def _launch(kernel: Any, n: int, *args: Any) -> None:
 
 
 def _kernel(key: tuple, build: Callable[[Any], Any]) -> Any:
-    """The kernels ``build(tapegrad.kernels.cuda)`` returns, built once per key."""
+    """The kernels ``build(tapegrad.cuda.kernels)`` returns, built once per key."""
     k = _kernels.get(key)
     if k is None:
         with _lock:
             k = _kernels.get(key)
             if k is None:
                 _module()
-                from .kernels import cuda as kernels
+                from . import kernels
 
                 k = _kernels[key] = build(kernels)
     return k
@@ -589,8 +589,8 @@ def matmul(x: Any, y: Any) -> CudaTensor:
 
 
 def _gemm(kernel: Any, nbatch: int, a: Any, b: Any, c: Any, p: Any, q: tuple) -> None:
-    """Launch the tiled product (``kernels.cuda.matmul_kernel``) over ``c``'s tiles."""
-    from .kernels.cuda import TILE
+    """Launch the tiled product (``cuda.kernels.matmul_kernel``) over ``c``'s tiles."""
+    from .kernels import TILE
 
     rows, cols = q[0], q[1]
     if not (rows and cols):
