@@ -44,13 +44,13 @@ def _requires_grad(obj: Any) -> bool:
     return False
 
 
-def values_of(obj: Any) -> Any:
+def _nested_values(obj: Any) -> Any:
     if isinstance(obj, Tensor):
         return obj.numpy()
     if isinstance(obj, list):
-        return [values_of(o) for o in obj]
+        return [_nested_values(o) for o in obj]
     if isinstance(obj, tuple):
-        return tuple(values_of(o) for o in obj)
+        return tuple(_nested_values(o) for o in obj)
     return obj
 
 
@@ -61,7 +61,7 @@ def _fallback(name: str, call: Callable, args: tuple, kwargs: dict) -> Any:
             "gradient would be lost. Use a tapegrad.numpy function, or .detach() the input "
             "if no gradient is wanted."
         )
-    return call(*values_of(args), **{k: values_of(v) for k, v in kwargs.items()})
+    return call(*_nested_values(args), **{k: _nested_values(v) for k, v in kwargs.items()})
 
 
 def _lookup(name: str, *namespaces: dict[str, Any]) -> Callable | None:

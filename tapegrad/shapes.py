@@ -57,15 +57,18 @@ def normalize_shape(size: int, shape: tuple, old: tuple) -> tuple[int, ...]:
     return shape
 
 
+def broadcast_error(op: str, *shapes: tuple[int, ...]) -> ValueError:
+    """NumPy's error for operands of ``op`` whose shapes do not broadcast."""
+    listed = " and ".join(str(s) for s in shapes)
+    return ValueError(f"{op}: operands could not be broadcast together with shapes {listed}")
+
+
 def broadcast(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
     """NumPy's broadcast shape of ``shapes``; the error names ``op``."""
     try:
         return np.broadcast_shapes(*shapes)
     except ValueError:
-        listed = " and ".join(str(s) for s in shapes)
-        raise ValueError(
-            f"{op}: operands could not be broadcast together with shapes {listed}"
-        ) from None
+        raise broadcast_error(op, *shapes) from None
 
 
 def broadcast_strides(shape: tuple[int, ...], out: tuple[int, ...]) -> list[int]:

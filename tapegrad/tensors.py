@@ -55,7 +55,7 @@ from .layout import (
     SLOT_RG,
 )
 from .record import ABSENT, SCALAR, alias_slot, record_elementwise, record_general, record_tensors
-from .shapes import check_float
+from .shapes import broadcast_error, check_float
 from .tape import (
     CAPTURE,
     EAGER,
@@ -768,10 +768,7 @@ def elementwise(op: Any, x: Any, y: Any = None, out: Any = None) -> Tensor:
         if r == E_BROADCAST:
             if mark is not None:  # leave the tape as it was: drop what was bound for this op
                 tape.restore(mark, (x, y))
-            raise ValueError(
-                f"{op.name}: operands could not be broadcast together with "
-                f"shapes {_shape_of(x)} and {_shape_of(y)}"
-            )
+            raise broadcast_error(op.name, _shape_of(x), _shape_of(y))
         tape.fix(r)
 
 

@@ -79,14 +79,6 @@ class _View:
         return self.ref() if self.ref is not None else None
 
 
-def _shadow(t: Tensor) -> np.ndarray:
-    """``t``'s shadow: its own if it is a view, else a C-ordered one of its shape."""
-    info = getattr(t, "_view", None)
-    if info is not None and info.root() is not None:
-        return info.shadow
-    return _c_shadow(t.shape)
-
-
 @functools.lru_cache(maxsize=1024)
 def _c_shadow(shape: tuple[int, ...]) -> np.ndarray:
     strides = [8] * len(shape)
