@@ -184,6 +184,28 @@ def is_float(dt):
 
 
 @jit
+def promote(da, db):
+    """NumPy's result dtype for two array dtypes, or -1 when neither is floating."""
+    if da == db:
+        return da if is_float(da) else -1
+    if da == F64 or db == F64:
+        return F64
+    if da == F32 or db == F32:
+        other = db if da == F32 else da
+        return F32 if other == BOOL else F64  # float32 with int64 is float64 in NumPy
+    return -1
+
+
+def result_dtype(a: np.dtype, b: np.dtype | None = None) -> np.dtype | None:
+    """The dtype an op on arrays of dtype ``a`` (and ``b``) computes in, by the
+    recorder's rule (:func:`promote`), for host code such as the CUDA target; None when
+    no operand is floating."""
+    ca = DTYPE_CODE[np.dtype(a)]
+    code = (ca if is_float(ca) else -1) if b is None else promote(ca, DTYPE_CODE[np.dtype(b)])
+    return None if code < 0 else NP_DTYPES[code]
+
+
+@jit
 def saved_bit(i, nin):
     """The saved-mask bit of entry ``i`` of a node's link list (``nin`` inputs first,
     then the outputs)."""

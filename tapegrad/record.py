@@ -27,7 +27,6 @@ from .layout import (
     EW_LINKS,
     EW_NODES,
     EW_SLOTS,
-    F32,
     F64,
     FWD,
     H_ARENA,
@@ -98,6 +97,7 @@ from .layout import (
     ktable,
     links,
     nodes,
+    promote,
     request,
     request_f,
     shapes,
@@ -127,19 +127,6 @@ def place(top, nbytes):
     if nbytes >= ALIGN:
         return (top + ALIGN - 1) // ALIGN * ALIGN
     return top
-
-
-@jit
-def promote(da, db):
-    """NumPy's result dtype for two array dtypes, or -1 when neither is floating."""
-    if da == db:
-        return da if is_float(da) else -1
-    if da == F64 or db == F64:
-        return F64
-    if da == F32 or db == F32:
-        other = db if da == F32 else da
-        return F32 if other == BOOL else F64  # float32 with int64 is float64 in NumPy
-    return -1
 
 
 @jit

@@ -135,6 +135,34 @@ def check_float(dtype: Any, what: str) -> None:
         )
 
 
+def gradient_buffer_error(op: str, where: str, expected: str, got: str) -> RuntimeError:
+    """The scheduler's metadata check failed (both targets): the gradient buffer a
+    node's backward kernel would accumulate into is not what its input needs."""
+    return RuntimeError(
+        f"backward: gradient buffer for an input of '{op}' ({where}) does not match its "
+        f"kernel: expected {expected}, got {got}"
+    )
+
+
+def user_gradient(value: Any, what: str) -> np.ndarray:
+    """A gradient that user code returned (a hook, a custom function's backward) as an
+    array of real numbers; a string, an object or complex values are a ``TypeError``
+    naming ``what`` (NumPy would make a 0-d array of them, or drop the imaginary part)."""
+    arr = np.asarray(value)
+    kind = arr.dtype.kind
+    if kind == "c":
+        raise TypeError(
+            f"{what} returned complex values (dtype {arr.dtype}); the gradient of a real "
+            "tensor is real"
+        )
+    if kind not in "fiub":
+        raise TypeError(
+            f"{what} returned {type(value).__name__}, not an array of numbers (got dtype "
+            f"{arr.dtype})"
+        )
+    return arr
+
+
 def seed(shape: tuple[int, ...], dtype: Any, gradient: Any) -> np.ndarray | None:
     """The cotangent ``backward(gradient)`` starts from, as a C-contiguous array of the
     root's shape and dtype; None (ones) when ``gradient`` is None, which only a root of

@@ -45,11 +45,14 @@ from typing import Any
 import numpy as np
 
 from .. import tensors as _cpu
+from ..layout import result_dtype
 from ..ops import BY_NAME, ROWS
+from ..record import aligned, place
 from ..shapes import (
     broadcast,
     broadcast_strides,
     check_float,
+    gradient_buffer_error,
     matmul_layout,
     normalize_axes,
     normalize_shape,
@@ -440,8 +443,8 @@ def _result(data: Any, name: str, inputs: tuple, backward: Any) -> CudaTensor:
 
 
 def _float_dtype(op: str, *ts: CudaTensor) -> np.dtype:
-    dtype = np.result_type(*[t.dtype for t in ts])
-    if dtype.kind != "f":
+    dtype = result_dtype(*[t.dtype for t in ts])  # the CPU recorder's promotion
+    if dtype is None:
         raise TypeError(
             f"{op}: CUDA tensors compute in float32/float64; got "
             f"{', '.join(str(t.dtype) for t in ts)} (convert with .astype)"
@@ -704,10 +707,17 @@ def _grad_buffers(root: CudaTensor, nodes: list[_Node]) -> dict[int, Any]:
     cuda = _module()
     out: dict[int, Any] = {}
     for group in by_dtype.values():
-        sizes = [-(-builtins.max(t.size, 1) // ALIGN) * ALIGN for t in group]
-        arena = cuda.device_array(builtins.sum(sizes), group[0].dtype)
+        # laid out by the CPU scheduler's rule (record.place / aligned), in bytes
+        item = group[0].dtype.itemsize
+        offsets, top = [], 0
+        for t in group:
+            nbytes = t.size * item
+            top = place(top, nbytes)
+            offsets.append(top // item)
+            top += aligned(nbytes)
+        arena = cuda.device_array(builtins.max(top // item, 1), group[0].dtype)
         _fill(arena, 0.0)
-        for t, off in zip(group, itertools.accumulate([0, *sizes[:-1]]), strict=True):
+        for t, off in zip(group, offsets, strict=True):
             out[id(t)] = arena[off : off + t.size].reshape(t.shape)
     return out
 
@@ -740,9 +750,11 @@ def backward(root: CudaTensor, gradient: Any = None, retain_graph: bool = False)
             # the metadata check of the CPU scheduler: the buffer this node's kernel
             # accumulates into has its input's shape and dtype
             if tuple(buf.shape) != t.shape or np.dtype(buf.dtype) != t.dtype:
-                raise RuntimeError(
-                    f"backward of '{node.name}': gradient buffer has shape "
-                    f"{tuple(buf.shape)} and dtype {buf.dtype}, expected {t.shape} and {t.dtype}"
+                raise gradient_buffer_error(
+                    node.name,
+                    f"input {len(bufs)}",
+                    f"shape {t.shape} and dtype {t.dtype}",
+                    f"shape {tuple(buf.shape)} and dtype {buf.dtype}",
                 )
             bufs.append(buf)
             if t.is_leaf:

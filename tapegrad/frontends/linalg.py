@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..layout import DTYPE_CODE, NP_DTYPES
+from ..layout import DTYPE_CODE, NP_DTYPES, promote
 from ..ops.linalg import (
     CHOLESKY,
     DET,
@@ -27,7 +27,6 @@ from ..ops.linalg import (
     TRACE,
     VDOT,
 )
-from ..record import promote
 from ..shapes import matmul_layout, normalize_axes
 from ..tape import current_tape
 from ..tensors import Tensor, as_tensor, general
