@@ -8,6 +8,7 @@ it raises ``TypeError`` naming the function, so a gradient is never silently los
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -106,6 +107,22 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> An
     return _fallback(name, getattr(ufunc, method), inputs, kwargs)
 
 
+_KEYWORDS: dict[Callable, frozenset[str] | None] = {}
+
+
+def _check_keywords(name: str, f: Callable, kwargs: dict) -> None:
+    """A NumPy keyword tapegrad's function does not take (``np.sum(t, where=m)``) is a
+    ``TypeError`` that names the function and the keyword."""
+    if f not in _KEYWORDS:
+        params = inspect.signature(f).parameters.values()
+        var = any(p.kind is p.VAR_KEYWORD for p in params)
+        _KEYWORDS[f] = None if var else frozenset(p.name for p in params)
+    known = _KEYWORDS[f]
+    for key in kwargs:
+        if known is not None and key not in known:
+            raise TypeError(f"{name}: the argument {key}= is not supported by tapegrad")
+
+
 def array_function(func: Callable, args: tuple, kwargs: dict) -> Any:
     tnp, linalg, _ = _namespaces()
     home = _home(func)
@@ -115,6 +132,8 @@ def array_function(func: Callable, args: tuple, kwargs: dict) -> Any:
     elif home == "numpy":
         f = _lookup(func.__name__, tnp)
     if f is not None:
+        if kwargs:
+            _check_keywords(f"{home}.{func.__name__}", f, kwargs)
         return f(*args, **kwargs)
     module = home or getattr(func, "__module__", "") or ""
     return _fallback(f"{module}.{func.__name__}", func, args, kwargs)

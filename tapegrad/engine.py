@@ -48,16 +48,9 @@ from .layout import (
     H_GEN,
     H_GRAD,
     H_HOOKS,
-    H_NODE_CAP,
-    H_SLOT_CAP,
     H_STAT_CALLBACKS,
     H_STAT_NODES,
-    N_FLAGS,
-    N_IP,
-    N_LINK,
     N_MASK,
-    N_NIN,
-    N_NOUT,
     N_OP,
     NODE_FREED,
     NP_DTYPES,
@@ -72,6 +65,7 @@ from .layout import (
 )
 from .ops import ROWS
 from .scheduler import resume, run_backward
+from .shapes import gradient_buffer_error, user_gradient
 from .shapes import seed as seed_rule
 from .tape import EAGER, TRANSFORM, Tape, enter, leave
 from .tensors import (
@@ -113,7 +107,7 @@ def register_hook(t: Tensor, fn: Callable) -> RemovableHandle:
     if t._data is None:  # an intermediate (or a leaf bound in this tape: the same slot)
         tape = t._tape
         hooks = tape.hooks.setdefault(t._slot, [])
-        tape.views["slot"][S_FLAGS * tape.h[H_SLOT_CAP] + t._slot] |= SLOT_HOOK
+        tape.set_slot_bits(t._slot, SLOT_HOOK)
         tape.h[H_HOOKS] = 1
     else:
         hooks = _LEAF_HOOKS.setdefault(t, [])
@@ -149,7 +143,7 @@ def retain_grad(t: Tensor) -> None:
     def keep(g: np.ndarray) -> None:
         owner = ref()
         if owner is not None:
-            owner.grad = g.copy() if owner.grad is None else owner.grad + g
+            _add_grad(owner, g.copy())
 
     keep._retain = True
     register_hook(t, keep)
@@ -160,7 +154,8 @@ def _run_hooks(hooks: list, g: np.ndarray, what: str) -> np.ndarray:
     for fn in sorted(hooks, key=lambda f: getattr(f, "_retain", False)):
         r = fn(g.copy())
         if r is not None:
-            r = np.asarray(r._value() if isinstance(r, Tensor) else r)
+            name = getattr(fn, "__name__", fn)
+            r = user_gradient(values_of(r), f"hook {name!r} on {what}")
             if r.shape != g.shape:
                 raise RuntimeError(
                     f"hook {getattr(fn, '__name__', fn)!r} on {what} returned "
@@ -355,17 +350,30 @@ def gradients(
     return found
 
 
+# Accumulation into ``.grad`` is atomic per leaf, as in PyTorch: threads that backward
+# into one shared leaf each add their gradient (a read-add-write without a lock loses
+# updates). Striped locks: a lock per leaf without a field per tensor.
+_GRAD_LOCKS = [threading.Lock() for _ in range(64)]
+
+
+def _add_grad(leaf: Tensor, g: np.ndarray) -> None:
+    with _GRAD_LOCKS[(id(leaf) >> 4) & 63]:
+        old = leaf.grad
+        # a fresh array, never the one a user holds; np.add keeps a 0-d result an array
+        leaf.grad = g if old is None else np.add(old, g, out=np.empty_like(old))
+
+
 def accumulate_grad(leaf: Tensor, g: np.ndarray) -> None:
     """Add ``g`` into ``leaf.grad`` (running its hooks, on a callback tape, if any)."""
     hooks = _LEAF_HOOKS.get(leaf)
     post = _POST_HOOKS.get(leaf)
     if not hooks and not post:
-        leaf.grad = g if leaf.grad is None else leaf.grad + g
+        _add_grad(leaf, g)
         return
     with callback_tape():
         if hooks:
             g = _run_hooks(hooks, g, "a leaf tensor")
-        leaf.grad = g if leaf.grad is None else leaf.grad + g
+        _add_grad(leaf, g)
         for fn in list(post or ()):
             fn(leaf)
 
@@ -382,14 +390,6 @@ def backward_stats() -> dict[str, int]:
 # --- callbacks -----------------------------------------------------------------------------
 
 
-def _node_links(tape: Tape, k: int) -> tuple[list[int], list[int]]:
-    cap = tape.h[H_NODE_CAP]
-    nv = tape.views["node"]
-    base, nin, nout = nv[N_LINK * cap + k], nv[N_NIN * cap + k], nv[N_NOUT * cap + k]
-    lv = tape.views["link"]
-    return list(lv[base : base + nin]), list(lv[base + nin : base + nin + nout])
-
-
 def grad_view(tape: Tape, slot: int) -> np.ndarray:
     """A writable view of ``slot``'s gradient buffer in the running backward."""
     dt = NP_DTYPES[tape.slot_field(S_DTYPE, slot)]
@@ -404,10 +404,9 @@ def _has_grad(tape: Tape, slot: int) -> bool:
 
 
 def _run_node_hooks(tape: Tape, k: int) -> None:
-    _, outs = _node_links(tape, k)
-    scap = tape.h[H_SLOT_CAP]
+    _, outs = tape.node_links(k)
     for s in outs:
-        if tape.views["slot"][S_FLAGS * scap + s] & SLOT_HOOK and _has_grad(tape, s):
+        if tape.slot_field(S_FLAGS, s) & SLOT_HOOK and _has_grad(tape, s):
             view = grad_view(tape, s)
             with callback_tape():
                 new = _run_hooks(tape.hooks.get(s, []), view.copy(), "a tensor")
@@ -417,14 +416,11 @@ def _run_node_hooks(tape: Tape, k: int) -> None:
 def _run_python_node(tape: Tape, k: int, retain: bool) -> None:
     """Run a custom function's Python backward for node ``k``: validate what it returns
     (count, shape, dtype) and add it into the inputs' gradient buffers."""
-    cap = tape.h[H_NODE_CAP]
-    nv = tape.views["node"]
-    entry = tape.custom[tape.views["ip"][nv[N_IP * cap + k]]]
-    cls, ctx, nargs, positions = entry
+    cls, ctx, nargs, positions = tape.custom_entry(k)
     if ctx is None:
         raise RuntimeError(FREED_MESSAGE)
     name = cls.__name__
-    ins, outs = _node_links(tape, k)
+    ins, outs = tape.node_links(k)
     grads = [
         grad_view(tape, s).copy()
         if _has_grad(tape, s)
@@ -443,12 +439,12 @@ def _run_python_node(tape: Tape, k: int, retain: bool) -> None:
             f"function {name}.backward returned {len(result)} gradients, "
             f"expected {nargs} (one per forward argument)"
         )
-    mask = nv[N_MASK * cap + k]
+    mask = tape.node_field(N_MASK, k)
     anomaly = tape.h[H_ANOMALY]
     for i, (s, g) in enumerate(zip(ins, per_input)):
         if g is None or not (mask >> i) & 1:
             continue
-        g = np.asarray(g._value() if isinstance(g, Tensor) else g)
+        g = user_gradient(values_of(g), f"function {name}.backward (gradient {i})")
         shape = tape.slot_shape(s)
         g = _reduce_to(g, shape, name, i)
         if anomaly and not np.all(np.isfinite(g)):
@@ -461,8 +457,8 @@ def _run_python_node(tape: Tape, k: int, retain: bool) -> None:
         view += g.astype(view.dtype, copy=False)
     tape.h[H_STAT_NODES] += 1
     if not retain:
-        nv[N_FLAGS * cap + k] |= NODE_FREED
-        tape.custom[tape.views["ip"][nv[N_IP * cap + k]]] = (cls, None, nargs, positions)
+        tape.set_node_bits(k, NODE_FREED)
+        tape.set_custom_entry(k, (cls, None, nargs, positions))
 
 
 def _reduce_to(g: np.ndarray, shape: tuple[int, ...], name: str, i: int) -> np.ndarray:
@@ -486,13 +482,11 @@ def _reduce_to(g: np.ndarray, shape: tuple[int, ...], name: str, i: int) -> np.n
 
 
 def _node_name(tape: Tape, k: int) -> str:
-
-    op = tape.views["node"][N_OP * tape.h[H_NODE_CAP] + k]
+    op = tape.node_field(N_OP, k)
     if op < len(ROWS):
         return ROWS[op].name
     if op == len(ROWS):
-        cap = tape.h[H_NODE_CAP]
-        return tape.custom[tape.views["ip"][tape.views["node"][N_IP * cap + k]]][0].__name__
+        return tape.custom_entry(k)[0].__name__
     return dispatch.USER_FUNCTIONS[op - len(ROWS) - 1].__name__
 
 
@@ -528,8 +522,6 @@ def raise_backward_error(tape: Tape, st: int) -> None:
     if st == E_GRAD_META:
         node, s, expect, actual = h[H_ERR_A], h[H_ERR_B], h[H_ERR_C], h[H_ERR_D]
         got = DTYPE_NAMES[actual] if 0 <= actual < len(DTYPE_NAMES) else str(actual)
-        raise RuntimeError(
-            f"backward: gradient buffer for an input of '{_node_name(tape, node)}' (node "
-            f"{node}, slot {s}) does not match its kernel: expected dtype "
-            f"{DTYPE_NAMES[expect]}, got {got}"
+        raise gradient_buffer_error(
+            _node_name(tape, node), f"node {node}, slot {s}", f"dtype {DTYPE_NAMES[expect]}", got
         )

@@ -167,15 +167,14 @@ def _record(
             continue
         pl = tape.reserve("link", nin + nout)
         pi = tape.reserve("ip", 1)
-        lv = tape.views["link"]
-        for i, s in enumerate(in_slots + out_slots):
-            lv[pl + i] = s
+        tape.set_links(pl, in_slots + out_slots)
         positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
-        tape.views["ip"][pi] = len(tape.custom)
+        n_custom = len(tape.custom)
+        tape.add_custom(pi, (cls, ctx, len(args), positions))
         k = record_custom(tape.header, code, sig, nin, nout, rg_mask)
         if k >= 0:
-            tape.custom.append((cls, ctx, len(args), positions))
             return [result_handle(tape, s, ep) for s in out_slots]
+        del tape.custom[n_custom:]
         tape.fix(k)
 
 

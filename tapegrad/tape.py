@@ -99,6 +99,10 @@ from .layout import (
     ITEMSIZE,
     N_FIELDS,
     N_FLAGS,
+    N_IP,
+    N_LINK,
+    N_NIN,
+    N_NOUT,
     NODE_FREED,
     NP_DTYPES,
     S_ADDR,
@@ -197,10 +201,20 @@ def normalize_array(a: Any, copy: bool = True) -> np.ndarray:
     arr = np.asarray(a)
     kind = arr.dtype.kind
     if kind == "f":
-        if arr.dtype.itemsize > 8:
-            raise TypeError(f"tapegrad supports float64 and float32, not {arr.dtype}")
-        dt = np.float32 if arr.dtype.itemsize <= 4 else np.float64
+        if arr.dtype.itemsize not in (4, 8):
+            # float16 is refused rather than widened: its gradients would come back as
+            # float32, a dtype the user never asked for
+            raise TypeError(
+                f"tapegrad computes in float64 and float32, not {arr.dtype}: convert "
+                "with .astype(np.float32)"
+            )
+        dt = np.float32 if arr.dtype.itemsize == 4 else np.float64
     elif kind in "iu":
+        if arr.dtype == np.uint64 and arr.size and arr.max() > np.iinfo(np.int64).max:
+            raise OverflowError(
+                f"tapegrad holds integers as int64: the uint64 value {arr.max()} does not "
+                "fit (convert to float64 first)"
+            )
         dt = np.int64
     elif kind == "b":
         dt = np.bool_
@@ -266,6 +280,11 @@ class Tape:
         self.foreign: dict[int, tuple[int, Any]] = {}  # id -> (slot, tensor) this epoch
         self.capture: Any = None  # the capture state while tg.compile records here
         self.thread = threading.get_ident()
+        # Held by this thread while it copies handles out and rewinds, and by any thread
+        # reading a handle's values from the tape (Tensor._value): a reader in another
+        # thread never sees memory the next step has reused. Reentrant: the view hooks
+        # of a rewind read values too.
+        self.lock = threading.RLock()
 
     # --- tables -----------------------------------------------------------------
     def _set_table(self, name: str, cap: int, old: np.ndarray | None) -> None:
@@ -348,9 +367,47 @@ class Tape:
         self.h[H_DGEMM], self.h[H_SGEMM] = blas_addresses()
         self.blas = True
 
-    # --- slots ------------------------------------------------------------------
+    # --- fields (the tables are field-major: field f of entry k is f * cap + k) ------
     def slot_field(self, field: int, s: int) -> int:
         return self.views["slot"][field * self.h[H_SLOT_CAP] + s]
+
+    def set_slot_bits(self, s: int, bits: int) -> None:
+        self.views["slot"][S_FLAGS * self.h[H_SLOT_CAP] + s] |= bits
+
+    def node_field(self, field: int, k: int) -> int:
+        return self.views["node"][field * self.h[H_NODE_CAP] + k]
+
+    def set_node_bits(self, k: int, bits: int) -> None:
+        self.views["node"][N_FLAGS * self.h[H_NODE_CAP] + k] |= bits
+
+    def node_links(self, k: int) -> tuple[list[int], list[int]]:
+        """Node ``k``'s input slots and output slots."""
+        base, nin = self.node_field(N_LINK, k), self.node_field(N_NIN, k)
+        nout = self.node_field(N_NOUT, k)
+        lv = self.views["link"]
+        return list(lv[base : base + nin]), list(lv[base + nin : base + nin + nout])
+
+    def links(self, start: int, n: int) -> list[int]:
+        """The slots of link entries ``start .. start + n``."""
+        return list(self.views["link"][start : start + n])
+
+    def set_links(self, start: int, slots: list[int]) -> None:
+        lv = self.views["link"]
+        for i, s in enumerate(slots):
+            lv[start + i] = s
+
+    def custom_entry(self, k: int) -> Any:
+        """The Python state of node ``k`` (a custom function: its first int parameter
+        indexes ``custom``)."""
+        return self.custom[self.views["ip"][self.node_field(N_IP, k)]]
+
+    def set_custom_entry(self, k: int, entry: Any) -> None:
+        self.custom[self.views["ip"][self.node_field(N_IP, k)]] = entry
+
+    def add_custom(self, pi: int, entry: Any) -> None:
+        """Keep ``entry`` as the Python state of the node whose int parameter is ``pi``."""
+        self.views["ip"][pi] = len(self.custom)
+        self.custom.append(entry)
 
     def slot_shape(self, s: int) -> tuple[int, ...]:
         off = self.slot_field(S_SHAPE, s)
@@ -452,10 +509,30 @@ class Tape:
         self.stale = False
         if self.pinned:
             return False
-        handles = self.handles
-        live = _held(handles)
         # still in this tape (requires_grad_() can take a handle out of it)
-        live = [t for t in live if t._data is None and t._tape is self]
+        live = [t for t in _held(self.handles) if t._data is None and t._tape is self]
+        if self.holds_graph(live):
+            return False  # a graph still waiting for its backward
+        self._copy_out_and_rewind(live)
+        return True
+
+    def _copy_out_and_rewind(self, live: list) -> None:
+        """Copy the handles in ``live`` out of the tape, rewind, and let the views
+        among them (``tapegrad.views``) be taken again from their roots."""
+        views = _VIEW_HOOKS[0](live) if _VIEW_HOOKS is not None else []
+        if views:
+            live = live + _VIEW_HOOKS[1](views, self)
+        with self.lock:
+            for t in live:
+                if t._data is None and t._tape is self:  # a handle can be listed twice
+                    t._detach_from_tape(self.read(t._slot), self.slot_rg(t._slot))
+            self.rewind()
+        if views:
+            _VIEW_HOOKS[2](views)
+
+    def holds_graph(self, live: list) -> bool:
+        """True when a handle in ``live`` (or the root of a view among them) requires
+        grad through a graph of this tape that has not run backward yet."""
         nodes = self.views["node"]
         ncap = self.h[H_NODE_CAP]
         root_of = _VIEW_HOOKS[3] if _VIEW_HOOKS is not None else None
@@ -473,22 +550,24 @@ class Tape:
                 and node >= 0
                 and not nodes[N_FLAGS * ncap + node] & NODE_FREED
             ):
-                return False  # a graph still waiting for its backward
-        self._copy_out_and_rewind(live)
-        return True
+                return True
+        return False
 
-    def _copy_out_and_rewind(self, live: list) -> None:
-        """Copy the handles in ``live`` out of the tape, rewind, and let the views
-        among them (``tapegrad.views``) be taken again from their roots."""
-        views = _VIEW_HOOKS[0](live) if _VIEW_HOOKS is not None else []
-        if views:
-            live = live + _VIEW_HOOKS[1](views, self)
-        for t in live:
-            if t._data is None and t._tape is self:  # a handle can be listed twice
-                t._detach_from_tape(self.read(t._slot), self.slot_rg(t._slot))
-        self.rewind()
-        if views:
-            _VIEW_HOOKS[2](views)
+    def retire(self) -> None:
+        """The owning thread has ended: copy out what user code still holds and give
+        back the tables and arenas, so a result kept from a short-lived thread costs its
+        own values, not the thread's tape. A tape holding a graph that may still run
+        backward is kept whole."""
+        live = [t for t in _held(self.handles) if t._data is None and t._tape is self]
+        if self.pinned or self.holds_graph(live):
+            return
+        self._copy_out_and_rewind(live)
+        # leaves bound in earlier epochs may still name this tape (a stale binding that
+        # is never used again): keep the object, drop its memory
+        with self.lock:
+            self.arrays, self.views, self.chunks = {}, {}, []
+            self.grad_buf = self.scratch = self.request = None
+            self.gathers = {}
 
     def release(self) -> None:
         """Rewind unconditionally (a transform or callback is done with this tape): held
@@ -551,6 +630,23 @@ def is_float_code(dt: int) -> bool:
 _tls = threading.local()
 
 
+class _ThreadTapes:
+    """A thread's stack and pool of tapes. It lives in the thread's local storage, which
+    Python clears when the thread ends: then every tape is retired (:meth:`Tape.retire`)."""
+
+    __slots__ = ("pool", "stack")
+
+    def __init__(self, stack: list[Tape], pool: list[Tape]) -> None:
+        self.stack, self.pool = stack, pool
+
+    def __del__(self) -> None:
+        try:
+            for tape in {id(t): t for t in self.stack + self.pool}.values():
+                tape.retire()
+        except Exception:  # at interpreter shutdown there is nothing to give back
+            pass
+
+
 def _stack() -> list[Tape]:
     """This thread's tapes, its eager tape first (both created on first use)."""
     try:
@@ -559,6 +655,7 @@ def _stack() -> list[Tape]:
         _tls.tape = Tape()
         _tls.stack = [_tls.tape]
         _tls.pool = []
+        _tls.owner = _ThreadTapes(_tls.stack, _tls.pool)
         return _tls.stack
 
 

@@ -173,12 +173,12 @@ class Tensor:
         "_data",
         "_epoch",
         "_flags",
+        "_grad",
         "_shape",
         "_slot",
         "_tape",
         "_view",  # tapegrad.views: (base, kind, arg) of a view, unset otherwise
         "_views",  # tapegrad.views: weak references to this tensor's views, or unset
-        "grad",
     )
 
     def __hash__(self) -> int:
@@ -194,7 +194,7 @@ class Tensor:
     _data: np.ndarray | None
     _flags: int
     _shape: tuple[int, ...] | None
-    grad: np.ndarray | None
+    _grad: np.ndarray | None
 
     # --- construction ---------------------------------------------------------------
     @classmethod
@@ -206,7 +206,7 @@ class Tensor:
         t._data = data
         t._flags = flags
         t._shape = data.shape
-        t.grad = None
+        t._grad = None
         t._born = next(_SERIAL)
         return t
 
@@ -245,11 +245,23 @@ class Tensor:
                 raise RuntimeError(CAPTURED_ELSEWHERE.format(shape=self.shape, dtype=self.dtype))
         if self._data is not None:
             return self._data
-        return self._tape.read(self._slot)
+        return self._read()
+
+    def _read(self) -> np.ndarray:
+        """A copy of the values from the tape. Under the tape's lock: the owning thread
+        copies held handles out and rewinds under it, so a reader in another thread gets
+        this step's values or the copied-out ones, never reused memory."""
+        tape = self._tape
+        if tape is None:  # copied out by a rewind since the caller looked
+            return self._data
+        with tape.lock:
+            if self._data is not None or self._tape is not tape:
+                return self._data if self._data is not None else self._read()
+            return tape.read(self._slot)
 
     def _peek(self) -> np.ndarray:
         """The values, for display only (no guard: printing decides nothing)."""
-        return self._data if self._data is not None else self._tape.read(self._slot)
+        return self._data if self._data is not None else self._read()
 
     def numpy(self) -> np.ndarray:
         """A copy of the values as a NumPy array (detached from the graph)."""
@@ -304,14 +316,71 @@ class Tensor:
     @property
     def shape(self) -> tuple[int, ...]:
         if self._shape is None:
-            self._shape = self._tape.slot_shape(self._slot)
+            shape = self._tape.slot_shape(self._slot)
+            if self._data is not None:  # copied out meanwhile (another thread rewound)
+                return self._data.shape
+            self._shape = shape
         return self._shape
 
     @property
     def dtype(self) -> np.dtype:
         if self._data is not None:
             return self._data.dtype
-        return self._tape.slot_dtype(self._slot)
+        dtype = self._tape.slot_dtype(self._slot)
+        # read, then check that the slot was still this tensor's: a rewind in the owning
+        # thread copies the handle out before the slot is reused
+        return dtype if self._data is None else self._data.dtype
+
+    @property
+    def grad(self) -> np.ndarray | None:
+        """The gradient a backward accumulated (an array of this tensor's shape and
+        dtype), or None."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Any) -> None:
+        if value is not None:
+            if isinstance(value, Tensor):
+                value = value.numpy()
+            if not isinstance(value, np.ndarray):
+                raise TypeError(
+                    f"assigned .grad must be a NumPy array or None, not {type(value).__name__}"
+                )
+            if value.shape != self.shape or value.dtype != self.dtype:
+                raise RuntimeError(
+                    f"assigned .grad has shape {value.shape} and dtype {value.dtype}, but "
+                    f"the tensor has shape {self.shape} and dtype {self.dtype}"
+                )
+        self._grad = value
+
+    # --- copying and pickling: values and requires_grad, without the graph --------------
+    def __reduce_ex__(self, protocol: Any) -> tuple:
+        # as torch.save: the values and the flag; the loaded tensor is a leaf
+        return (rebuild, (self.numpy(), self.requires_grad))
+
+    def __copy__(self) -> Tensor:
+        # a second handle on the same values and node (listed with the tape's handles,
+        # so a rewind copies it out like the first)
+        out = object.__new__(type(self))
+        out._data, out._tape, out._epoch = None, None, -1
+        out._adopt(self)
+        out._grad = self._grad
+        if hasattr(self, "_born"):  # results have none (see bind)
+            out._born = self._born
+        return out
+
+    def __deepcopy__(self, memo: dict) -> Tensor:
+        if self.requires_grad and not self.is_leaf:
+            raise RuntimeError(
+                "Only Tensors created explicitly by the user (graph leaves) support the "
+                "deepcopy protocol at the moment (this tensor requires grad and was "
+                "computed by recorded ops); deepcopy its .detach() instead"
+            )
+        out = rebuild(self.numpy(), self.requires_grad)
+        if self._grad is not None:
+            out._grad = self._grad.copy()
+        memo[id(self)] = out
+        return out
 
     @property
     def ndim(self) -> int:
@@ -523,11 +592,16 @@ def result_handle(tape: Tape, slot: int, epoch: int) -> Tensor:
     t._data = None
     t._flags = 0
     t._shape = None
-    t.grad = None
+    t._grad = None
     tape.handles.append(t)
     if _RESULT_HOOK is not None:
         _RESULT_HOOK(tape, slot)
     return t
+
+
+def rebuild(values: np.ndarray, requires_grad: bool) -> Tensor:
+    """A leaf holding ``values`` (what unpickling a tensor calls)."""
+    return tensor(values, requires_grad=requires_grad)
 
 
 def tensor(
@@ -802,8 +876,7 @@ def _numpy_forward(tape: Tape, op: Any, out: int) -> int:
     global _POOL
     base = tape.h[H_NLINK] - 1  # out is the node's last link
     nin = 1 if op.is_unary else 2
-    lv = tape.views["link"]
-    ins = [tape.view(lv[base - nin + i]) for i in range(nin)]
+    ins = [tape.view(s) for s in tape.links(base - nin, nin)]
     dst = tape.view(out)
     ufunc = getattr(np, op.name)
     workers = worker_count()

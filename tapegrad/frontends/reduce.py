@@ -64,8 +64,11 @@ def _reduce(op: Op, x: Any, axis: Any, keepdims: bool, kind: str, out: Any = Non
         return general(op, dt, [t], [(dt, out_shape)] * 2, params)
     if kind == "prod":
         return general(op, dt, [t], [(dt, out_shape)] * 3, params)
-    # mean of nothing is NaN, as in NumPy (which also warns)
-    scale = (1.0 / count if count else float("nan")) if kind == "mean" else 1.0
+    if kind == "mean" and count == 0:
+        # mean of nothing is NaN, as in NumPy (which also warns) and torch; the sum of
+        # nothing is 0 (the kernels loop over no input), times NaN
+        return general(SUM, dt, [t], [(dt, out_shape)], params, [1.0]) * float("nan")
+    scale = 1.0 / count if kind == "mean" else 1.0
     return general(op, dt, [t], [(dt, out_shape)], params, [scale])
 
 

@@ -28,8 +28,11 @@ def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False) -
     depend on it, and without it nothing overflows.
     """
     a = as_tensor(a)
-    m = max_of(a, axis=axis, keepdims=True).detach()
-    m = where((m - m) == 0, m, 0.0)  # all -inf along the axis (m - m is nan): no shift
+    if a.size == 0:  # log of an empty sum: -inf, as in SciPy (there is no max to shift by)
+        m = 0.0
+    else:
+        m = max_of(a, axis=axis, keepdims=True).detach()
+        m = where((m - m) == 0, m, 0.0)  # all -inf along the axis (m - m is nan): no shift
     e = elementwise(EXP, a - m)
     if b is not None:
         e = e * b

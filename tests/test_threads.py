@@ -1,0 +1,183 @@
+"""Threads sharing tensors, leaves and compiled steps: values and gradients as in a
+serial run, and a short-lived thread's tape not kept alive by its results."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import tracemalloc
+import weakref
+
+import numpy as np
+
+import tapegrad as tg
+import tapegrad.numpy as tnp
+from tapegrad import tape as tape_module
+from tapegrad.tape import current_tape
+
+from .helpers import run_in_threads
+
+
+def test_a_reader_thread_never_sees_the_next_steps_values(monkeypatch):
+    """The owner copies held handles out and rewinds under the tape's lock; a reader in
+    another thread reads under it too. Here the reader is paused in the middle of its
+    read while the owner runs the next step: the reader must still get the values of
+    the step it asked about (unlocked, it read the reused arena)."""
+    w = tg.tensor(np.ones(64), requires_grad=True)
+    held = tnp.sin(w) * 0.0 + 1.0  # the values a logger thread reads: all 1
+    tnp.sum(held * w).backward()  # the next op rewinds (held is copied out first)
+    inside, resume = threading.Event(), threading.Event()
+    real_read = tape_module.Tape.read
+    reader = []
+
+    def paused_read(self, s):
+        if threading.get_ident() in reader:
+            inside.set()
+            resume.wait(1.0)  # unlocked, the owner reuses the memory meanwhile
+        return real_read(self, s)
+
+    monkeypatch.setattr(tape_module.Tape, "read", paused_read)
+    got = []
+
+    def read():
+        reader.append(threading.get_ident())
+        got.append(held.numpy())
+
+    t = threading.Thread(target=read)
+    t.start()
+    assert inside.wait(10)
+    for _ in range(3):  # the next steps: other values into the same memory
+        x = tnp.sin(w) * 0.0 + 7.0
+        tnp.sum(x * w).backward()
+    resume.set()
+    t.join()
+    np.testing.assert_array_equal(got[0], np.ones(64))
+    np.testing.assert_array_equal(held.numpy(), np.ones(64))
+
+
+def test_a_reader_thread_during_training_reads_whole_steps():
+    """A logger thread reads a tensor the training thread replaces every step: every
+    read is one step's values (each step's are all equal)."""
+    w = tg.tensor(np.ones((32, 32)), requires_grad=True)
+    box: dict = {}
+    stop = threading.Event()
+    wrong = []
+
+    def log():
+        while not stop.is_set():
+            item = box.get("x")
+            if item is not None:
+                v = item[0].numpy()
+                if not np.all(v == item[1]):
+                    wrong.append(v)
+
+    t = threading.Thread(target=log)
+    t.start()
+    for i in range(400):
+        x = tnp.sin(w) * 0.0 + float(i)
+        box["x"] = (x, float(i))
+        tnp.sum(x * w).backward()
+        w.grad = None
+    stop.set()
+    t.join()
+    assert not wrong
+
+
+def test_threads_backward_into_one_leaf_lose_no_update():
+    w = tg.tensor(np.zeros((200, 200)), requires_grad=True)
+
+    def work(k):
+        for _ in range(100):
+            tnp.sum(w * 1.0).backward()
+
+    run_in_threads(work, 4)
+    np.testing.assert_array_equal(w.grad, np.full((200, 200), 400.0))
+
+
+def test_grad_of_a_0d_leaf_stays_an_array():
+    x = tg.tensor(2.0, requires_grad=True)
+    for _ in range(3):
+        (x * x).backward()
+    assert type(x.grad) is np.ndarray and x.grad.shape == () and x.grad == 12.0
+
+
+def test_a_compiled_step_from_threads_gets_per_call_gradients_in_graphs():
+    """A compiled step used as one node of each thread's graph: each backward replays
+    the program under its lock and gets its own call's gradient."""
+    step = tg.compile(lambda w, x: tnp.sum(tnp.tanh(x @ w) ** 2))
+    rng = np.random.default_rng(0)
+    W = rng.standard_normal((6, 3))
+    xs = [rng.standard_normal((5, 6)) for _ in range(4)]
+    want = [tg.grad(lambda w, x=x: tnp.sum(tnp.tanh(x @ w) ** 2))(W) for x in xs]
+    wrong = []
+
+    def work(k):
+        w = tg.tensor(W, requires_grad=True)
+        for _ in range(40):
+            w.grad = None
+            (step(w, xs[k]) * 1.0).backward()
+            if not np.allclose(w.grad, want[k]):
+                wrong.append(k)
+
+    run_in_threads(work, 4)
+    assert not wrong
+
+
+def _results_from_a_thread(n: int) -> tuple[list, list]:
+    """Results of a short-lived thread (a big tape: 20 ops on 2e4 elements) and a weak
+    reference to that thread's eager tape."""
+    out, tapes = [], []
+
+    def work():
+        x = tg.tensor(np.linspace(0, 1, 20_000))
+        for _ in range(20):
+            x = tnp.sin(x) + 1.0
+        tapes.append(weakref.ref(current_tape()))
+        out.append(x)
+
+    for _ in range(n):
+        t = threading.Thread(target=work)
+        t.start()
+        t.join()
+    return out, tapes
+
+
+def test_results_kept_from_short_lived_threads_do_not_keep_their_tapes():
+    out, tapes = _results_from_a_thread(5)
+    gc.collect()
+    for ref in tapes:
+        tape = ref()
+        # the tape object may live on (a bound leaf can name it) but holds no memory
+        assert tape is None or not tape.chunks
+    want = np.linspace(0, 1, 20_000)
+    for _ in range(20):
+        want = np.sin(want) + 1.0
+    for x in out:
+        np.testing.assert_allclose(x.numpy(), want)
+
+
+def test_a_thread_that_holds_a_graph_keeps_its_tape_for_backward():
+    w = tg.tensor(np.array([1.0, 2.0]), requires_grad=True)
+    box = []
+    t = threading.Thread(target=lambda: box.append(tnp.sum(w * w)))
+    t.start()
+    t.join()
+    box[0].backward()  # the graph is still there after its thread ended
+    np.testing.assert_array_equal(w.grad, [2.0, 4.0])
+
+
+def test_a_compiled_step_stays_flat_over_10000_calls_with_new_floats():
+    step = tg.compile(lambda x, s: tnp.sum(tnp.sin(x) * s))
+    x = np.linspace(0, 1, 8)
+    for i in range(200):  # warm up (program, caches, allocator)
+        step.value_and_grad(x, 0.5 + i)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(10_000):
+            step.value_and_grad(x, 1.0 + i * 1e-3)
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert step.stats["captures"] == 1
+    assert grown < 200_000, grown  # bytes; a program or array kept per call is far more
