@@ -69,12 +69,13 @@ from .shapes import gradient_buffer_error, user_gradient
 from .shapes import seed as seed_rule
 from .tape import EAGER, TRANSFORM, Tape, enter, leave
 from .tensors import (
-    FLAG_FREED,
-    FLAG_RG,
     FREED_MESSAGE,
     NO_GRAD_MESSAGE,
     Tensor,
     WeakIdMap,
+    add_grad,
+    graph_freed,
+    home_of,
     set_result_hook,
     values_of,
 )
@@ -104,10 +105,11 @@ def register_hook(t: Tensor, fn: Callable) -> RemovableHandle:
     """Run ``fn(grad)`` when ``t``'s gradient is computed (see Tensor.register_hook)."""
     if not t.requires_grad:
         raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
-    if t._data is None:  # an intermediate (or a leaf bound in this tape: the same slot)
-        tape = t._tape
-        hooks = tape.hooks.setdefault(t._slot, [])
-        tape.set_slot_bits(t._slot, SLOT_HOOK)
+    home = home_of(t)
+    if home is not None:  # an intermediate (or a leaf bound in this tape: the same slot)
+        tape, slot = home
+        hooks = tape.hooks.setdefault(slot, [])
+        tape.set_slot_bits(slot, SLOT_HOOK)
         tape.h[H_HOOKS] = 1
     else:
         hooks = _LEAF_HOOKS.setdefault(t, [])
@@ -143,7 +145,7 @@ def retain_grad(t: Tensor) -> None:
     def keep(g: np.ndarray) -> None:
         owner = ref()
         if owner is not None:
-            _add_grad(owner, g.copy())
+            add_grad(owner, g.copy())
 
     keep._retain = True
     register_hook(t, keep)
@@ -299,23 +301,53 @@ def _check_foreign(tape: Tape, user: bool) -> None:
 def backward(t: Tensor, gradient: Any = None, retain_graph: bool = False) -> None:
     """Run the compiled backward pass from ``t`` (see :meth:`Tensor.backward`)."""
     seed = _seed(t, gradient)
-    if t._data is not None:  # an external tensor: a leaf, or a freed non-leaf
-        if t._flags & FLAG_FREED:
+    home = home_of(t)
+    if home is None:  # an external tensor: a leaf, or a freed non-leaf
+        if graph_freed(t):
             raise RuntimeError(FREED_MESSAGE)
-        if not t._flags & FLAG_RG:
+        if not t.requires_grad:
             raise RuntimeError(NO_GRAD_MESSAGE)
         accumulate_grad(t, np.ones(t.shape, t.dtype) if seed is None else seed)
         return
-    tape = t._tape
-    if not tape.slot_rg(t._slot):
+    tape, slot = home
+    if not tape.slot_rg(slot):
         raise RuntimeError(NO_GRAD_MESSAGE)
-    _drive(tape, t._slot, seed, retain_graph, True)
+    _backward_from(tape, slot, seed, retain_graph)
+
+
+def _backward_from(tape: Tape, root: int, seed: np.ndarray | None, retain_graph: bool) -> None:
+    """Backward from slot ``root`` of ``tape`` into the leaves' ``.grad``, and on into
+    the handed-over tapes whose held results this graph used."""
+    _drive(tape, root, seed, retain_graph, True)
+    # results of handed-over tapes this graph used (tensors._bind_chained): their
+    # gradients are read before anything else runs a backward
+    chained = _chained_gradients(tape) if tape.foreign else None
     for slot, leaf in tape.leaves:
         g = tape.read_grad(slot)
         if g is not None:
             accumulate_grad(leaf, g)
-    if not retain_graph:
-        tape.stale = True  # rewound by the next op (see Tape.try_rewind)
+    # rewound (or handed over) by the next op, see tape.current_tape; after
+    # retain_graph too, so that a retained graph nothing holds any more is freed
+    tape.stale = True
+    if chained:
+        # on into the held graphs: one backward per seed, and all but the last into
+        # each tape keep its graph for the next (backward is linear in the seed)
+        last = {id(home): i for i, (home, _, _) in enumerate(chained)}
+        for i, (home, home_slot, g) in enumerate(chained):
+            _backward_from(home, home_slot, g, retain_graph or last[id(home)] != i)
+
+
+def _chained_gradients(tape: Tape) -> list[tuple[Tape, int, np.ndarray]]:
+    """(tape, slot, gradient) for each chained slot of an eager ``tape`` that the last
+    backward reached, by the tape and slot its result had when bound."""
+    if tape.kind != EAGER:
+        return []
+    found = []
+    for slot, _, home, home_slot in tape.foreign.values():
+        g = tape.read_grad(slot)
+        if g is not None:
+            found.append((home, home_slot, g))
+    return found
 
 
 def gradients(
@@ -325,13 +357,14 @@ def gradients(
     or None where ``out`` does not depend on one; no ``.grad`` is changed (PyTorch's
     ``torch.autograd.grad``)."""
     seed = _seed(out, gradient)
-    if out._data is not None:  # the output is a leaf itself
+    home = home_of(out)
+    if home is None:  # the output is a leaf itself
         ones = np.ones(out.shape, out.dtype) if seed is None else seed
         return [ones.copy() if t is out and out.requires_grad else None for t in inputs]
-    tape = out._tape
-    if not tape.slot_rg(out._slot):
+    tape, slot = home
+    if not tape.slot_rg(slot):
         return [None] * len(inputs)
-    _drive(tape, out._slot, seed, retain_graph, False)
+    _drive(tape, slot, seed, retain_graph, False)
     found: list[np.ndarray | None] = [None] * len(inputs)
     where = {id(t): i for i, t in enumerate(inputs)}
     for slot, leaf in tape.leaves:
@@ -350,30 +383,17 @@ def gradients(
     return found
 
 
-# Accumulation into ``.grad`` is atomic per leaf, as in PyTorch: threads that backward
-# into one shared leaf each add their gradient (a read-add-write without a lock loses
-# updates). Striped locks: a lock per leaf without a field per tensor.
-_GRAD_LOCKS = [threading.Lock() for _ in range(64)]
-
-
-def _add_grad(leaf: Tensor, g: np.ndarray) -> None:
-    with _GRAD_LOCKS[(id(leaf) >> 4) & 63]:
-        old = leaf.grad
-        # a fresh array, never the one a user holds; np.add keeps a 0-d result an array
-        leaf.grad = g if old is None else np.add(old, g, out=np.empty_like(old))
-
-
 def accumulate_grad(leaf: Tensor, g: np.ndarray) -> None:
     """Add ``g`` into ``leaf.grad`` (running its hooks, on a callback tape, if any)."""
     hooks = _LEAF_HOOKS.get(leaf)
     post = _POST_HOOKS.get(leaf)
     if not hooks and not post:
-        _add_grad(leaf, g)
+        add_grad(leaf, g)
         return
     with callback_tape():
         if hooks:
             g = _run_hooks(hooks, g, "a leaf tensor")
-        _add_grad(leaf, g)
+        add_grad(leaf, g)
         for fn in list(post or ()):
             fn(leaf)
 

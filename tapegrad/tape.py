@@ -34,6 +34,7 @@ import math
 import os
 import sys
 import threading
+import weakref
 from itertools import compress
 from typing import TYPE_CHECKING, Any
 
@@ -231,14 +232,16 @@ def normalize_array(a: Any, copy: bool = True) -> np.ndarray:
 class Tape:
     """Typed struct-of-arrays record of the ops run since the last rewind."""
 
-    def __init__(self) -> None:
+    def __init__(self, like: Tape | None = None) -> None:
+        """An empty tape; with ``like``, with that tape's capacities (the tape a thread
+        records into next after handing ``like`` over, see :meth:`hand_over`)."""
         self.header = np.zeros(H_LEN, np.int64)
         self.h = memoryview(self.header)
         self.h[H_SELF] = self.header.ctypes.data
         self.arrays: dict[str, np.ndarray] = {}
         self.views: dict[str, memoryview] = {}
-        for name, (_, _, _, _, _, cap) in _TABLES.items():
-            self._set_table(name, cap, None)
+        for name, (_, cap_f, _, _, _, cap) in _TABLES.items():
+            self._set_table(name, like.h[cap_f] if like is not None else cap, None)
         self.scratch = np.zeros(SCRATCH_LEN, np.int64)  # kernels' loop plans
         self.h[H_SCRATCH] = self.scratch.ctypes.data
         self.h[H_SCRATCH_CAP] = self.scratch.size
@@ -253,10 +256,12 @@ class Tape:
         self.h[H_NUMPY_MIN] = NUMPY_MIN
         self.h[H_THREAD_MIN] = THREAD_MIN if worker_count() > 1 else 0
         self.chunks: list[np.ndarray] = []
-        self._new_chunk(1 << 20)
-        self.grad_buf, self.h[H_GRAD] = _aligned_buffer(1 << 16)
-        self.h[H_GRAD_CAP] = 1 << 16
-        self.h[H_GRAD_ENABLED] = 1
+        # the arena's usable bytes (each chunk has ALIGN bytes of padding)
+        self._new_chunk(sum(c.size - ALIGN for c in like.chunks) if like is not None else 1 << 20)
+        grad_cap = like.h[H_GRAD_CAP] if like is not None else 1 << 16
+        self.grad_buf, self.h[H_GRAD] = _aligned_buffer(grad_cap)
+        self.h[H_GRAD_CAP] = grad_cap
+        self.h[H_GRAD_ENABLED] = like.h[H_GRAD_ENABLED] if like is not None else 1
         self.epoch = 0
         self.handles: list[Tensor] = []  # in-tape tensors created this epoch
         self.leaves: list[tuple[int, Tensor]] = []  # bound leaves that require grad
@@ -279,6 +284,10 @@ class Tape:
         self.foreign_rg = True
         self.foreign: dict[int, tuple[int, Any]] = {}  # id -> (slot, tensor) this epoch
         self.capture: Any = None  # the capture state while tg.compile records here
+        # left to the graphs held in it (hand_over): never rewound or recorded into again;
+        # ``held`` has weak references to the handles that keep it
+        self.handed_over = False
+        self.held: list[Any] = []
         self.thread = threading.get_ident()
         # Held by this thread while it copies handles out and rewinds, and by any thread
         # reading a handle's values from the tape (Tensor._value): a reader in another
@@ -516,9 +525,10 @@ class Tape:
         self._copy_out_and_rewind(live)
         return True
 
-    def _copy_out_and_rewind(self, live: list) -> None:
-        """Copy the handles in ``live`` out of the tape, rewind, and let the views
-        among them (``tapegrad.views``) be taken again from their roots."""
+    def _copy_out_and_rewind(self, live: list, rewind: bool = True) -> None:
+        """Copy the handles in ``live`` out of the tape, rewind (unless not ``rewind``),
+        and let the views among them (``tapegrad.views``) be taken again from their
+        roots."""
         views = _VIEW_HOOKS[0](live) if _VIEW_HOOKS is not None else []
         if views:
             live = live + _VIEW_HOOKS[1](views, self)
@@ -526,9 +536,38 @@ class Tape:
             for t in live:
                 if t._data is None and t._tape is self:  # a handle can be listed twice
                     t._detach_from_tape(self.read(t._slot), self.slot_rg(t._slot))
-            self.rewind()
+            if rewind:
+                self.rewind()
         if views:
             _VIEW_HOOKS[2](views)
+
+    def hand_over(self) -> None:
+        """Leave this tape to the graphs held in it; the thread records into another.
+
+        Called when a rewind is due but a handle user code holds still has a graph that
+        may run backward (a metric kept without ``.detach()``, a loss after
+        ``backward(retain_graph=True)``). Held handles without such a graph are copied
+        out; leaves bound here are unbound (a stale binding would keep the tape alive);
+        the handle list is dropped. The tape then lives exactly as long as the handles
+        of its held graphs, which stay usable: ``backward()`` runs here, and an op of a
+        later step that uses one binds it as a chained slot (``tensors._bind_chained``)
+        through which that step's backward continues into this tape.
+        """
+        live = [t for t in _held(self.handles) if t._data is None and t._tape is self]
+        graphs = [t for t in live if self.holds_graph([t])]
+        kept = {id(t) for t in graphs}
+        self._copy_out_and_rewind([t for t in live if id(t) not in kept], rewind=False)
+        for _, t in self.leaves:
+            if t._data is not None and t._tape is self:
+                t._tape, t._slot, t._epoch = None, -1, -1
+        self.held = [weakref.ref(t) for t in graphs]
+        self.handles = []
+        self.handed_over = True
+        self.stale = False
+
+    def graphs_dropped(self) -> bool:
+        """A handed-over tape whose held graphs user code has all dropped."""
+        return not any(ref() is not None for ref in self.held)
 
     def holds_graph(self, live: list) -> bool:
         """True when a handle in ``live`` (or the root of a view among them) requires
@@ -655,6 +694,7 @@ def _stack() -> list[Tape]:
         _tls.tape = Tape()
         _tls.stack = [_tls.tape]
         _tls.pool = []
+        _tls.handed = []  # tapes this thread handed over to held graphs (see _hand_over)
         _tls.owner = _ThreadTapes(_tls.stack, _tls.pool)
         return _tls.stack
 
@@ -666,9 +706,34 @@ def current_tape() -> Tape:
         tape = _tls.tape
     except AttributeError:
         tape = _stack()[0]
-    if tape.stale:
-        tape.try_rewind()
+    if tape.stale and not tape.try_rewind():
+        stack = _stack()
+        if len(stack) == 1 and tape.kind == EAGER and not tape.pinned:
+            tape = _hand_over(tape)
     return tape
+
+
+def _hand_over(tape: Tape) -> Tape:
+    """Leave this thread's eager tape to the graphs held in it (:meth:`Tape.hand_over`)
+    and record into another: a handed-over tape whose graphs were all dropped since,
+    rewound, or a new one of the same capacities. Tapes whose graphs were dropped are
+    let go, but one, so memory follows the graphs user code holds."""
+    tape.hand_over()
+    handed = _tls.handed
+    spare = None
+    for old in [t for t in handed if t.graphs_dropped()]:
+        handed.remove(old)
+        if spare is None:
+            spare = old
+    handed.append(tape)
+    if spare is not None:
+        spare.handed_over, spare.held = False, []
+        spare.rewind()
+        spare.grad_enabled = tape.grad_enabled
+    new = spare if spare is not None else Tape(like=tape)
+    _tls.stack[0] = new
+    _tls.tape = new
+    return new
 
 
 def tape_stack() -> list[Tape]:

@@ -599,6 +599,52 @@ def result_handle(tape: Tape, slot: int, epoch: int) -> Tensor:
     return t
 
 
+# --- the handle, for the layers above (engine, transforms): named reads instead of
+# Tensor's fields. tape.py, views.py and compile.py manage handles themselves and read
+# the fields (tests/test_layering.py holds every other module to these functions).
+
+
+def home_of(t: Tensor) -> tuple[Tape, int] | None:
+    """The tape and slot of a tape result; None for a tensor holding its own values (a
+    leaf, a constant, or a result copied out by a rewind)."""
+    return None if t._data is not None else (t._tape, t._slot)
+
+
+# Accumulation into ``.grad`` is atomic per tensor, as in PyTorch: threads that backward
+# into one shared leaf each add their gradient (a read-add-write without a lock loses
+# updates). Striped locks: a lock per tensor without a field per tensor.
+_GRAD_LOCKS = [threading.Lock() for _ in range(64)]
+# CPython's table of running Python threads (a dict; O(1) to size). With one thread no
+# other can interleave, and the lock (half a microsecond per backward) is skipped.
+_THREADS: dict = getattr(threading, "_active", {0: 0, 1: 1})
+
+
+def add_grad(t: Tensor, g: np.ndarray) -> None:
+    """Add ``g`` (of ``t``'s shape and dtype) into ``t.grad``: a fresh array, never the
+    one a user holds; ``np.add`` keeps a 0-d ``.grad`` an array."""
+    if len(_THREADS) < 2:
+        old = t._grad
+        t._grad = g if old is None else np.add(old, g, out=np.empty_like(old))
+        return
+    lock = _GRAD_LOCKS[(id(t) >> 4) & 63]
+    lock.acquire()  # (acquire/release cost half of a ``with`` block)
+    try:
+        old = t._grad
+        t._grad = g if old is None else np.add(old, g, out=np.empty_like(old))
+    finally:
+        lock.release()
+
+
+def graph_freed(t: Tensor) -> bool:
+    """A copied-out result that required grad: its graph is gone."""
+    return t._data is not None and bool(t._flags & FLAG_FREED)
+
+
+def mark_differentiated(t: Tensor, on: bool) -> None:
+    """Flag a transform's argument while its function runs (other tapes refuse it)."""
+    t._flags = t._flags | FLAG_DIFF if on else t._flags & ~FLAG_DIFF
+
+
 def rebuild(values: np.ndarray, requires_grad: bool) -> Tensor:
     """A leaf holding ``values`` (what unpickling a tensor calls)."""
     return tensor(values, requires_grad=requires_grad)
@@ -727,6 +773,8 @@ def _bind_other(tape: Tape, t: Tensor) -> int:
                 "or .detach() it"
             )
         return _bind_foreign(tape, t)
+    if rg and home.handed_over and tape.kind == EAGER and home.thread == tape.thread:
+        return _bind_chained(tape, t)
     if rg:
         if home.thread != tape.thread:
             raise RuntimeError(
@@ -740,6 +788,24 @@ def _bind_other(tape: Tape, t: Tensor) -> int:
             "use .detach()"
         )
     return tape.import_array(normalize_array(t._value(), copy=False), SLOT_CONST)
+
+
+def _bind_chained(tape: Tape, t: Tensor) -> int:
+    """A slot for a result of a handed-over tape (``Tape.hand_over``: a graph held
+    across a rewind) used by an op of this eager tape, once per epoch.
+
+    The slot requires grad and is listed in ``tape.foreign``; a backward here that
+    reaches it continues into the result's own tape, seeded with the slot's gradient
+    (``engine._backward_from``), as PyTorch's graph would run on through the held
+    node."""
+    entry = tape.foreign.get(id(t))
+    if entry is not None and entry[1] is t:
+        return entry[0]
+    home, home_slot = t._tape, t._slot
+    s = tape.import_array(normalize_array(t._value(), copy=False), SLOT_RG)
+    # the result's place now: an in-place op may rebind the handle later
+    tape.foreign[id(t)] = (s, t, home, home_slot)
+    return s
 
 
 def _bind_foreign(tape: Tape, t: Tensor) -> int:

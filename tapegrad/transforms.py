@@ -36,7 +36,15 @@ from .boundary import HIGHER_ORDER
 from .engine import gradients
 from .pytree import flatten
 from .tape import TRANSFORM, Tape, enter, leave
-from .tensors import FLAG_DIFF, Tensor, as_tensor, is_grad_enabled, serial, tensor
+from .tensors import (
+    Tensor,
+    as_tensor,
+    home_of,
+    is_grad_enabled,
+    mark_differentiated,
+    serial,
+    tensor,
+)
 
 __all__ = ["grad", "jacobian", "value_and_grad", "vjp"]
 
@@ -62,7 +70,7 @@ def _leaf_tensor(value: Any, where: str, grad_on: bool) -> Tensor:
             f"({arr.dtype}) is not defined; pass floats"
         )
     t = tensor(arr, requires_grad=True)
-    t._flags |= FLAG_DIFF  # being differentiated: refused on other tapes while f runs
+    mark_differentiated(t, True)  # refused on other tapes while f runs
     return t
 
 
@@ -110,7 +118,7 @@ def _done(tape: Tape, leaves_per_arg: list, keep: bool = False) -> None:
     """The recording is over: the arguments are ordinary tensors again; leave the tape."""
     for ts, _, _ in leaves_per_arg:
         for t in ts:
-            t._flags &= ~FLAG_DIFF
+            mark_differentiated(t, False)
     leave(tape, keep)
 
 
@@ -119,7 +127,8 @@ def _differentiate(
 ) -> list[Any]:
     """Gradients of ``out`` for each differentiated argument, in its structure."""
     flat = [t for ts, _, _ in leaves_per_arg for t in ts]
-    mine = out._tape is tape if out._data is None else any(out is t for t in flat)
+    home = home_of(out)
+    mine = home[0] is tape if home is not None else any(out is t for t in flat)
     found = gradients(out, flat, cotangent, retain_graph=True) if mine else [None] * len(flat)
     if all(g is None for g in found):
         warnings.warn(
@@ -262,7 +271,8 @@ def jacobian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
             out = _as_output(out)
             ts = [t for group, _, _ in leaves for t in group]
             jacs = [np.zeros(out.shape + t.shape, t.dtype) for t in ts]
-            mine = out._tape is tape if out._data is None else any(out is t for t in ts)
+            home = home_of(out)
+            mine = home[0] is tape if home is not None else any(out is t for t in ts)
             if mine and out.requires_grad:
                 for idx in np.ndindex(out.shape):
                     seed = np.zeros(out.shape, out.dtype)

@@ -204,3 +204,47 @@ def test_the_guard_sees(tmp_path, monkeypatch, source, expected):
     (fake / "tensors.py").write_text(source)
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
     assert violations() == expected
+
+
+# Tensor's private fields (its ``__slots__``) outside tensors.py: the modules that manage
+# handles themselves, and the fields each may touch. Everything else reads a handle
+# through tensors.py's functions (home_of, graph_freed, values_of...).
+HANDLE_FRIENDS: dict[str, set[str]] = {
+    "tape": {"_tape", "_slot", "_epoch", "_data"},  # binds, copies out, rebinds handles
+    "views": {"_view", "_views", "_data", "_tape"},  # the view fields are its own
+    "compile": {"_tape", "_slot", "_epoch", "_data", "_flags"},  # capture inputs, guards
+}
+
+
+def handle_field_uses() -> set[tuple[str, str]]:
+    """(module, field) for every read or write of a Tensor private field, on anything
+    but ``self``, outside tensors.py."""
+    slots = set()
+    body = ast.parse((PACKAGE / "tensors.py").read_text())
+    for node in ast.walk(body):
+        if isinstance(node, ast.ClassDef) and node.name == "Tensor":
+            for stmt in node.body:
+                if isinstance(stmt, ast.Assign) and ast.unparse(stmt.targets[0]) == "__slots__":
+                    slots = {e.value for e in stmt.value.elts if e.value.startswith("_")}
+    slots.discard("__weakref__")
+    found = set()
+    for module, path in _modules().items():
+        if module == "tensors":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr in slots
+                and not (isinstance(node.value, ast.Name) and node.value.id == "self")
+            ):
+                found.add((module, node.attr))
+    return found
+
+
+def test_tensor_fields_stay_with_the_modules_that_manage_handles():
+    uses = handle_field_uses()
+    assert ("tape", "_slot") in uses  # the checker sees the fields (a sanity check)
+    stray = sorted((m, f) for m, f in uses if f not in HANDLE_FRIENDS.get(m, set()))
+    assert not stray, "Tensor fields read outside the handle's managers:\n" + "\n".join(
+        f"  {m}: {f}" for m, f in stray
+    )
