@@ -31,6 +31,7 @@ import numpy as np
 from . import dispatch
 from .boundary import HIGHER_ORDER
 from .layout import (
+    DTYPE_CODE,
     DTYPE_NAMES,
     E_CALLBACK_HOOK,
     E_CALLBACK_PY,
@@ -64,6 +65,8 @@ from .layout import (
     SLOT_HOOK,
 )
 from .ops import ROWS
+from .ops.elementwise import ADD, MUL
+from .ops.reduce import SUM
 from .scheduler import resume, run_backward
 from .shapes import gradient_buffer_error, user_gradient
 from .shapes import seed as seed_rule
@@ -74,9 +77,13 @@ from .tensors import (
     Tensor,
     WeakIdMap,
     add_grad,
+    elementwise,
+    general,
     graph_freed,
     home_of,
+    result_handle,
     set_result_hook,
+    thread_alive,
     values_of,
 )
 
@@ -312,42 +319,96 @@ def backward(t: Tensor, gradient: Any = None, retain_graph: bool = False) -> Non
     tape, slot = home
     if not tape.slot_rg(slot):
         raise RuntimeError(NO_GRAD_MESSAGE)
-    _backward_from(tape, slot, seed, retain_graph)
-
-
-def _backward_from(tape: Tape, root: int, seed: np.ndarray | None, retain_graph: bool) -> None:
-    """Backward from slot ``root`` of ``tape`` into the leaves' ``.grad``, and on into
-    the handed-over tapes whose held results this graph used."""
-    _drive(tape, root, seed, retain_graph, True)
-    # results of handed-over tapes this graph used (tensors._bind_chained): their
-    # gradients are read before anything else runs a backward
-    chained = _chained_gradients(tape) if tape.foreign else None
-    for slot, leaf in tape.leaves:
-        g = tape.read_grad(slot)
-        if g is not None:
-            accumulate_grad(leaf, g)
+    _drive_owned(tape, slot, seed, retain_graph)
     # rewound (or handed over) by the next op, see tape.current_tape; after
     # retain_graph too, so that a retained graph nothing holds any more is freed
     tape.stale = True
-    if chained:
-        # on into the held graphs: one backward per seed, and all but the last into
-        # each tape keep its graph for the next (backward is linear in the seed)
-        last = {id(home): i for i, (home, _, _) in enumerate(chained)}
-        for i, (home, home_slot, g) in enumerate(chained):
-            _backward_from(home, home_slot, g, retain_graph or last[id(home)] != i)
+    if tape.foreign and tape.kind == EAGER:
+        _backward_chained(tape, retain_graph)
+        return
+    for s, leaf in tape.leaves:  # the common case: one tape
+        g = tape.read_grad(s)
+        if g is not None:
+            accumulate_grad(leaf, g)
 
 
-def _chained_gradients(tape: Tape) -> list[tuple[Tape, int, np.ndarray]]:
-    """(tape, slot, gradient) for each chained slot of an eager ``tape`` that the last
-    backward reached, by the tape and slot its result had when bound."""
+def _drive_owned(tape: Tape, root: int, seed: np.ndarray | None, retain_graph: bool) -> None:
+    """:func:`_drive` for a user's backward: on the thread that records into ``tape``,
+    or, once that thread has ended, under the tape's lock (two threads running one
+    dead thread's graph)."""
+    if tape.thread == threading.get_ident():
+        _drive(tape, root, seed, retain_graph, True)
+        return
+    if thread_alive(tape.thread):
+        raise RuntimeError(
+            "backward() of a graph recorded by another thread that is still running: its "
+            "tape (values, gradient buffers) is that thread's, which may be using it now. "
+            "Run the backward in that thread, or after it has ended"
+        )
+    with tape.lock:
+        _drive(tape, root, seed, retain_graph, True)
+
+
+def _backward_chained(tape: Tape, retain_graph: bool) -> None:
+    """The rest of a backward whose graph used held results of handed-over tapes
+    (``tensors._bind_chained``): continue into each such tape once, newest first, with
+    all the gradients that reach it (a chained slot only ever names an earlier
+    handover, so every seed of a tape is known before it runs), then add each leaf's
+    total into ``.grad`` once, as a single graph's backward would: hooks see the sum."""
+    leaf_grads: dict[int, list] = {}
+    pending: dict[Tape, dict[int, np.ndarray]] = {}
+    _collect(tape, leaf_grads, pending)
+    while pending:
+        home = max(pending, key=lambda tp: tp.handed_over)
+        root, seed = _merged_root(home, pending.pop(home))
+        _drive_owned(home, root, seed, retain_graph)
+        _collect(home, leaf_grads, pending)
+    for leaf, g in leaf_grads.values():
+        accumulate_grad(leaf, g)
+
+
+def _collect(tape: Tape, leaf_grads: dict, pending: dict) -> None:
+    """Gather what the backward just run in ``tape`` found: leaf gradients (summed per
+    leaf) and the seeds of handed-over tapes (summed per slot)."""
+    for slot, leaf in tape.leaves:
+        g = tape.read_grad(slot)
+        if g is not None:
+            entry = leaf_grads.get(id(leaf))
+            if entry is None:
+                leaf_grads[id(leaf)] = [leaf, g]
+            else:
+                entry[1] = np.add(entry[1], g, out=np.empty_like(g))  # 0-d stays an array
     if tape.kind != EAGER:
-        return []
-    found = []
+        return
     for slot, _, home, home_slot in tape.foreign.values():
         g = tape.read_grad(slot)
         if g is not None:
-            found.append((home, home_slot, g))
-    return found
+            seeds = pending.setdefault(home, {})
+            old = seeds.get(home_slot)
+            seeds[home_slot] = g if old is None else np.add(old, g, out=np.empty_like(g))
+    tape.stale = True
+
+
+def _merged_root(home: Tape, seeds: dict[int, np.ndarray]) -> tuple[int, np.ndarray | None]:
+    """One root for several seeds into a handed-over tape: ``sum_i sum(r_i * g_i)`` of its
+    held results ``r_i``, recorded there, whose gradient at each ``r_i`` is exactly
+    ``g_i`` (so the tape runs backward once, and hooks in it see summed gradients)."""
+    if len(seeds) == 1:
+        return next(iter(seeds.items()))
+    home.pinned = True  # recording here must not rewind the tape
+    enter(EAGER, grad_enabled=True, tape=home)
+    try:
+        total = None
+        for slot, g in seeds.items():
+            part = elementwise(MUL, result_handle(home, slot, home.epoch), g)
+            nd = part.ndim
+            code = DTYPE_CODE[part.dtype]
+            part = general(SUM, code, [part], [(code, ())], [nd, *range(nd)], [1.0])
+            total = part if total is None else elementwise(ADD, total, part)
+    finally:
+        leave(home, keep=True)
+        home.pinned = False
+    return home_of(total)[1], None
 
 
 def gradients(

@@ -157,6 +157,8 @@ E_GUARD = -14  # replay: guard H_ERR_A of a captured program does not hold (tape
 # table capacity and copies it into the tables (so Python never reserves).
 R_NIN, R_NOUT, R_NIP, R_NFP, R_ALIAS, R_BODY = range(6)
 # the kernels' scratch: a loop plan (dims and three stride arrays), then an odometer
+# over the plan's axes, MAXDIM cells each (named views: plan_arrays, odometer)
+SCRATCH_DIMS, SCRATCH_SA, SCRATCH_SB, SCRATCH_SC, SCRATCH_CTR = (i * MAXDIM for i in range(5))
 SCRATCH_LEN = 5 * MAXDIM
 
 # Saved-value masks (``Op.saved_mask``, the scheduler's in-place check): bit i is the
@@ -251,6 +253,23 @@ def shapes(h):
 @jit
 def scratch(h):
     return carray(as_pointer(h[H_SCRATCH], np.int64), h[H_SCRATCH_CAP])
+
+
+@jit
+def plan_arrays(sc):
+    """Views of the kernel scratch ``sc``: ``dims, sa, sb, sc`` of a loop plan."""
+    return (
+        sc[SCRATCH_DIMS : SCRATCH_DIMS + MAXDIM],
+        sc[SCRATCH_SA : SCRATCH_SA + MAXDIM],
+        sc[SCRATCH_SB : SCRATCH_SB + MAXDIM],
+        sc[SCRATCH_SC : SCRATCH_SC + MAXDIM],
+    )
+
+
+@jit
+def odometer(sc):
+    """The view of the kernel scratch ``sc`` that counts a walk's position per axis."""
+    return sc[SCRATCH_CTR : SCRATCH_CTR + MAXDIM]
 
 
 @jit

@@ -30,11 +30,11 @@ still wanted and the tape does not rewind (as PyTorch keeps such a graph alive).
 from __future__ import annotations
 
 import ctypes
+import itertools
 import math
 import os
 import sys
 import threading
-import weakref
 from itertools import compress
 from typing import TYPE_CHECKING, Any
 
@@ -284,10 +284,9 @@ class Tape:
         self.foreign_rg = True
         self.foreign: dict[int, tuple[int, Any]] = {}  # id -> (slot, tensor) this epoch
         self.capture: Any = None  # the capture state while tg.compile records here
-        # left to the graphs held in it (hand_over): never rewound or recorded into again;
-        # ``held`` has weak references to the handles that keep it
-        self.handed_over = False
-        self.held: list[Any] = []
+        # left to the graphs held in it (hand_over): never rewound; then the handover's
+        # serial (later handovers, higher serials: a chained slot names an earlier one)
+        self.handed_over = 0
         self.thread = threading.get_ident()
         # Held by this thread while it copies handles out and rewinds, and by any thread
         # reading a handle's values from the tape (Tensor._value): a reader in another
@@ -541,16 +540,17 @@ class Tape:
         if views:
             _VIEW_HOOKS[2](views)
 
-    def hand_over(self) -> None:
-        """Leave this tape to the graphs held in it; the thread records into another.
+    def hand_over(self, serial: int) -> None:
+        """Leave this tape to the graphs held in it (the thread records into another
+        already, see :func:`_hand_over`).
 
         Called when a rewind is due but a handle user code holds still has a graph that
         may run backward (a metric kept without ``.detach()``, a loss after
         ``backward(retain_graph=True)``). Held handles without such a graph are copied
-        out; leaves bound here are unbound (a stale binding would keep the tape alive);
-        the handle list is dropped. The tape then lives exactly as long as the handles
-        of its held graphs, which stay usable: ``backward()`` runs here, and an op of a
-        later step that uses one binds it as a chained slot (``tensors._bind_chained``)
+        out; leaves bound here are unbound (a stale binding would keep the tape alive).
+        The tape is never rewound or reused: it lives as long as a handle of it does,
+        and its held graphs stay usable: ``backward()`` runs here, and an op of a later
+        step that uses one binds it as a chained slot (``tensors._bind_chained``)
         through which that step's backward continues into this tape.
         """
         live = [t for t in _held(self.handles) if t._data is None and t._tape is self]
@@ -560,14 +560,19 @@ class Tape:
         for _, t in self.leaves:
             if t._data is not None and t._tape is self:
                 t._tape, t._slot, t._epoch = None, -1, -1
-        self.held = [weakref.ref(t) for t in graphs]
-        self.handles = []
-        self.handed_over = True
+        # the held handles stay listed (tapegrad.views counts on that reference), and so
+        # do any made here later (copies, a chained backward's merged root)
+        self.handles = graphs
+        self.handed_over = serial
         self.stale = False
 
     def graphs_dropped(self) -> bool:
-        """A handed-over tape whose held graphs user code has all dropped."""
-        return not any(ref() is not None for ref in self.held)
+        """A handed-over tape none of whose handles user code still references: its
+        handle list is dropped, which frees it (a handle names its tape)."""
+        if _held(self.handles):
+            return False
+        self.handles = []
+        return True
 
     def holds_graph(self, live: list) -> bool:
         """True when a handle in ``live`` (or the root of a view among them) requires
@@ -706,33 +711,35 @@ def current_tape() -> Tape:
         tape = _tls.tape
     except AttributeError:
         tape = _stack()[0]
-    if tape.stale and not tape.try_rewind():
-        stack = _stack()
-        if len(stack) == 1 and tape.kind == EAGER and not tape.pinned:
-            tape = _hand_over(tape)
+    if tape.stale:
+        if not tape.try_rewind():
+            stack = _stack()
+            if len(stack) == 1 and tape.kind == EAGER and not tape.pinned:
+                tape = _hand_over(tape)
+        elif _tls.handed:
+            _let_go()
     return tape
+
+
+def _let_go() -> None:
+    """Drop this thread's handed-over tapes whose handles were all dropped."""
+    _tls.handed[:] = [t for t in _tls.handed if not t.graphs_dropped()]
+
+
+_HANDOVERS = itertools.count(1)
 
 
 def _hand_over(tape: Tape) -> Tape:
     """Leave this thread's eager tape to the graphs held in it (:meth:`Tape.hand_over`)
-    and record into another: a handed-over tape whose graphs were all dropped since,
-    rewound, or a new one of the same capacities. Tapes whose graphs were dropped are
-    let go, but one, so memory follows the graphs user code holds."""
-    tape.hand_over()
-    handed = _tls.handed
-    spare = None
-    for old in [t for t in handed if t.graphs_dropped()]:
-        handed.remove(old)
-        if spare is None:
-            spare = old
-    handed.append(tape)
-    if spare is not None:
-        spare.handed_over, spare.held = False, []
-        spare.rewind()
-        spare.grad_enabled = tape.grad_enabled
-    new = spare if spare is not None else Tape(like=tape)
+    and record into a new one of the same capacities. The new one is current first, so
+    that what the handover records (views taken again from copied-out roots) goes
+    there. Handed-over tapes whose handles were all dropped are let go."""
+    new = Tape(like=tape)
     _tls.stack[0] = new
     _tls.tape = new
+    tape.hand_over(next(_HANDOVERS))
+    _let_go()
+    _tls.handed.append(tape)
     return new
 
 

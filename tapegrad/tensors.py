@@ -619,6 +619,11 @@ _GRAD_LOCKS = [threading.Lock() for _ in range(64)]
 _THREADS: dict = getattr(threading, "_active", {0: 0, 1: 1})
 
 
+def thread_alive(ident: int) -> bool:
+    """Whether the Python thread of this identifier is still running."""
+    return ident in _THREADS
+
+
 def add_grad(t: Tensor, g: np.ndarray) -> None:
     """Add ``g`` (of ``t``'s shape and dtype) into ``t.grad``: a fresh array, never the
     one a user holds; ``np.add`` keeps a 0-d ``.grad`` an array."""
@@ -796,7 +801,7 @@ def _bind_chained(tape: Tape, t: Tensor) -> int:
 
     The slot requires grad and is listed in ``tape.foreign``; a backward here that
     reaches it continues into the result's own tape, seeded with the slot's gradient
-    (``engine._backward_from``), as PyTorch's graph would run on through the held
+    (``engine._backward_chained``), as PyTorch's graph would run on through the held
     node."""
     entry = tape.foreign.get(id(t))
     if entry is not None and entry[1] is t:

@@ -4,6 +4,7 @@ follows what user code holds, and the held graphs stay exact."""
 
 from __future__ import annotations
 
+import copy
 import threading
 
 import numpy as np
@@ -168,3 +169,136 @@ def test_a_held_graph_of_another_thread_cannot_join_this_one():
     w.grad = None
     box[0].backward()  # its own backward still runs
     np.testing.assert_array_equal(w.grad, [2.0, 4.0])
+
+
+# --- what a hostile round found (each returned a wrong number or crashed before) ---------
+
+
+def test_a_view_kept_across_handovers_keeps_its_values():
+    w = tg.tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True)
+    xb = tg.tensor(np.arange(6.0))[0:3]  # a batch view kept across steps
+    for i in range(4):
+        h = w
+        for _ in range(10 + 20 * i):  # steps of growing length
+            h = tnp.tanh(h) * 1.5
+        loss = tnp.sum(h) + tnp.sum(w * xb)
+        metric = loss * 1.0 if i in (0, 2) else None  # noqa: F841 -- held into the next step
+        loss.backward()
+        np.testing.assert_array_equal(xb.numpy(), [0.0, 1.0, 2.0])
+    w.grad = None
+    tnp.sum(w * xb).backward()
+    np.testing.assert_array_equal(w.grad, [0.0, 1.0, 2.0])
+
+
+def test_a_copy_of_a_held_result_outlives_the_original():
+    w = tg.tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True)
+    m = tnp.sum(w * w) * 1.0
+    tnp.sum(w * 3.0).backward()
+    probe = tnp.sum(w * 7.0)  # handover: m keeps the old tape
+    m2 = copy.copy(m)
+    del m
+    for _ in range(3):  # more handovers; the old tape must not be reused under m2
+        keep = tnp.sum(w) * 2.0  # noqa: F841
+        tnp.sum(w * 5.0).backward()
+        probe = tnp.sum(w * 7.0)  # noqa: F841
+    assert m2.item() == 14.0
+    w.grad = None
+    m2.backward()
+    np.testing.assert_array_equal(w.grad, [2.0, 4.0, 6.0])
+
+
+def _step(w, c=1.0):
+    tnp.sum(w * c).backward()
+
+
+@pytest.mark.parametrize("order", ["ab", "ba"])
+def test_a_held_result_reached_by_two_paths_runs_its_tape_once(order):
+    w = tg.tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True)
+    a = tnp.sum(w * w)
+    _step(w)
+    b = a * 3.0  # a step later, from a's held graph
+    _step(w, 2.0)
+    z = a + b if order == "ab" else b + a  # reaches a's tape directly and through b
+    w.grad = None
+    z.backward()
+    np.testing.assert_array_equal(w.grad, 8.0 * np.array([1.0, 2.0, 3.0]))
+    with pytest.raises(RuntimeError, match="second time"):
+        z.backward()
+    np.testing.assert_array_equal(w.grad, 8.0 * np.array([1.0, 2.0, 3.0]))  # unchanged
+
+
+def test_fan_out_of_a_held_result_over_two_steps():
+    w = tg.tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True)
+    a = tnp.sum(w * w)
+    _step(w)
+    b = a * 2.0
+    _step(w)
+    c = a * 3.0
+    _step(w)
+    w.grad = None
+    (b + c).backward()
+    np.testing.assert_array_equal(w.grad, [10.0, 20.0, 30.0])
+
+
+def test_views_of_a_held_tensor_follow_writes_after_a_handover():
+    w = tg.tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True)
+    v = w * w
+    r = v[0:2]
+    _step(w)
+    _ = w * 1.0  # handover: v and r held
+    v[0] = w[2] * 100.0
+    np.testing.assert_array_equal(r.numpy(), [300.0, 4.0])
+    s = tnp.sum(r * tnp.asarray([1.0, 10.0]))
+    w.grad = None
+    s.backward()
+    assert s.item() == 340.0
+    np.testing.assert_array_equal(w.grad, [0.0, 40.0, 100.0])
+
+
+def test_a_leaf_hook_sees_the_whole_gradient_once_across_tapes():
+    w = tg.tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True)
+    w.register_hook(lambda g: np.clip(g, -1.0, 1.0))  # not linear: needs the sum
+    calls = []
+    w.register_post_accumulate_grad_hook(lambda t: calls.append(1))
+    m = tnp.sum(w * w)
+    _step(w, 3.0)
+    w.grad = None
+    calls.clear()
+    (m + tnp.sum(w * 5.0)).backward()  # w's gradient comes from two tapes
+    np.testing.assert_array_equal(w.grad, [1.0, 1.0, 1.0])
+    assert len(calls) == 1
+
+
+def test_a_long_running_sum_does_not_recurse():
+    w = tg.tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True)
+    running = 0.0
+    for _ in range(1500):  # one handed-over tape per step, chained
+        loss = tnp.sum(w * w)
+        loss.backward(retain_graph=True)
+        running = running + loss
+    w.grad = None
+    running.backward()
+    np.testing.assert_array_equal(w.grad, 3000.0 * np.array([1.0, 2.0, 3.0]))
+
+
+def test_backward_of_a_running_threads_graph_raises():
+    u = tg.tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True)
+    box, made, go = [], threading.Event(), threading.Event()
+
+    def worker():
+        box.append(tnp.sum(u * u))
+        made.set()
+        go.wait(10)  # still running (and free to record into its tape)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    made.wait(10)
+    try:
+        with pytest.raises(RuntimeError, match="another thread that is still running"):
+            box[0].backward()
+        assert u.grad is None
+    finally:
+        go.set()
+        t.join()
+    box[0].backward()  # once the thread has ended, its graph is free to run
+    np.testing.assert_array_equal(u.grad, [2.0, 4.0, 6.0])

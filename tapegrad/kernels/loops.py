@@ -18,18 +18,7 @@ import numpy as np
 from numba import carray
 
 from .._jit import as_pointer, jit
-from ..layout import MAXDIM, SCRATCH_LEN
-
-
-@jit
-def plan_arrays(sc):
-    """Views of the kernel scratch: ``dims, sa, sb, sc`` (each MAXDIM long)."""
-    return (
-        sc[:MAXDIM],
-        sc[MAXDIM : 2 * MAXDIM],
-        sc[2 * MAXDIM : 3 * MAXDIM],
-        sc[3 * MAXDIM : 4 * MAXDIM],
-    )
+from ..layout import SCRATCH_LEN, odometer, plan_arrays
 
 
 @jit
@@ -145,9 +134,9 @@ def row_walk(nd, dims, sa, sb, s3, sc):
     costs reference counting (together ~25 ns a row, which dominated loops whose last
     axis is short: a sum over xyz coordinates, say).
     """
-    ctr = 4 * MAXDIM
+    ctr = odometer(sc)
     for d in range(nd):
-        sc[ctr + d] = 0
+        ctr[d] = 0
     if nd < 2:
         return (0, 0, 0, 0, 0, 0, 0, 0, nd, 0)  # a single row: next_row never runs
     d = nd - 2
@@ -177,7 +166,7 @@ def _carry(addr, nd, oa, ob, oc):
     the plan, whose arrays ``plan_arrays`` places at fixed offsets)."""
     sc = carray(as_pointer(addr, np.int64), SCRATCH_LEN)
     dims, sa, sb, s3 = plan_arrays(sc)
-    ctr = sc[4 * MAXDIM : SCRATCH_LEN]
+    ctr = odometer(sc)
     d = nd - 3
     while d >= 0:
         ctr[d] += 1

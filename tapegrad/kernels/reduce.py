@@ -21,10 +21,11 @@ from ..layout import (
     node_ip,
     out_data,
     out_grad,
+    plan_arrays,
     scratch,
 )
 from . import vecmath as vm
-from .loops import collapse, line_start, lines, next_row, plan_arrays, row_walk, ux
+from .loops import collapse, line_start, lines, next_row, row_walk, ux
 
 
 @jit

@@ -31,9 +31,10 @@ from ..layout import (
     out_data,
     out_grad,
     out_shape,
+    plan_arrays,
     scratch,
 )
-from .loops import broadcast_plan, collapse, next_row, plan_arrays, row_walk, ux
+from .loops import broadcast_plan, collapse, next_row, row_walk, ux
 
 
 @jit
