@@ -77,12 +77,13 @@ from .tensors import (
     Tensor,
     WeakIdMap,
     add_grad,
+    constant,
     elementwise,
     general,
     graph_freed,
     home_of,
-    result_handle,
     set_result_hook,
+    slot_handle,
     thread_alive,
     values_of,
 )
@@ -256,6 +257,24 @@ def _drive(tape: Tape, root: int, seed: np.ndarray | None, retain_graph: bool, u
             ".grad would not be replayed. Return the loss and use step.value_and_grad, "
             "or compute inner gradients with tg.grad"
         )
+    if tape.running:
+        raise RuntimeError(
+            "backward() of a graph whose backward is already running (called from a hook "
+            "or a custom function's backward): the two passes would share its gradient "
+            "buffers. Compute what the hook needs with tg.grad of its own function, or "
+            "run this backward after the outer one"
+        )
+    tape.running = True
+    try:
+        _drive_pass(tape, root, seed, retain_graph)
+    finally:
+        tape.running = False
+    _last.header = tape.header
+    if tape.kind == TRANSFORM:
+        _check_foreign(tape, user)
+
+
+def _drive_pass(tape: Tape, root: int, seed: np.ndarray | None, retain_graph: bool) -> None:
     seed_slot = -1 if seed is None else tape.import_array(seed, SLOT_CONST)
     h = tape.header
     tape.h[H_ANOMALY] = int(_anomaly_depth > 0)
@@ -276,9 +295,6 @@ def _drive(tape: Tape, root: int, seed: np.ndarray | None, retain_graph: bool, u
         else:
             raise_backward_error(tape, st)
             raise RuntimeError(f"tapegrad: backward status {st}")
-    _last.header = h
-    if tape.kind == TRANSFORM:
-        _check_foreign(tape, user)
 
 
 def _check_foreign(tape: Tape, user: bool) -> None:
@@ -390,17 +406,29 @@ def _collect(tape: Tape, leaf_grads: dict, pending: dict) -> None:
 
 
 def _merged_root(home: Tape, seeds: dict[int, np.ndarray]) -> tuple[int, np.ndarray | None]:
-    """One root for several seeds into a handed-over tape: ``sum_i sum(r_i * g_i)`` of its
-    held results ``r_i``, recorded there, whose gradient at each ``r_i`` is exactly
-    ``g_i`` (so the tape runs backward once, and hooks in it see summed gradients)."""
+    """One root for several seeds into a handed-over tape: ``sum_i sum(r_i * c_i)`` of its
+    held results ``r_i`` with constants ``c_i = g_i``, recorded there once per set of
+    seeded slots, whose gradient at each ``r_i`` is exactly ``g_i`` (so the tape runs
+    backward once, and hooks in it see summed gradients). A later backward into the
+    same slots (``retain_graph``) refills the constants in place instead of recording
+    again, so the tape does not grow."""
     if len(seeds) == 1:
         return next(iter(seeds.items()))
+    key = tuple(sorted(seeds))
+    cached = home.merged.get(key)
+    if cached is not None:
+        root, buffers = cached
+        for slot, buf in zip(key, buffers, strict=True):
+            np.copyto(buf, seeds[slot])
+        return root, None
     home.pinned = True  # recording here must not rewind the tape
     enter(EAGER, grad_enabled=True, tape=home)
     try:
-        total = None
-        for slot, g in seeds.items():
-            part = elementwise(MUL, result_handle(home, slot, home.epoch), g)
+        total, buffers = None, []
+        for slot in key:
+            c, buf = constant(seeds[slot])
+            buffers.append(buf)
+            part = elementwise(MUL, slot_handle(home, slot), c)
             nd = part.ndim
             code = DTYPE_CODE[part.dtype]
             part = general(SUM, code, [part], [(code, ())], [nd, *range(nd)], [1.0])
@@ -408,7 +436,9 @@ def _merged_root(home: Tape, seeds: dict[int, np.ndarray]) -> tuple[int, np.ndar
     finally:
         leave(home, keep=True)
         home.pinned = False
-    return home_of(total)[1], None
+    root = home_of(total)[1]
+    home.merged[key] = (root, buffers)
+    return root, None
 
 
 def gradients(

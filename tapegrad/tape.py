@@ -287,6 +287,9 @@ class Tape:
         # left to the graphs held in it (hand_over): never rewound; then the handover's
         # serial (later handovers, higher serials: a chained slot names an earlier one)
         self.handed_over = 0
+        self.running = False  # a backward is running here (engine._drive)
+        # merged roots of chained backwards, by seeded slots (engine._merged_root)
+        self.merged: dict[tuple, tuple] = {}
         self.thread = threading.get_ident()
         # Held by this thread while it copies handles out and rewinds, and by any thread
         # reading a handle's values from the tape (Tensor._value): a reader in another
@@ -571,7 +574,9 @@ class Tape:
         handle list is dropped, which frees it (a handle names its tape)."""
         if _held(self.handles):
             return False
-        self.handles = []
+        # drop what it references too: the handles of earlier tapes its chained slots
+        # bound, so a dropped chain of tapes is let go in one pass (newest first)
+        self.handles, self.foreign, self.leaves, self.merged = [], {}, [], {}
         return True
 
     def holds_graph(self, live: list) -> bool:
@@ -638,6 +643,7 @@ class Tape:
         self.hooks = {}
         self.sources = {}
         self.foreign = {}
+        self.merged = {}
         h[H_HOOKS] = 0
         h[H_INPLACE] = 0
 
@@ -723,7 +729,8 @@ def current_tape() -> Tape:
 
 def _let_go() -> None:
     """Drop this thread's handed-over tapes whose handles were all dropped."""
-    _tls.handed[:] = [t for t in _tls.handed if not t.graphs_dropped()]
+    kept = [t for t in reversed(_tls.handed) if not t.graphs_dropped()]  # newest first
+    _tls.handed[:] = kept[::-1]
 
 
 _HANDOVERS = itertools.count(1)

@@ -604,6 +604,24 @@ def result_handle(tape: Tape, slot: int, epoch: int) -> Tensor:
 # the fields (tests/test_layering.py holds every other module to these functions).
 
 
+def slot_handle(tape: Tape, slot: int) -> Tensor:
+    """Another handle on result ``slot`` of ``tape`` (listed with its handles). Unlike
+    :func:`result_handle` it does not call the result hook: nothing was recorded, and
+    anomaly mode keeps the source line of the op that made the slot."""
+    t = _new(Tensor)
+    t._tape, t._slot, t._epoch = tape, slot, tape.epoch
+    t._data, t._flags, t._shape, t._grad = None, 0, None, None
+    tape.handles.append(t)
+    return t
+
+
+def constant(values: np.ndarray) -> tuple[Tensor, np.ndarray]:
+    """A constant tensor and the array its slot will read (bound by reference), which
+    the caller may refill in place to replay a recording with new values."""
+    arr = normalize_array(values, copy=True)
+    return Tensor._external(arr), arr
+
+
 def home_of(t: Tensor) -> tuple[Tape, int] | None:
     """The tape and slot of a tape result; None for a tensor holding its own values (a
     leaf, a constant, or a result copied out by a rewind)."""

@@ -302,3 +302,97 @@ def test_backward_of_a_running_threads_graph_raises():
         t.join()
     box[0].backward()  # once the thread has ended, its graph is free to run
     np.testing.assert_array_equal(u.grad, [2.0, 4.0, 6.0])
+
+
+# --- the second hostile round ----------------------------------------------------------
+
+
+def _flush():
+    """An unrelated backward: the next op rewinds or hands the tape over."""
+    d = tg.tensor(1.0, requires_grad=True)
+    (d * 1.0).backward()
+
+
+@pytest.mark.parametrize("handover", [False, True])
+def test_a_backward_into_a_tape_whose_backward_runs_raises(handover):
+    x = tg.tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True)
+    y = tg.tensor(np.array([0.5, 0.25, 2.0]), requires_grad=True)
+    u = x * x
+    r = tnp.sum(u * 3.0)
+    s = tnp.sum(x * y)  # the same tape as r
+    if handover:
+        _flush()
+        _ = y * 1.0
+
+    def hook(g):
+        s.backward()  # re-enters r's tape in the middle of its backward
+
+    u.register_hook(hook)
+    with pytest.raises(RuntimeError, match="already running"):
+        r.backward()
+    assert y.grad is None
+    s.backward()  # each on its own is fine
+    np.testing.assert_array_equal(y.grad, [1.0, 2.0, 3.0])
+
+
+def test_a_chained_backward_from_a_hook_into_the_running_tape_raises():
+    x = tg.tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True)
+    y = tg.tensor(np.array([0.5, 0.25, 2.0]), requires_grad=True)
+    u = x * x
+    r = tnp.sum(u * 3.0)
+    s = tnp.sum(x * y)
+    _flush()
+    _ = y * 1.0  # r and s are in a handed-over tape
+
+    def hook(g):
+        with tg.enable_grad():
+            (s * 2.0).backward()  # chains back into the tape that is running
+
+    u.register_hook(hook)
+    with pytest.raises(RuntimeError, match="already running"):
+        r.backward()
+
+
+def test_repeated_retained_backwards_through_a_merged_root_do_not_grow():
+    x = tg.tensor(np.linspace(0.0, 1.0, 1000), requires_grad=True)
+    r, s = tnp.sin(x), tnp.cos(x)  # held in one tape
+    _flush()
+    _ = x * 1.0
+    out = tnp.sum(r * r) + tnp.sum(s * 2.0)  # two seeds into that tape
+    out.backward(retain_graph=True)
+    home = r._tape
+    sizes = (len(home.handles), home.h[tape_module.H_NNODES])
+    for _ in range(20):
+        x.grad = None
+        out.backward(retain_graph=True)
+    assert (len(home.handles), home.h[tape_module.H_NNODES]) == sizes
+    xv = np.linspace(0.0, 1.0, 1000)
+    np.testing.assert_allclose(x.grad, 2 * np.sin(xv) * np.cos(xv) - 2 * np.sin(xv))
+
+
+def test_a_dropped_chain_of_tapes_is_let_go_at_once():
+    w = tg.tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True)
+    start = len(_handed())
+    running = 0.0
+    for _ in range(30):
+        loss = tnp.sum(tnp.sin(w))
+        loss.backward(retain_graph=True)
+        running = running + loss
+    assert len(_handed()) - start >= 29
+    running.backward()
+    del running, loss
+    _flush()
+    _ = w * 1.0  # the next rewind lets every dropped tape go
+    assert len(_handed()) - start <= 1
+
+
+def test_anomaly_mode_names_the_line_of_a_held_op_reached_through_a_merged_root():
+    with tg.detect_anomaly():
+        x = tg.tensor(np.array([0.0, 1.0]), requires_grad=True)
+        r = tnp.sqrt(x)  # the line anomaly mode must name
+        s = tnp.sum(x * 2.0)
+        _flush()
+        _ = x * 1.0
+        out = tnp.sum(r) + s * 3.0
+        with pytest.raises(RuntimeError, match=r"r = tnp\.sqrt\(x\)"):
+            out.backward()
