@@ -264,37 +264,33 @@ def _drive(tape: Tape, root: int, seed: np.ndarray | None, retain_graph: bool, u
             "buffers. Compute what the hook needs with tg.grad of its own function, or "
             "run this backward after the outer one"
         )
-    tape.running = True
-    try:
-        _drive_pass(tape, root, seed, retain_graph)
-    finally:
-        tape.running = False
-    _last.header = tape.header
-    if tape.kind == TRANSFORM:
-        _check_foreign(tape, user)
-
-
-def _drive_pass(tape: Tape, root: int, seed: np.ndarray | None, retain_graph: bool) -> None:
     seed_slot = -1 if seed is None else tape.import_array(seed, SLOT_CONST)
     h = tape.header
     tape.h[H_ANOMALY] = int(_anomaly_depth > 0)
-    while True:
-        st = run_backward(h, root, seed_slot, retain_graph)
-        if st >= 0 or st in (E_CALLBACK_PY, E_CALLBACK_HOOK):
-            break
-        raise_backward_error(tape, st)
-        tape.fix(st)
-    while st != OK:
-        k = tape.h[H_ERR_A]
-        if st == E_CALLBACK_PY:
-            _run_python_node(tape, k, retain_graph)
-            st = resume(h, k - 1, retain_graph, False)
-        elif st == E_CALLBACK_HOOK:
-            _run_node_hooks(tape, k)
-            st = resume(h, k, retain_graph, True)
-        else:
+    tape.running = True
+    try:
+        while True:
+            st = run_backward(h, root, seed_slot, retain_graph)
+            if st >= 0 or st in (E_CALLBACK_PY, E_CALLBACK_HOOK):
+                break
             raise_backward_error(tape, st)
-            raise RuntimeError(f"tapegrad: backward status {st}")
+            tape.fix(st)
+        while st != OK:
+            k = tape.h[H_ERR_A]
+            if st == E_CALLBACK_PY:
+                _run_python_node(tape, k, retain_graph)
+                st = resume(h, k - 1, retain_graph, False)
+            elif st == E_CALLBACK_HOOK:
+                _run_node_hooks(tape, k)
+                st = resume(h, k, retain_graph, True)
+            else:
+                raise_backward_error(tape, st)
+                raise RuntimeError(f"tapegrad: backward status {st}")
+    finally:
+        tape.running = False
+    _last.header = h
+    if tape.kind == TRANSFORM:
+        _check_foreign(tape, user)
 
 
 def _check_foreign(tape: Tape, user: bool) -> None:
@@ -335,7 +331,10 @@ def backward(t: Tensor, gradient: Any = None, retain_graph: bool = False) -> Non
     tape, slot = home
     if not tape.slot_rg(slot):
         raise RuntimeError(NO_GRAD_MESSAGE)
-    _drive_owned(tape, slot, seed, retain_graph)
+    if tape.thread == threading.get_ident():
+        _drive(tape, slot, seed, retain_graph, True)
+    else:
+        _drive_owned(tape, slot, seed, retain_graph)
     # rewound (or handed over) by the next op, see tape.current_tape; after
     # retain_graph too, so that a retained graph nothing holds any more is freed
     tape.stale = True
@@ -476,6 +475,9 @@ def gradients(
 
 def accumulate_grad(leaf: Tensor, g: np.ndarray) -> None:
     """Add ``g`` into ``leaf.grad`` (running its hooks, on a callback tape, if any)."""
+    if not _LEAF_HOOKS.entries and not _POST_HOOKS.entries:  # no leaf has hooks
+        add_grad(leaf, g)
+        return
     hooks = _LEAF_HOOKS.get(leaf)
     post = _POST_HOOKS.get(leaf)
     if not hooks and not post:

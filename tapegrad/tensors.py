@@ -544,20 +544,22 @@ _new = object.__new__
 
 class WeakIdMap:
     """A dict keyed by objects' identity that forgets an object when it dies (a
-    WeakKeyDictionary would compare tensors with ``==``, which is elementwise)."""
+    WeakKeyDictionary would compare tensors with ``==``, which is elementwise).
+    ``entries`` is the underlying dict: empty means no object has a value (a test the
+    engine's hot path makes before any lookup)."""
 
     def __init__(self) -> None:
-        self._data: dict[int, tuple[weakref.ref, Any]] = {}
+        self.entries: dict[int, tuple[weakref.ref, Any]] = {}
 
     def _forget(self, key: int) -> Callable[[weakref.ref], None]:
-        return lambda _ref: self._data.pop(key, None)
+        return lambda _ref: self.entries.pop(key, None)
 
     def get(self, obj: Any, default: Any = None) -> Any:
-        entry = self._data.get(id(obj))
+        entry = self.entries.get(id(obj))
         return entry[1] if entry is not None and entry[0]() is obj else default
 
     def __setitem__(self, obj: Any, value: Any) -> None:
-        self._data[id(obj)] = (weakref.ref(obj, self._forget(id(obj))), value)
+        self.entries[id(obj)] = (weakref.ref(obj, self._forget(id(obj))), value)
 
     def __contains__(self, obj: Any) -> bool:
         return self.get(obj, _ABSENT_VALUE) is not _ABSENT_VALUE
