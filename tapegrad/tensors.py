@@ -927,7 +927,7 @@ def elementwise(op: Any, x: Any, y: Any = None, out: Any = None) -> Tensor:
                 r = _numpy_forward(tape, op, r - DEFERRED)
             return result_handle(tape, r, ep)
         if r == E_NOFLOAT:  # integers and bools only: not differentiable, NumPy computes
-            ufunc = getattr(np, op.name)
+            ufunc = _library_function(op)
             res = ufunc(values_of(x)) if unary else ufunc(values_of(x), values_of(y))
             return Tensor._external(normalize_array(res, copy=False))
         if r == E_BROADCAST:
@@ -957,6 +957,16 @@ def _use_general_entry_point(h: np.ndarray) -> None:
 
 
 _POOL: Any = None
+
+
+def _library_function(op: Any) -> Any:
+    """The NumPy ufunc, or for a ``tapegrad.special`` row SciPy's, that computes row
+    ``op`` on plain numbers (``tapegrad.special.gammaln(1.7)``)."""
+    if op.namespace == "special":
+        import scipy.special  # only here: SciPy's import costs ~0.1 s
+
+        return getattr(scipy.special, op.name)
+    return getattr(np, op.name)
 
 
 def _numpy_forward(tape: Tape, op: Any, out: int) -> int:

@@ -145,3 +145,29 @@ def test_scipy_functions_are_named_as_scipy_functions():
     x = tg.tensor(np.ones(3), requires_grad=True)
     with pytest.raises(TypeError, match=r"scipy\.special\.gamma is not supported"):
         scipy.special.gamma(x)
+
+
+def test_shape_ndim_size_of_a_tensor_are_python_ints():
+    t = tg.tensor(np.ones((2, 3)))
+    assert tnp.shape(t) == (2, 3) and all(type(d) is int for d in tnp.shape(t))
+    assert tnp.ndim(t) == 2 and tnp.size(t) == 6
+    assert np.shape(t) == (2, 3)
+
+
+@pytest.mark.parametrize(
+    "name, args",
+    [
+        ("gammaln", (1.7,)),
+        ("erf", (0.3,)),
+        ("erfc", (0.3,)),
+        ("expit", (0.3,)),
+        ("logit", (0.3,)),
+        ("xlogy", (2.0, 3.0)),
+        ("gammaln", (np.array([1, 2, 3]),)),  # integers: computed by SciPy, constant
+    ],
+)
+def test_special_functions_on_plain_numbers_compute_scipys_values(name, args):
+    got = getattr(tsp, name)(*args)
+    want = getattr(scipy.special, name)(*args)
+    np.testing.assert_allclose(np.asarray(got.numpy()), want, rtol=1e-15)
+    assert not got.requires_grad

@@ -67,10 +67,10 @@ def _constant(fn: Any, shape_only: bool = False) -> Any:
         args = [a._value() if isinstance(a, Tensor) else a for a in args]
         kwargs = {k: v._value() if isinstance(v, Tensor) else v for k, v in kwargs.items()}
         out = fn(*args, **kwargs)
+        if name in ("shape", "ndim", "size"):  # Python ints, as NumPy gives them
+            return out
         if isinstance(out, tuple | list):
             return type(out)(Tensor._external(_np.asarray(o)) for o in out)
-        if name in ("shape", "ndim", "size"):
-            return out
         return as_tensor(out)
 
     wrapper.__name__ = wrapper.__qualname__ = name
