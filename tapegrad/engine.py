@@ -264,6 +264,8 @@ def _drive(tape: Tape, root: int, seed: np.ndarray | None, retain_graph: bool, u
             "buffers. Compute what the hook needs with tg.grad of its own function, or "
             "run this backward after the outer one"
         )
+    if tape.handed_over:
+        tape.refresh_leaf_versions()
     seed_slot = -1 if seed is None else tape.import_array(seed, SLOT_CONST)
     h = tape.header
     tape.h[H_ANOMALY] = int(_anomaly_depth > 0)

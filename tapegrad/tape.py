@@ -288,6 +288,7 @@ class Tape:
         # serial (later handovers, higher serials: a chained slot names an earlier one)
         self.handed_over = 0
         self.running = False  # a backward is running here (engine._drive)
+        self.leaf_versions: list[tuple] = []  # (slot, leaf, version) at the handover
         # merged roots of chained backwards, by seeded slots (engine._merged_root)
         self.merged: dict[tuple, tuple] = {}
         self.thread = threading.get_ident()
@@ -560,14 +561,28 @@ class Tape:
         graphs = [t for t in live if self.holds_graph([t])]
         kept = {id(t) for t in graphs}
         self._copy_out_and_rewind([t for t in live if id(t) not in kept], rewind=False)
-        for _, t in self.leaves:
+        # leaves bound here are unbound; their in-place updates (a parameter step under
+        # no_grad) then no longer bump this tape's slot, so note their versions now
+        # (refresh_leaf_versions compares before a backward here)
+        self.leaf_versions = []
+        for s, t in self.leaves:
             if t._data is not None and t._tape is self:
                 t._tape, t._slot, t._epoch = None, -1, -1
+                self.leaf_versions.append((s, t, t._version))
         # the held handles stay listed (tapegrad.views counts on that reference), and so
         # do any made here later (copies, a chained backward's merged root)
         self.handles = graphs
         self.handed_over = serial
         self.stale = False
+
+    def refresh_leaf_versions(self) -> None:
+        """A handed-over tape, before a backward: a leaf changed in place since the
+        handover gets its slot's version bumped, so nodes that saved it refuse to run,
+        as they would had the tape not been handed over."""
+        for i, (s, t, version) in enumerate(self.leaf_versions):
+            if t._version != version:
+                self.bump_version(s)
+                self.leaf_versions[i] = (s, t, t._version)
 
     def graphs_dropped(self) -> bool:
         """A handed-over tape none of whose handles user code still references: its
@@ -577,6 +592,7 @@ class Tape:
         # drop what it references too: the handles of earlier tapes its chained slots
         # bound, so a dropped chain of tapes is let go in one pass (newest first)
         self.handles, self.foreign, self.leaves, self.merged = [], {}, [], {}
+        self.leaf_versions = []
         return True
 
     def holds_graph(self, live: list) -> bool:

@@ -396,3 +396,23 @@ def test_anomaly_mode_names_the_line_of_a_held_op_reached_through_a_merged_root(
         out = tnp.sum(r) + s * 3.0
         with pytest.raises(RuntimeError, match=r"r = tnp\.sqrt\(x\)"):
             out.backward()
+
+
+def test_a_leaf_changed_in_place_after_a_handover_refuses_the_held_backward():
+    """As without a handover (and in PyTorch): the held graph saved the leaf's old value."""
+    w = tg.tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True)
+    m = tnp.sum(w * w)  # saves w
+    _flush()
+    _ = w * 1.0  # handover: w is unbound from m's tape
+    with tg.no_grad():
+        w -= 0.1  # a parameter step
+    with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+        m.backward()
+    y = m * 2.0  # through a chained slot too
+    with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+        y.backward()
+    k = tnp.sum(w * 3.0)  # w * 3 saves no w: a later step without updates is exact
+    _flush()
+    _ = w * 1.0
+    k.backward()
+    np.testing.assert_array_equal(w.grad, [3.0, 3.0, 3.0])
