@@ -118,8 +118,8 @@ def _check_keywords(name: str, f: Callable, kwargs: dict) -> None:
         var = any(p.kind is p.VAR_KEYWORD for p in params)
         _KEYWORDS[f] = None if var else frozenset(p.name for p in params)
     known = _KEYWORDS[f]
-    for key in kwargs:
-        if known is not None and key not in known:
+    for key in kwargs if known is not None else ():
+        if key not in known:
             raise TypeError(f"{name}: the argument {key}= is not supported by tapegrad")
 
 

@@ -77,6 +77,7 @@ from .tensors import (
     Tensor,
     WeakIdMap,
     add_grad,
+    added,
     constant,
     elementwise,
     general,
@@ -168,7 +169,7 @@ def _run_hooks(hooks: list, g: np.ndarray, what: str) -> np.ndarray:
             r = user_gradient(values_of(r), f"hook {name!r} on {what}")
             if r.shape != g.shape:
                 raise RuntimeError(
-                    f"hook {getattr(fn, '__name__', fn)!r} on {what} returned "
+                    f"hook {name!r} on {what} returned "
                     f"a gradient of shape {r.shape}, expected {g.shape}"
                 )
             g = r.astype(g.dtype, copy=False)
@@ -390,20 +391,15 @@ def _collect(tape: Tape, leaf_grads: dict, pending: dict) -> None:
     for slot, leaf in tape.leaves:
         g = tape.read_grad(slot)
         if g is not None:
-            entry = leaf_grads.get(id(leaf))
-            if entry is None:
-                leaf_grads[id(leaf)] = [leaf, g]
-            else:
-                entry[1] = np.add(entry[1], g, out=np.empty_like(g))  # 0-d stays an array
+            entry = leaf_grads.setdefault(id(leaf), [leaf, None])
+            entry[1] = added(entry[1], g)
     if tape.kind != EAGER:
         return
     for slot, _, home, home_slot in tape.foreign.values():
         g = tape.read_grad(slot)
         if g is not None:
             seeds = pending.setdefault(home, {})
-            old = seeds.get(home_slot)
-            seeds[home_slot] = g if old is None else np.add(old, g, out=np.empty_like(g))
-    tape.stale = True
+            seeds[home_slot] = added(seeds.get(home_slot), g)
 
 
 def _merged_root(home: Tape, seeds: dict[int, np.ndarray]) -> tuple[int, np.ndarray | None]:

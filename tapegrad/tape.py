@@ -282,7 +282,9 @@ class Tape:
         # requiring it here (reaching one is an error); entered under no_grad, the caller
         # wants no gradient through them, so they are constants
         self.foreign_rg = True
-        self.foreign: dict[int, tuple[int, Any]] = {}  # id -> (slot, tensor) this epoch
+        # id -> (slot, tensor) this epoch; an eager tape's chained slots add the result's
+        # tape and slot: (slot, tensor, tape, slot there) (tensors._bind_chained)
+        self.foreign: dict[int, tuple] = {}
         self.capture: Any = None  # the capture state while tg.compile records here
         # left to the graphs held in it (hand_over): never rewound; then the handover's
         # serial (later handovers, higher serials: a chained slot names an earlier one)
@@ -521,12 +523,16 @@ class Tape:
         self.stale = False
         if self.pinned:
             return False
-        # still in this tape (requires_grad_() can take a handle out of it)
-        live = [t for t in _held(self.handles) if t._data is None and t._tape is self]
+        live = self._live()
         if self.holds_graph(live):
             return False  # a graph still waiting for its backward
         self._copy_out_and_rewind(live)
         return True
+
+    def _live(self) -> list:
+        """Handles user code still references that are still in this tape
+        (``requires_grad_()`` or a rewind can take a handle out of it)."""
+        return [t for t in _held(self.handles) if t._data is None and t._tape is self]
 
     def _copy_out_and_rewind(self, live: list, rewind: bool = True) -> None:
         """Copy the handles in ``live`` out of the tape, rewind (unless not ``rewind``),
@@ -557,7 +563,7 @@ class Tape:
         step that uses one binds it as a chained slot (``tensors._bind_chained``)
         through which that step's backward continues into this tape.
         """
-        live = [t for t in _held(self.handles) if t._data is None and t._tape is self]
+        live = self._live()
         graphs = [t for t in live if self.holds_graph([t])]
         kept = {id(t) for t in graphs}
         self._copy_out_and_rewind([t for t in live if id(t) not in kept], rewind=False)
@@ -623,7 +629,7 @@ class Tape:
         back the tables and arenas, so a result kept from a short-lived thread costs its
         own values, not the thread's tape. A tape holding a graph that may still run
         backward is kept whole."""
-        live = [t for t in _held(self.handles) if t._data is None and t._tape is self]
+        live = self._live()
         if self.pinned or self.holds_graph(live):
             return
         self._copy_out_and_rewind(live)

@@ -644,18 +644,21 @@ def thread_alive(ident: int) -> bool:
     return ident in _THREADS
 
 
+def added(old: np.ndarray | None, g: np.ndarray) -> np.ndarray:
+    """``old + g`` as a fresh array (``g`` itself when ``old`` is None), never writing
+    into one a user may hold; ``np.add(out=)`` keeps a 0-d sum an array."""
+    return g if old is None else np.add(old, g, out=np.empty_like(old))
+
+
 def add_grad(t: Tensor, g: np.ndarray) -> None:
-    """Add ``g`` (of ``t``'s shape and dtype) into ``t.grad``: a fresh array, never the
-    one a user holds; ``np.add`` keeps a 0-d ``.grad`` an array."""
+    """Add ``g`` (of ``t``'s shape and dtype) into ``t.grad`` (see :func:`added`)."""
     if len(_THREADS) < 2:
-        old = t._grad
-        t._grad = g if old is None else np.add(old, g, out=np.empty_like(old))
+        t._grad = added(t._grad, g)
         return
     lock = _GRAD_LOCKS[(id(t) >> 4) & 63]
     lock.acquire()  # (acquire/release cost half of a ``with`` block)
     try:
-        old = t._grad
-        t._grad = g if old is None else np.add(old, g, out=np.empty_like(old))
+        t._grad = added(t._grad, g)
     finally:
         lock.release()
 
