@@ -45,14 +45,34 @@ _hash_lock = threading.Lock()
 _source_hash: str | None = None
 
 
-# The CUDA target: no CPU kernel calls into these modules and their CUDA kernels are not
-# cached on disk, so editing them must not throw away ~300 compiled CPU kernels.
-NOT_HASHED = frozenset({"cuda/__init__.py", "cuda/kernels.py"})
+# The modules numba compiles and every module they import (the layers up to the dispatch
+# table, which never import upward: tests/test_layering.py). The Python layers above
+# (tape, Tensor, driver, front ends, transforms, CUDA target) define no compiled code, so
+# editing them must not throw away ~300 compiled kernels; the test checks that too.
+HASHED = (
+    "_jit.py",
+    "shapes.py",
+    "boundary.py",
+    "pytree.py",
+    "layout.py",
+    "kernels/",
+    "record.py",
+    "scheduler.py",
+    "replay.py",
+    "ops/",
+    "_generated.py",
+    "dispatch.py",
+)
+
+
+def is_hashed(rel: str) -> bool:
+    """Whether the package file ``rel`` (a POSIX path inside the package) keys the cache."""
+    return any(rel == h or (h.endswith("/") and rel.startswith(h)) for h in HASHED)
 
 
 def source_hash() -> str:
-    """SHA-256 (hex, 16 chars) of every ``.py`` file of the package (except
-    ``NOT_HASHED``), paths included."""
+    """SHA-256 (hex, 16 chars) of the package's compiled modules (``HASHED``), paths
+    included, and numba's version."""
     global _source_hash
     if _source_hash is None:
         with _hash_lock:
@@ -60,7 +80,7 @@ def source_hash() -> str:
                 h = hashlib.sha256()
                 for path in sorted(PACKAGE_DIR.rglob("*.py")):
                     rel = path.relative_to(PACKAGE_DIR).as_posix()
-                    if rel in NOT_HASHED:
+                    if not is_hashed(rel):
                         continue
                     h.update(rel.encode())
                     h.update(path.read_bytes())
@@ -73,8 +93,9 @@ def cache_root() -> Path:
     """Directory holding compiled kernels for this exact version of the sources.
 
     ``$TAPEGRAD_CACHE_DIR`` overrides the default ``$XDG_CACHE_HOME/tapegrad`` (or
-    ``~/.cache/tapegrad``). Each source hash gets its own subdirectory, so editing any
-    file of the package means recompiling everything once, never running stale code.
+    ``~/.cache/tapegrad``). Each source hash gets its own subdirectory, so editing a
+    compiled module (``HASHED``) means recompiling everything once, never running stale
+    code.
     """
     base = os.environ.get("TAPEGRAD_CACHE_DIR")
     if not base:
