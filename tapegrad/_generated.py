@@ -55,6 +55,8 @@ from tapegrad.kernels.shape import (
     gather_fwd,
     reshape_bwd,
     reshape_fwd,
+    scatter_bwd,
+    scatter_fwd,
     transpose_bwd,
     transpose_fwd,
     where_bwd,
@@ -153,6 +155,8 @@ OP_logit = StaticRef("logit")
 OP_erf = StaticRef("erf")
 OP_erfc = StaticRef("erfc")
 OP_gammaln = StaticRef("gammaln")
+OP_digamma = StaticRef("digamma")
+OP_polygamma = StaticRef("polygamma")
 OP_xlogy = StaticRef("xlogy")
 OP_logsumexp = StaticRef("logsumexp")
 OP_softmax = StaticRef("softmax")
@@ -1005,6 +1009,22 @@ def getitem__float32__bwd(node, tp):
     return gather_bwd(np.float32, node, tp)
 
 
+def scatter_add__float64__fwd(node, tp):
+    return scatter_fwd(np.float64, node, tp)
+
+
+def scatter_add__float64__bwd(node, tp):
+    return scatter_bwd(np.float64, node, tp)
+
+
+def scatter_add__float32__fwd(node, tp):
+    return scatter_fwd(np.float32, node, tp)
+
+
+def scatter_add__float32__bwd(node, tp):
+    return scatter_bwd(np.float32, node, tp)
+
+
 def concatenate__float64__fwd(node, tp):
     return concatenate_fwd(np.float64, node, tp)
 
@@ -1323,6 +1343,38 @@ def gammaln__float32__fwd(node, tp):
 
 def gammaln__float32__bwd(node, tp):
     return unary_bwd(OP_gammaln, np.float32, node, tp)
+
+
+def digamma__float64__fwd(node, tp):
+    return unary_fwd(OP_digamma, np.float64, node, tp)
+
+
+def digamma__float64__bwd(node, tp):
+    return unary_bwd(OP_digamma, np.float64, node, tp)
+
+
+def digamma__float32__fwd(node, tp):
+    return unary_fwd(OP_digamma, np.float32, node, tp)
+
+
+def digamma__float32__bwd(node, tp):
+    return unary_bwd(OP_digamma, np.float32, node, tp)
+
+
+def polygamma__float64__fwd(node, tp):
+    return binary_fwd(OP_polygamma, np.float64, node, tp)
+
+
+def polygamma__float64__bwd(node, tp):
+    return binary_bwd(OP_polygamma, np.float64, node, tp)
+
+
+def polygamma__float32__fwd(node, tp):
+    return binary_fwd(OP_polygamma, np.float32, node, tp)
+
+
+def polygamma__float32__bwd(node, tp):
+    return binary_bwd(OP_polygamma, np.float32, node, tp)
 
 
 def xlogy__float64__fwd(node, tp):

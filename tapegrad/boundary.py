@@ -23,11 +23,6 @@ LIBRARIES = ("numpy", "scipy")
 # "numpy.mean" -> "tapegrad.numpy.mean": filled by the namespace builder, for messages
 EQUIVALENTS: dict[str, str] = {}
 
-HIGHER_ORDER = (
-    "higher-order derivatives are not supported yet: {what}. Differentiate once, or "
-    "pass the values with .detach() / .numpy() if no gradient through them is wanted"
-)
-
 
 def _package(frame: FrameType) -> str:
     return (frame.f_globals.get("__name__") or "").partition(".")[0]

@@ -82,7 +82,7 @@ def _elementwise_cases(op: Op) -> Iterator[Case]:
 def cases() -> list[Case]:
     out: list[Case] = []
     for op in ROWS:
-        if op.kind in (Kind.ARRAY, Kind.COMPOSITE):
+        if op.kind in (Kind.ARRAY, Kind.COMPOSITE) or op.cases is not None:
             out += [Case(op, label, f, shapes, check) for label, f, shapes, check in op.cases()]
         else:
             out += list(_elementwise_cases(op))

@@ -28,6 +28,7 @@ from ..ops.shape import (
     REPEAT,
     RESHAPE,
     ROLL,
+    SCATTER,
     SETITEM,
     SPLIT,
     SQUEEZE,
@@ -132,6 +133,27 @@ def gather_positions(x: Any, index: Any, fill: Any = None, what: str = "getitem"
     if dt not in FLOAT_CODES:
         return Tensor._external(as_tensor(src)._value().reshape(-1)[idx])
     return general(GATHER, dt, [src, idx], [(dt, idx.shape)])
+
+
+def scatter_add(values: Any, positions: Any, shape: tuple[int, ...]) -> Tensor:
+    """``out = zeros(shape); out.flat[positions] += values`` (repeated positions add up):
+    the transpose of a gather, so a gather's gradient is an op that can be
+    differentiated again. ``positions`` is an int64 array of ``values``' size."""
+    t = as_tensor(values)
+    where = np.ascontiguousarray(positions, dtype=np.int64).reshape(-1)
+    if where.size != t.size:
+        raise ValueError(
+            f"scatter_add: {where.size} positions for {t.size} values (shape {t.shape})"
+        )
+    n = math.prod(shape)
+    if where.size and (where.min() < 0 or where.max() >= n):
+        raise IndexError(f"scatter_add: a position is outside the {n} elements of {shape}")
+    dt = DTYPE_CODE[t.dtype]
+    if dt not in FLOAT_CODES:
+        out = np.zeros(n, t.dtype)
+        np.add.at(out, where, t._value().reshape(-1))
+        return Tensor._external(out.reshape(shape))
+    return general(SCATTER, dt, [t, Tensor._external(where)], [(dt, tuple(shape))])
 
 
 def basic_key(key: Any) -> Any:
@@ -490,6 +512,7 @@ CAST.front = astype
 RESHAPE.front = reshape
 TRANSPOSE.front = transpose
 GATHER.front = getitem
+SCATTER.front = scatter_add
 CONCATENATE.front = concatenate
 WHERE.front = where
 RAVEL.front = ravel

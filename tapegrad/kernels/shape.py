@@ -9,6 +9,9 @@
   key selecting a few elements (``u[k]``), the node has one input and the positions
   are its int parameters. The backward is a scatter-add, so repeated indices add up
   their gradients.
+* scatter: the transpose of a gather (``out = 0; out[where] += v``, the gather's
+  backward as an op of its own, so that the gather's gradient can be differentiated
+  again); its backward is the gather.
 * cast: dtype conversion between two dtypes (``src``, ``dst``).
 """
 
@@ -163,6 +166,27 @@ def gather_fwd(dt, node, tp):
 def gather_bwd(dt, node, tp):
     h = header(tp)
     gather_bwd_arrays(out_grad(h, node, 0, dt), gather_where(h, node), in_grad(h, node, 0, dt))
+    return OK
+
+
+@jit
+def scatter_fwd(dt, node, tp):
+    # the transpose of a gather: out = 0, then out[where[i]] += v[i] (repeats add up)
+    h = header(tp)
+    out = out_data(h, node, 0, dt)
+    out[:] = 0
+    gather_bwd_arrays(in_data(h, node, 0, dt), gather_where(h, node), out)
+    return OK
+
+
+@jit
+def scatter_bwd(dt, node, tp):
+    h = header(tp)
+    g = out_grad(h, node, 0, dt)
+    gv = in_grad(h, node, 0, dt)
+    where = gather_where(h, node)
+    for i in range(gv.size):
+        gv[i] += g[where[i]]
     return OK
 
 

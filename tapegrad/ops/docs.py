@@ -59,7 +59,12 @@ def render() -> str:
         saves = ", ".join(f"`{s}`" for s in op.saves) if op.kind is not Kind.ARRAY else "-"
         if op.kind is not Kind.ARRAY and op.differentiable and not op.saves:
             saves = "nothing"
-        qual = {"numpy": "tnp", "numpy.linalg": "tnp.linalg", "special": "tapegrad.special"}
+        qual = {
+            "numpy": "tnp",
+            "numpy.linalg": "tnp.linalg",
+            "special": "tapegrad.special",
+            "internal": "(internal)",
+        }
         name = f"{qual[op.namespace]}.{op.name}"
         lines.append(
             f"| `{name}` | {op.kind.value} | {op.doc} | {_dtypes(op.sigs)} | "

@@ -13,6 +13,7 @@ import numpy as np
 from .._jit import jit
 from ..kernels import vecmath as vm
 from .table import Kind, Op
+from .vocabulary import power_less_one, select
 
 
 @jit
@@ -82,11 +83,7 @@ def pow_fwd(x, y):
 @jit
 def pow_bwd_x(g, x, y, out):
     # d/dx x^y = y x^(y-1); the y == 0 case is 0 (not 0 * inf at x == 0), as in PyTorch.
-    if y == 0:
-        return 0.0 * g
-    if y == 2:  # x ** 1 is x exactly: the same value, no pow call
-        return g * y * x
-    return g * y * x ** (y - 1)
+    return select(y == 0, 0.0 * g, g * y * power_less_one(x, y))
 
 
 @jit
@@ -94,9 +91,8 @@ def pow_bwd_y(g, x, y, out):
     # d/dy x^y = x^y log x. At x == 0 with y >= 0 the limit is 0 (not 0 * -inf); for
     # x < 0 the log is NaN, as it is in PyTorch: a real power of a negative base has
     # no derivative in y.
-    if x == 0 and y >= 0:
-        return 0.0 * g
-    return g * out * np.log(x)
+    d = g * out * np.log(x)
+    return select(x == 0, select(y >= 0, 0.0 * g, d), d)
 
 
 @jit
@@ -106,12 +102,12 @@ def maximum_fwd(x, y):
 
 @jit
 def maximum_bwd_x(g, x, y, out):
-    return g if x > y else (0.5 * g if x == y else 0.0 * g)
+    return select(x > y, g, select(x == y, 0.5 * g, 0.0 * g))
 
 
 @jit
 def maximum_bwd_y(g, x, y, out):
-    return g if y > x else (0.5 * g if x == y else 0.0 * g)
+    return select(y > x, g, select(x == y, 0.5 * g, 0.0 * g))
 
 
 @jit
@@ -121,12 +117,12 @@ def minimum_fwd(x, y):
 
 @jit
 def minimum_bwd_x(g, x, y, out):
-    return g if x < y else (0.5 * g if x == y else 0.0 * g)
+    return select(x < y, g, select(x == y, 0.5 * g, 0.0 * g))
 
 
 @jit
 def minimum_bwd_y(g, x, y, out):
-    return g if y < x else (0.5 * g if x == y else 0.0 * g)
+    return select(y < x, g, select(x == y, 0.5 * g, 0.0 * g))
 
 
 ADD = Op(
@@ -863,16 +859,14 @@ def fmax_fwd(x, y):
 
 @jit
 def fmax_bwd_x(g, x, y, out):
-    if y != y or x > y:
-        return g
-    return 0.5 * g if x == y else 0.0 * g
+    # the gradient goes where the value came from: the other operand is NaN, or this one wins
+    return select(y != y, g, select(x > y, g, select(x == y, 0.5 * g, 0.0 * g)))
 
 
 @jit
 def fmax_bwd_y(g, x, y, out):
-    if x != x or y > x:
-        return g
-    return 0.5 * g if x == y else 0.0 * g
+    # the gradient goes where the value came from: the other operand is NaN, or this one wins
+    return select(x != x, g, select(y > x, g, select(x == y, 0.5 * g, 0.0 * g)))
 
 
 @jit
@@ -886,16 +880,14 @@ def fmin_fwd(x, y):
 
 @jit
 def fmin_bwd_x(g, x, y, out):
-    if y != y or x < y:
-        return g
-    return 0.5 * g if x == y else 0.0 * g
+    # the gradient goes where the value came from: the other operand is NaN, or this one wins
+    return select(y != y, g, select(x < y, g, select(x == y, 0.5 * g, 0.0 * g)))
 
 
 @jit
 def fmin_bwd_y(g, x, y, out):
-    if x != x or y < x:
-        return g
-    return 0.5 * g if x == y else 0.0 * g
+    # the gradient goes where the value came from: the other operand is NaN, or this one wins
+    return select(x != x, g, select(y < x, g, select(x == y, 0.5 * g, 0.0 * g)))
 
 
 @jit

@@ -15,6 +15,8 @@ from ..kernels.shape import (
     gather_fwd,
     reshape_bwd,
     reshape_fwd,
+    scatter_bwd,
+    scatter_fwd,
     transpose_bwd,
     transpose_fwd,
     where_bwd,
@@ -120,6 +122,36 @@ GATHER = Op(
     array_saves=(),
     dunder=("__getitem__",),
     cases=_getitem_cases,
+)
+
+
+def _scatter(m: Any, v: Any, where: np.ndarray, n: int) -> Any:
+    """``out = zeros(n); out[where] += v`` with repeats adding up, in NumPy or tapegrad."""
+    if m is np:
+        out = np.zeros(n, v.dtype)
+        np.add.at(out, where, v)
+        return out
+    return SCATTER.front(v, where, (n,))
+
+
+def _scatter_cases() -> list:
+    rep = np.array([3, 0, 3, 1, 3])
+    return [
+        ("repeated positions", lambda m, v: _scatter(m, v, rep, 5) ** 2, [(5,)], {}),
+        ("a few positions", lambda m, v: _scatter(m, v, rep[:2], 4) ** 2, [(2,)], {}),
+    ]
+
+
+SCATTER = Op(
+    "scatter_add",
+    Kind.ARRAY,
+    scatter_fwd,
+    scatter_bwd,
+    "out = 0; out[positions] += v (the gather's transpose, repeats add up)",
+    cuda=None,
+    array_saves=(),
+    cases=_scatter_cases,
+    namespace="internal",
 )
 
 

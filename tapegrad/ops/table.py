@@ -87,7 +87,8 @@ class Op:
         The output shares input 0's memory (reshape): no forward copy.
     cases
         For array rows, ``cases() -> [(label, f, shapes)]`` for the generated gradient
-        tests; elementwise rows get shape cases from their kind.
+        tests; elementwise rows get shape cases from their kind unless they give their
+        own (``polygamma``: integer orders).
     front
         The public Python function of an array or composite row (elementwise rows get
         a generated one).
@@ -96,7 +97,8 @@ class Op:
         ``out``: output 0; default: all), for the in-place version check.
     namespace
         Where the function is published: ``numpy`` (``tapegrad.numpy``),
-        ``numpy.linalg`` or ``special`` (``tapegrad.special``, SciPy's names).
+        ``numpy.linalg`` or ``special`` (``tapegrad.special``, SciPy's names);
+        ``internal``: not published (rows tapegrad's own rules record).
     aliases
         Other ``tapegrad.numpy`` names for the op (``abs`` for ``absolute``).
     arith
@@ -120,6 +122,13 @@ class Op:
         kernel instead of NumPy's ufunc.
     vector_range
         See ``vector``.
+    vjp, jvp
+        For array rows, the derivative as recorded ops, attached by
+        :mod:`tapegrad.derivatives` (the compiled ``bwd`` kernel stays the first-order
+        path): ``vjp(node, grads) -> input grads`` serves ``create_graph`` and higher
+        order, ``jvp(node, tangents) -> output tangents`` forward mode. Elementwise rows
+        need neither: their scalar formulas are written in the vocabulary of
+        :mod:`tapegrad.ops.vocabulary` and record when called with tensors.
     """
 
     name: str
@@ -142,6 +151,8 @@ class Op:
     vector: tuple[Callable, Callable] | None = None
     vector_range: float = 0.0
     arith: bool = False
+    vjp: Callable | None = None
+    jvp: Callable | None = None
     code: int = field(default=-1, init=False)
     saves: tuple[str, ...] = field(default=(), init=False)
     # plain attributes for the eager hot path (enum and property lookups cost ~0.1 us)

@@ -1,0 +1,95 @@
+"""The vocabulary backward formulas are written in, so that one formula serves every mode.
+
+A backward formula (``sin_bwd(g, x, out) = g * np.cos(x)``) is compiled by numba for
+scalars: that is the first-order backward, lifted to whole tensors by the kernels. The
+same Python function, called with *tensors*, records the derivative as table ops, so the
+gradient it returns can be differentiated again (``backward(create_graph=True)``,
+``tg.grad`` of ``tg.grad``); called with a tangent in place of ``g`` it is the op's
+forward-mode rule. This is how PyTorch's ``derivatives.yaml`` formulas serve double
+backward, with numba's scalar compilation as the fast path.
+
+A formula may therefore use only what works both ways:
+
+* arithmetic and comparisons, NumPy's ufuncs (``np.cos``: a tensor's
+  ``__array_ufunc__`` records the row) and constants;
+* :func:`select` in place of a Python branch on values;
+* the words below with two faces: compiled code calls the scalar kernel, Python calls
+  the row's public function (:func:`row_function`), or an expression of table ops.
+
+A Python ``if`` on a tensor raises (its truth value is ambiguous), so a formula that
+leaves this vocabulary fails loudly in the recorded modes, never silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .._jit import jit, overload
+from .table import BY_NAME
+
+
+def select(cond: Any, a: Any, b: Any) -> Any:
+    """``a`` where ``cond`` holds, else ``b``: a branch on values, written as a value.
+
+    Compiled, it is ``a if cond else b`` on scalars (LLVM inlines it and emits a select; both
+    operands are computed, so keep them cheap). With tensors it records ``where``; the gradient
+    of the branch not taken is multiplied by zero, so a second derivative that is
+    infinite in that branch (``log(x)`` at ``x == 0``) shows as NaN there, as it does
+    in PyTorch and JAX.
+    """
+    if isinstance(cond, bool | np.bool_):  # a condition on constants: no op to record
+        return a if cond else b
+    return np.where(cond, a, b)
+
+
+@overload(select)
+def _select_compiled(cond, a, b):  # numba compares its signature: no annotations
+    def impl(cond, a, b):
+        return a if cond else b
+
+    return impl
+
+
+@jit
+def _power_less_one(x, y):
+    # x ** 1 is x exactly: the squares of every loss skip a libm pow call (~20 ns)
+    return x if y == 2 else x ** (y - 1)
+
+
+def power_less_one(x: Any, y: Any) -> Any:
+    """``x ** (y - 1)``, the power rule's factor; compiled, ``y == 2`` costs no pow."""
+    return x ** (y - 1)
+
+
+@overload(power_less_one)
+def _power_less_one_compiled(x, y):
+    return lambda x, y: _power_less_one(x, y)
+
+
+def row_function(name: str, compiled: Callable, arity: int) -> Callable:
+    """A word with two faces: compiled code calls ``compiled`` (a scalar kernel); Python
+    calls row ``name``'s public function, which records (so a formula that calls it,
+    such as ``gammaln``'s backward ``g * digamma(x)``, records ``digamma``)."""
+    if arity == 1:
+
+        def face(x):
+            return BY_NAME[name].front(x)
+
+        def typing(x):
+            return lambda x: compiled(x)
+
+    else:
+
+        def face(x, y):
+            return BY_NAME[name].front(x, y)
+
+        def typing(x, y):
+            return lambda x, y: compiled(x, y)
+
+    face.__name__ = face.__qualname__ = name
+    face.__doc__ = f"``{name}``: its scalar kernel compiled, its row's function in Python."
+    overload(face)(typing)
+    return face
