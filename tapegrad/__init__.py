@@ -20,7 +20,18 @@ from .engine import backward_stats, detect_anomaly, is_anomaly_enabled
 from .function import Function, FunctionCtx, kernel
 from .tensors import Tensor, as_tensor, enable_grad, is_grad_enabled, no_grad, tensor
 from .testing import gradcheck
-from .transforms import grad, jacobian, value_and_grad, vjp
+from .transforms import (
+    checkpoint,
+    grad,
+    hessian,
+    hvp,
+    jacfwd,
+    jacobian,
+    jacrev,
+    jvp,
+    value_and_grad,
+    vjp,
+)
 
 __version__ = "0.1.0"
 
@@ -30,15 +41,21 @@ __all__ = [
     "Tensor",
     "as_tensor",
     "backward_stats",
+    "checkpoint",
     "compile",
     "compile_all",
     "detect_anomaly",
     "enable_grad",
     "grad",
     "gradcheck",
+    "hessian",
+    "hvp",
     "is_anomaly_enabled",
     "is_grad_enabled",
+    "jacfwd",
     "jacobian",
+    "jacrev",
+    "jvp",
     "kernel",
     "no_grad",
     "numpy",

@@ -14,16 +14,22 @@ from typing import Any
 
 import numpy as np
 
+from . import derivatives as _derivatives  # noqa: F401  (attaches recorded derivatives)
 from . import engine, tensors
 from . import frontends as _frontends  # noqa: F401  (attaches each row's front end)
 from ._protocols import array_function, array_ufunc
-from .boundary import EQUIVALENTS, HIGHER_ORDER
+from .boundary import EQUIVALENTS
 from .frontends.shape import reshape as reshape_copy
 from .ops import ROWS, Kind, Op
 from .tensors import Tensor, elementwise_function
 from .views import install as install_views
 
-NAMESPACES: dict[str, dict[str, Callable]] = {"numpy": {}, "numpy.linalg": {}, "special": {}}
+NAMESPACES: dict[str, dict[str, Callable]] = {
+    "numpy": {},
+    "numpy.linalg": {},
+    "special": {},
+    "internal": {},  # rows only tapegrad itself calls (scatter_add: a gather's transpose)
+}
 
 
 def _operators(op: Op, f: Callable) -> None:
@@ -60,6 +66,7 @@ for _op in ROWS:
             f"{_op.doc}. Elementwise{', with broadcasting' if _op.arity == 2 else ''}"
             f"; generated from the op table row ``{_op.name}``."
         )
+        _op.front = _f  # the recorded face of formulas that call this row
     else:
         _f = _op.front
     _operators(_op, _f)
@@ -83,7 +90,7 @@ install_views(NAMESPACES["numpy"])  # NumPy's view semantics for the public entr
 # error messages name tapegrad's function for the NumPy / SciPy one a user called
 _LIBRARY = {"numpy": "numpy", "numpy.linalg": "numpy.linalg", "special": "scipy.special"}
 for _ns, _fns in NAMESPACES.items():
-    for _name in _fns:
+    for _name in _fns if _ns in _LIBRARY else ():
         EQUIVALENTS[f"{_LIBRARY[_ns]}.{_name}"] = f"tapegrad.{_ns}.{_name}"
 del _ns, _fns, _name
 
@@ -192,11 +199,13 @@ def backward(
         Keep the graph so ``backward`` can run through it again; by default its
         saved values are freed and a second backward raises.
     create_graph
-        Record the backward pass so that gradients can be differentiated again:
-        not supported yet (raises ``NotImplementedError``).
+        Record the backward pass as ops, so that the gradients are themselves
+        differentiable: ``.grad`` then holds tensors in the graph (PyTorch's double
+        backward). The graph is kept, whatever ``retain_graph`` says.
     """
     if create_graph:
-        raise NotImplementedError(HIGHER_ORDER.format(what="backward(create_graph=True)"))
+        engine.backward_graph(self, gradient)
+        return
     engine.backward(self, gradient, retain_graph)
 
 

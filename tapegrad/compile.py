@@ -45,10 +45,11 @@ from typing import Any
 
 import numpy as np
 
-from . import closures
+from . import closures, transforms
 from ._jit import entry_point
-from .boundary import HIGHER_ORDER, user_line
+from .boundary import user_line
 from .engine import accumulate_grad, has_hooks, is_anomaly_enabled, raise_backward_error
+from .frontends.reduce import sum as rsum
 from .function import Function
 from .layout import (
     E_CALLBACK_HOOK,
@@ -474,6 +475,7 @@ class Compiled:
         self._stats = {"captures": 0, "replays": 0, "guard_failures": 0, "checks": 0}
         self._diffs: dict[int, frozenset[int]] = {}
         self._warned: set[str] = set()
+        self._hvp: Compiled | None = None  # step.hvp's program (see hvp)
         # one call at a time: a program's tape holds one call's values (threads wait)
         self._lock = threading.RLock()
         functools.update_wrapper(self, fn)
@@ -848,11 +850,10 @@ class Compiled:
             if type(a) is np.ndarray or not _requires_grad(a):
                 continue
             raise NotImplementedError(
-                HIGHER_ORDER.format(
-                    what="value_and_grad of a compiled step was given a tensor that requires "
-                    "grad (its gradients would have to be differentiated); call the step "
-                    "itself, step(*args), to make it one node of the graph"
-                )
+                "value_and_grad of a compiled step was given a tensor that requires grad: "
+                "it returns NumPy gradients, which cannot carry that dependence. Call the "
+                "step itself, step(*args), to make it one node of the graph, or use "
+                "step.hvp for second derivatives"
             )
         nargs = len(args)
         diff = self._diff(nargs)
@@ -888,6 +889,41 @@ class Compiled:
         out = [gather(call.entries[a % nargs]) for a in self.argnums]
         result_grads = out[0] if self.single else tuple(out)
         return ((value, aux), result_grads) if self.has_aux else (value, result_grads)
+
+    def hvp(self, *args: Any) -> Any:
+        """Hessian-vector product of the captured loss: ``step.hvp(*args, v)``, ``v``
+        shaped like the differentiated argument(s) (a tuple of them for a tuple
+        ``argnums``); the result has that shape.
+
+        It is the gradient of ``<grad fn(*args), v>``: the inner gradient is recorded
+        (``tg.grad`` on tensors that require grad) into a program of its own, captured
+        once per signature like ``value_and_grad`` and replayed for new ``args`` and
+        ``v`` in compiled code, so a Newton-CG loop runs no Python per op. A recorded
+        derivative that decides on values (``max``, ``min``) cannot be captured and
+        raises.
+        """
+        if len(args) < 2:
+            raise TypeError("hvp: call it as step.hvp(*args, v)")
+        if self._hvp is None:
+            nums = self.argnums[0] if self.single else self.argnums
+            self._hvp = Compiled(self._inner_product, nums, False, self.check)
+        return self._hvp.value_and_grad(*args)[1]
+
+    def _inner_product(self, *args: Any) -> Tensor:
+        """``<grad fn(*args[:-1]), args[-1]>``, the function ``hvp`` differentiates."""
+        *xs, v = args
+        g = transforms.grad(self.fn, self.argnums[0] if self.single else self.argnums)(*xs)
+        if self.has_aux:
+            g = g[0]
+        gs, vs = (g,), (v,)
+        if not self.single:
+            gs, vs = tuple(g), tuple(v)
+        total = None
+        for gi, vi in zip(gs, vs, strict=True):
+            for gl, vl in zip(flatten(gi)[0], flatten(vi)[0], strict=True):
+                term = rsum(gl * vl)
+                total = term if total is None else total + term
+        return total
 
 
 def _requires_grad(a: Any) -> bool:

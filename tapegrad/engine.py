@@ -28,8 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from . import dispatch
-from .boundary import HIGHER_ORDER
+from . import graphwalk
 from .layout import (
     DTYPE_CODE,
     DTYPE_NAMES,
@@ -52,7 +51,6 @@ from .layout import (
     H_STAT_CALLBACKS,
     H_STAT_NODES,
     N_MASK,
-    N_OP,
     NODE_FREED,
     NP_DTYPES,
     OK,
@@ -64,13 +62,12 @@ from .layout import (
     SLOT_CONST,
     SLOT_HOOK,
 )
-from .ops import ROWS
 from .ops.elementwise import ADD, MUL
 from .ops.reduce import SUM
 from .scheduler import resume, run_backward
 from .shapes import gradient_buffer_error, user_gradient
 from .shapes import seed as seed_rule
-from .tape import EAGER, TRANSFORM, Tape, enter, leave
+from .tape import EAGER, TRANSFORM, Tape, current_tape, enter, leave
 from .tensors import (
     FREED_MESSAGE,
     NO_GRAD_MESSAGE,
@@ -80,6 +77,7 @@ from .tensors import (
     added,
     constant,
     elementwise,
+    enable_grad,
     general,
     graph_freed,
     home_of,
@@ -315,8 +313,9 @@ def _check_foreign(tape: Tape, user: bool) -> None:
             f"grad but is not one of the transform's arguments (shape {t.shape}, "
             f"{t.dtype}: a closure, global or attribute, or an outer transform's "
             "variable). The transform returns NumPy values, which cannot carry that "
-            "dependence, so gradients through it would silently be missing; "
-            + HIGHER_ORDER.format(what="pass it as an argument (argnums) instead")
+            "dependence, so gradients through it would silently be missing. Pass it as an "
+            "argument: a transform whose arguments require grad returns tensors that carry "
+            "the dependence (tg.grad(tg.grad(f)) works), or .detach() it"
         )
 
 
@@ -348,6 +347,77 @@ def backward(t: Tensor, gradient: Any = None, retain_graph: bool = False) -> Non
         g = tape.read_grad(s)
         if g is not None:
             accumulate_grad(leaf, g)
+
+
+def backward_graph(t: Tensor, gradient: Any = None) -> None:
+    """``backward(create_graph=True)``: the gradients added into ``.grad`` are tensors
+    recorded in the graph (:func:`tapegrad.graphwalk.reverse`), so they can be
+    differentiated again. The graph is kept (as PyTorch's ``retain_graph`` defaults to
+    ``create_graph``)."""
+    seed = gradient if isinstance(gradient, Tensor) else _seed(t, gradient)
+    if seed is None:
+        seed = np.ones(t.shape, t.dtype)
+    elif isinstance(seed, Tensor) and seed.shape != t.shape:
+        raise RuntimeError(
+            f"backward: gradient has shape {seed.shape}, the tensor has shape {t.shape}"
+        )
+    home = home_of(t)
+    if home is None:
+        if graph_freed(t):
+            raise RuntimeError(FREED_MESSAGE)
+        if not t.requires_grad:
+            raise RuntimeError(NO_GRAD_MESSAGE)
+        accumulate_grad(t, seed)
+        return
+    tape, slot = home
+    if not tape.slot_rg(slot):
+        raise RuntimeError(NO_GRAD_MESSAGE)
+    grads = graph_gradients(tape, slot, seed, None)
+    per_leaf: dict[int, list] = {}  # a leaf bound to several slots: one sum, hooks once
+    for s, leaf in tape.leaves:
+        g = grads.get(s)
+        if g is not None:
+            entry = per_leaf.setdefault(id(leaf), [leaf, None])
+            entry[1] = g if entry[1] is None else entry[1] + g
+    for leaf, g in per_leaf.values():
+        accumulate_grad(leaf, g)
+
+
+def graph_gradients(tape: Tape, root: int, seed: Any, wanted: set[int] | None) -> dict:
+    """Recorded gradients of slot ``root`` of ``tape`` (the current tape) by slot:
+    :func:`tapegrad.graphwalk.reverse` with grad mode on and the tape kept from being
+    rewound while the walk records into it."""
+    if tape is not current_tape() or (tape.foreign and tape.kind == EAGER):
+        raise NotImplementedError(
+            "create_graph=True on a graph recorded on another tape (another transform's, "
+            "another thread's, or one handed over after an earlier backward): record the "
+            "graph and differentiate it in the same scope"
+        )
+    if tape.capture is not None and wanted is None:
+        raise RuntimeError(
+            "backward(create_graph=True) inside a function being captured by tg.compile: "
+            "compute the inner gradient with tg.grad"
+        )
+    stale, tape.stale = tape.stale, False
+    try:
+        with enable_grad():
+            return graphwalk.reverse(tape, [(root, seed)], wanted, _graph_hooks)
+    finally:
+        tape.stale = tape.stale or stale
+
+
+def _graph_hooks(hooks: list, g: Any) -> Any:
+    """Gradient hooks in a create_graph walk: they get (and may return) tensors."""
+    for fn in sorted(hooks, key=lambda f: getattr(f, "_retain", False)):
+        r = fn(g)
+        if r is not None:
+            if tuple(np.shape(r)) != tuple(g.shape):
+                name = getattr(fn, "__name__", fn)
+                raise RuntimeError(
+                    f"hook {name!r} returned a gradient of shape {np.shape(r)}, expected {g.shape}"
+                )
+            g = r
+    return g
 
 
 def _drive_owned(tape: Tape, root: int, seed: np.ndarray | None, retain_graph: bool) -> None:
@@ -471,8 +541,17 @@ def gradients(
     return found
 
 
-def accumulate_grad(leaf: Tensor, g: np.ndarray) -> None:
-    """Add ``g`` into ``leaf.grad`` (running its hooks, on a callback tape, if any)."""
+def accumulate_grad(leaf: Tensor, g: Any) -> None:
+    """Add ``g`` into ``leaf.grad`` (running its hooks, on a callback tape, if any); a
+    tensor ``g`` (create_graph) is added as a tensor, its hooks run with grad on."""
+    if isinstance(g, Tensor):
+        hooks = _LEAF_HOOKS.get(leaf)
+        if hooks:
+            g = _graph_hooks(hooks, g)
+        add_grad(leaf, g)
+        for fn in list(_POST_HOOKS.get(leaf) or ()):
+            fn(leaf)
+        return
     if not _LEAF_HOOKS.entries and not _POST_HOOKS.entries:  # no leaf has hooks
         add_grad(leaf, g)
         return
@@ -592,15 +671,6 @@ def _reduce_to(g: np.ndarray, shape: tuple[int, ...], name: str, i: int) -> np.n
     return g.sum(axis=axes, keepdims=True) if axes else g
 
 
-def _node_name(tape: Tape, k: int) -> str:
-    op = tape.node_field(N_OP, k)
-    if op < len(ROWS):
-        return ROWS[op].name
-    if op == len(ROWS):
-        return tape.custom_entry(k)[0].__name__
-    return dispatch.USER_FUNCTIONS[op - len(ROWS) - 1].__name__
-
-
 def raise_backward_error(tape: Tape, st: int) -> None:
     """Raise the exception for a failed backward status (statuses that ``Tape.fix``
     can repair -- a kernel to compile, a bigger gradient arena -- return)."""
@@ -609,30 +679,28 @@ def raise_backward_error(tape: Tape, st: int) -> None:
         raise RuntimeError(FREED_MESSAGE)
     if st == E_NO_BWD:
         raise NotImplementedError(
-            f"backward of '{_node_name(tape, h[H_ERR_A])}' is not "
+            f"backward of '{graphwalk.node_name(tape, h[H_ERR_A])}' is not "
             "implemented (the op table has no backward rule for it)"
         )
     if st == E_LINALG:
         raise np.linalg.LinAlgError(
-            f"backward of '{_node_name(tape, h[H_ERR_A])}': singular matrix"
+            f"backward of '{graphwalk.node_name(tape, h[H_ERR_A])}': singular matrix"
         )
     if st == E_NONFINITE:
         k, i = h[H_ERR_A], h[H_ERR_B]
         raise RuntimeError(
-            f"Function '{_node_name(tape, k)}' returned nan or inf values in "
+            f"Function '{graphwalk.node_name(tape, k)}' returned nan or inf values in "
             f"its {i}th input gradient; the op was recorded at "
             f"{tape.sources.get(k, '<unknown>')}"
         )
     if st == E_VERSION:
-        k, s, saved, now = h[H_ERR_A], h[H_ERR_B], h[H_ERR_C], h[H_ERR_D]
-        raise RuntimeError(
-            f"one of the values needed for gradient computation has been modified by an "
-            f"in-place operation: '{_node_name(tape, k)}' (node {k}) saved slot {s} at "
-            f"version {saved}, which is now version {now}"
-        )
+        raise graphwalk.version_error(tape, h[H_ERR_A], h[H_ERR_B], h[H_ERR_C], h[H_ERR_D])
     if st == E_GRAD_META:
         node, s, expect, actual = h[H_ERR_A], h[H_ERR_B], h[H_ERR_C], h[H_ERR_D]
         got = DTYPE_NAMES[actual] if 0 <= actual < len(DTYPE_NAMES) else str(actual)
         raise gradient_buffer_error(
-            _node_name(tape, node), f"node {node}, slot {s}", f"dtype {DTYPE_NAMES[expect]}", got
+            graphwalk.node_name(tape, node),
+            f"node {node}, slot {s}",
+            f"dtype {DTYPE_NAMES[expect]}",
+            got,
         )

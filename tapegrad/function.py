@@ -15,6 +15,11 @@ given) and returns an array or a tuple of arrays. The backward comes in two kind
   (all in the function's float dtype), ``mask`` the needs-input-grad bits; it adds
   (``+=``) into ``input_grads``. It runs inside the compiled loop: no Python at all in
   the backward pass (``tg.backward_stats()`` counts callbacks).
+
+Forward mode (``tg.jvp``) through a custom function calls its ``jvp(ctx, *tangents)``
+staticmethod (PyTorch's spelling); without one it raises. ``backward(create_graph=True)``
+and nested transforms through a custom function raise: its backward computes on NumPy
+arrays, so what it returns cannot be differentiated again.
 """
 
 from __future__ import annotations
@@ -87,6 +92,14 @@ class Function:
     @staticmethod
     def backward(ctx: FunctionCtx, *grads: Any) -> Any:
         raise NotImplementedError("this Function defines neither backward nor backward_kernel")
+
+    @staticmethod
+    def jvp(ctx: FunctionCtx, *tangents: Any) -> Any:
+        """Forward mode (``tg.jvp``, ``tg.jacfwd``): one tangent per ``forward``
+        argument in (NumPy arrays, zeros for tensors without one; ``None`` for other
+        arguments), one tangent per output out. Optional: without it, forward mode
+        through the function raises."""
+        raise NotImplementedError("this Function defines no jvp")
 
     @classmethod
     def apply(cls, *args: Any) -> Any:

@@ -100,12 +100,16 @@ from .layout import (
     ITEMSIZE,
     N_FIELDS,
     N_FLAGS,
+    N_FP,
     N_IP,
     N_LINK,
+    N_NFP,
     N_NIN,
+    N_NIP,
     N_NOUT,
     NODE_FREED,
     NP_DTYPES,
+    OUTPUT_BIT0,
     S_ADDR,
     S_DTYPE,
     S_FIELDS,
@@ -400,6 +404,30 @@ class Tape:
         nout = self.node_field(N_NOUT, k)
         lv = self.views["link"]
         return list(lv[base : base + nin]), list(lv[base + nin : base + nin + nout])
+
+    def node_params(self, k: int) -> tuple[tuple[int, ...], tuple[float, ...]]:
+        """Node ``k``'s int and float parameters (axes, permutations, scales...)."""
+        ip, nip = self.node_field(N_IP, k), self.node_field(N_NIP, k)
+        fp, nfp = self.node_field(N_FP, k), self.node_field(N_NFP, k)
+        return tuple(self.views["ip"][ip : ip + nip]), tuple(self.views["fp"][fp : fp + nfp])
+
+    def changed_operand(self, k: int, bits: int) -> tuple[int, int, int] | None:
+        """``(slot, version recorded, version now)`` of the first operand of node ``k``
+        among the link entries ``bits`` selects (inputs first, then outputs from
+        ``layout.OUTPUT_BIT0``) changed in place since the node was recorded; None if
+        none was (the scheduler's in-place check, for Python walks of the graph)."""
+        if not self.h[H_INPLACE]:
+            return None
+        base, nin = self.node_field(N_LINK, k), self.node_field(N_NIN, k)
+        cap = self.h[H_LINK_CAP]
+        lv = self.views["link"]
+        for i in range(nin + self.node_field(N_NOUT, k)):
+            if (bits >> (i if i < nin else OUTPUT_BIT0 + i - nin)) & 1:
+                s = lv[base + i]
+                now = self.slot_field(S_VERSION, s)
+                if lv[cap + base + i] != now:
+                    return s, lv[cap + base + i], now
+        return None
 
     def links(self, start: int, n: int) -> list[int]:
         """The slots of link entries ``start .. start + n``."""

@@ -644,10 +644,15 @@ def thread_alive(ident: int) -> bool:
     return ident in _THREADS
 
 
-def added(old: np.ndarray | None, g: np.ndarray) -> np.ndarray:
+def added(old: Any, g: Any) -> Any:
     """``old + g`` as a fresh array (``g`` itself when ``old`` is None), never writing
-    into one a user may hold; ``np.add(out=)`` keeps a 0-d sum an array."""
-    return g if old is None else np.add(old, g, out=np.empty_like(old))
+    into one a user may hold; ``np.add(out=)`` keeps a 0-d sum an array. A tensor on
+    either side (a ``create_graph`` gradient) gives a recorded sum."""
+    if old is None:
+        return g
+    if isinstance(g, Tensor) or isinstance(old, Tensor):
+        return old + g
+    return np.add(old, g, out=np.empty_like(old))
 
 
 def add_grad(t: Tensor, g: np.ndarray) -> None:

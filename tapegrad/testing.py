@@ -1,11 +1,13 @@
 """Gradient checking for users' own functions (and tapegrad's own tests).
 
-:func:`check_grads` compares reverse-mode gradients with central differences, the way
-HIPS autograd's ``check_grads`` does: for a random output cotangent ``v`` and, for each
-argument, a random input direction ``u``, the VJP ``<J^T v, u>`` must equal
-``(<v, f(x + eps u)> - <v, f(x - eps u)>) / (2 eps)``. One scalar per argument checks
-the whole Jacobian in expectation; on failure the report localises the error
-element by element (for arguments of up to 4096 elements).
+:func:`check_grads` compares derivatives with central differences, the way HIPS
+autograd's ``check_grads`` does: for a random output cotangent ``v`` and, for each
+argument, a random input direction ``u``, the VJP ``<J^T v, u>`` (reverse mode) and the
+JVP ``<v, J u>`` (forward mode) must equal ``(<v, f(x + eps u)> - <v, f(x - eps u)>) /
+(2 eps)``. One scalar per argument checks the whole Jacobian in expectation; on failure
+the report localises the error element by element (for arguments of up to 4096
+elements). Higher orders check the derivative itself, as a function of the arguments,
+one order down, in every mode.
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from .frontends.reduce import sum as rsum
+from .frontends.shape import concatenate, reshape
 from .tensors import Tensor, no_grad, tensor
+from .transforms import grad, jvp
 
 __all__ = ["GradientCheckError", "check_grads", "gradcheck"]
 
@@ -38,6 +43,7 @@ def check_grads(
     args: Sequence[Any],
     *,
     order: int = 1,
+    modes: Sequence[str] = ("rev",),
     eps: float | None = None,
     rtol: float | None = None,
     atol: float | None = None,
@@ -53,7 +59,10 @@ def check_grads(
         The point to check at: arrays (float64 recommended; float32 works with looser
         ``eps`` and tolerances). Every argument is checked.
     order
-        Derivative order; tapegrad computes first derivatives (1).
+        Derivative order: 2 also checks the derivative of the derivative (by the
+        modes asked), and so on.
+    modes
+        ``"rev"`` (VJP, backward) and/or ``"fwd"`` (JVP, forward mode).
     eps
         Finite-difference step (default 1e-6 for float64, 1e-2 for float32).
     rtol, atol
@@ -68,13 +77,85 @@ def check_grads(
         Naming the argument, the two directional derivatives, and where (which
         element) the largest error is.
     """
-    if order != 1:
-        raise NotImplementedError("check_grads: only first-order gradients (order=1)")
+    unknown = set(modes) - {"rev", "fwd"}
+    if unknown or not modes:
+        raise ValueError(f"check_grads: modes must be 'rev' and/or 'fwd', got {tuple(modes)}")
+    if order < 1:
+        raise ValueError(f"check_grads: order must be >= 1, got {order}")
+    tolerances = dict(eps=eps, rtol=rtol, atol=atol, seed=seed)
+    if "rev" in modes:
+        _check_reverse(f, args, **tolerances)
+    if "fwd" in modes:
+        _check_forward(f, args, **tolerances)
+    if order > 1:
+        for mode in modes:
+            derivative = _derivative(f, args, mode, seed)
+            check_grads(derivative, args, order=order - 1, modes=modes, **tolerances)
+
+
+def _derivative(f: Callable, args: Sequence[Any], mode: str, seed: int) -> Callable:
+    """``f``'s derivative as a function of the same arguments, for the next order: the
+    VJP with a fixed random cotangent (all arguments' gradients, flattened and joined),
+    or the JVP along fixed random directions."""
     arrays = [np.array(_as_array(a)) for a in args]
+    rng = np.random.default_rng(seed + 1)
+    with no_grad():
+        shape = np.shape(_as_array(f(*[tensor(a) for a in arrays])))
+    v = rng.standard_normal(shape)
+    us = [rng.standard_normal(a.shape).astype(a.dtype) for a in arrays]
+    nums = tuple(i for i, a in enumerate(arrays) if a.dtype.kind == "f")
+
+    def vjp_of(*xs: Any) -> Any:
+        gs = grad(lambda *ys: rsum(f(*ys) * v), nums)(*xs)
+        return concatenate([reshape(g, -1) for g in gs])
+
+    def jvp_of(*xs: Any) -> Any:
+        return jvp(f, xs, us)[1]
+
+    return vjp_of if mode == "rev" else jvp_of
+
+
+def _tolerances(arrays: list[np.ndarray], eps: Any, rtol: Any, atol: Any) -> tuple:
     low = any(a.dtype == np.float32 for a in arrays)
     eps = eps if eps is not None else (1e-2 if low else 1e-6)
     rtol = rtol if rtol is not None else (2e-3 if low else 1e-6)
     atol = atol if atol is not None else (1e-4 if low else 1e-8)
+    return eps, rtol, atol
+
+
+def _check_forward(
+    f: Callable, args: Sequence[Any], eps: Any, rtol: Any, atol: Any, seed: int
+) -> None:
+    """``<v, J u>`` by forward mode against central differences, all arguments moved."""
+    arrays = [np.array(_as_array(a)) for a in args]
+    eps, rtol, atol = _tolerances(arrays, eps, rtol, atol)
+    rng = np.random.default_rng(seed + 2)
+    us = [rng.standard_normal(a.shape) * (a.dtype.kind == "f") for a in arrays]
+    out, t = jvp(f, arrays, [u.astype(a.dtype) for u, a in zip(us, arrays)])
+    v = rng.standard_normal(np.shape(out))
+    analytic = float(np.vdot(v, np.asarray(t, np.float64)))
+
+    def along(step: float) -> float:
+        moved = [(a.astype(np.float64) + step * u).astype(a.dtype) for a, u in zip(arrays, us)]
+        return float(np.vdot(v, _evaluate(f, moved)))
+
+    numeric = (along(eps) - along(-eps)) / (2 * eps)
+    fx = np.asarray(out, np.float64)
+    unit = max(np.finfo(a.dtype).eps for a in arrays if a.dtype.kind == "f")
+    noise = 50 * unit * float(np.sum(np.abs(v * fx))) / eps
+    tol = atol + rtol * max(abs(analytic), abs(numeric)) + noise
+    if not abs(analytic - numeric) <= tol:
+        raise GradientCheckError(
+            "check_grads: forward mode disagrees with central differences: directional "
+            f"derivative {analytic:.10g} by JVP, {numeric:.10g} by finite differences"
+        )
+
+
+def _check_reverse(
+    f: Callable, args: Sequence[Any], eps: Any, rtol: Any, atol: Any, seed: int
+) -> None:
+    arrays = [np.array(_as_array(a)) for a in args]
+    eps, rtol, atol = _tolerances(arrays, eps, rtol, atol)
     rng = np.random.default_rng(seed)
 
     leaves = [tensor(a, requires_grad=a.dtype.kind == "f") for a in arrays]

@@ -43,6 +43,7 @@ LAYERS: list[tuple[str, list[str]]] = [
         "op declarations",
         [
             "ops.table",
+            "ops.vocabulary",
             "ops.elementwise",
             "ops.reduce",
             "ops.shape",
@@ -56,7 +57,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("generated wrappers, dispatch table", ["_generated", "dispatch"]),
     ("Python tape", ["tape"]),
     ("Tensor: handle, binding, grad mode", ["tensors"]),
-    ("backward driver", ["engine"]),
+    ("backward driver", ["graphwalk", "engine"]),
     (
         "front ends, custom functions, transforms, compile, testing",
         [
@@ -66,6 +67,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "frontends.linalg",
             "frontends.special",
             "frontends",
+            "derivatives",
             "function",
             "transforms",
             "closures",
@@ -248,3 +250,46 @@ def test_tensor_fields_stay_with_the_modules_that_manage_handles():
     assert not stray, "Tensor fields read outside the handle's managers:\n" + "\n".join(
         f"  {m}: {f}" for m, f in stray
     )
+
+
+# --- the kernel cache's key --------------------------------------------------------------
+
+# CUDA kernels are compiled per process, never cached on disk: no key needed
+NOT_CACHED = {"cuda.kernels"}
+COMPILING = {"jit", "jitable", "overload", "intrinsic", "cfunc", "njit", "vectorize"}
+
+
+def _compiled_definitions(path: Path) -> list[str]:
+    """Functions defined in ``path`` that numba compiles (by their decorator)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for d in node.decorator_list:
+                target = d.func if isinstance(d, ast.Call) else d
+                name = target.attr if isinstance(target, ast.Attribute) else ast.unparse(target)
+                if name in COMPILING:
+                    found.append(node.name)
+    return found
+
+
+def test_the_cache_key_covers_every_compiled_module():
+    """``_jit.HASHED`` keys the kernel cache: every module with compiled code is in it,
+    and a hashed module imports only hashed modules, so no cached kernel can call code
+    that changed without a new key."""
+    from tapegrad._jit import is_hashed
+
+    modules = _modules()
+
+    def rel(m: str) -> str:
+        return modules[m].relative_to(PACKAGE).as_posix()
+
+    for module, path in modules.items():
+        if not is_hashed(rel(module)):
+            if module in NOT_CACHED:
+                continue
+            assert not _compiled_definitions(path), f"{module} compiles code but is not hashed"
+            continue
+        for imported, _, _, _ in _imports(module, path):
+            if imported in modules:
+                assert is_hashed(rel(imported)), f"hashed {module} imports unhashed {imported}"
+    assert _compiled_definitions(PACKAGE / "kernels" / "elementwise.py")  # the check sees

@@ -1,0 +1,540 @@
+"""Every differentiable row's derivative as recorded ops: ``Op.vjp`` and ``Op.jvp``.
+
+The compiled kernels are the first-order backward. The rules here serve the modes
+that need derivatives *as ops*: ``create_graph`` / nested transforms (reverse, the
+gradient is recorded so it can be differentiated again) and forward mode (tangents).
+:mod:`tapegrad.graphwalk` calls them with a :class:`~tapegrad.graphwalk.NodeView`.
+
+* **Elementwise rows** need nothing new: their scalar backward formulas are written
+  in the vocabulary of :mod:`tapegrad.ops.vocabulary`, so the *same* Python function,
+  called with tensors, records its derivative. Reverse: ``formula_i(g, x, y, out)``
+  summed down to input ``i``'s shape. Forward: a formula is linear in ``g`` and equals
+  ``g * d out / d x_i``, so the tangent is ``sum_i formula_i(t_i, x, y, out)``.
+* **Linear array rows** (reshape, transpose, gather, scatter, concatenate, sum, cumsum,
+  cast) apply themselves to the tangent, and their transpose to the cotangent (a
+  gather's transpose is the ``scatter_add`` row, and back).
+* **The others** (matmul, inv, det, slogdet, solve, cholesky, prod, max, min, cumprod,
+  log_softmax) state both rules below, next to each other. ``tests/test_higher.py``
+  checks every rule against the compiled kernel (first order), central differences
+  (second order, tangents) and the other mode (``<u, J v>`` both ways), for every case
+  of the table.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .frontends.linalg import inv, matmul, solve
+from .frontends.reduce import cumprod, cumsum
+from .frontends.reduce import sum as rsum
+from .frontends.shape import (
+    astype,
+    broadcast_to,
+    concatenate,
+    flip,
+    gather_positions,
+    getitem,
+    reshape,
+    scatter_add,
+    swapaxes,
+    transpose,
+    where,
+)
+from .graphwalk import NodeView
+from .ops import ROWS, Kind
+from .tensors import Tensor, as_tensor
+
+Rule = Callable[[NodeView, list], list]
+
+
+# --- shape helpers -----------------------------------------------------------------------
+
+
+def sum_to(t: Any, shape: tuple[int, ...], dtype: np.dtype) -> Tensor:
+    """``t`` summed over the axes broadcasting added to ``shape`` (the broadcast
+    reduction of every backward), cast to ``dtype``."""
+    t = as_tensor(t)
+    if t.shape != shape:
+        lead = t.ndim - len(shape)
+        axes = tuple(range(lead)) + tuple(
+            lead + d for d, n in enumerate(shape) if n == 1 and t.shape[lead + d] != 1
+        )
+        t = reshape(rsum(t, axis=axes), shape) if axes else reshape(t, shape)
+    return t if t.dtype == dtype else astype(t, dtype)
+
+
+def _fit(t: Any, shape: tuple[int, ...], dtype: np.dtype) -> Tensor:
+    """``t`` broadcast to ``shape`` and cast to ``dtype`` (a tangent that did not
+    depend on every operand, like ``add``'s ``t_x``)."""
+    t = as_tensor(t)
+    if t.shape != shape:
+        t = broadcast_to(t, shape)
+    return t if t.dtype == dtype else astype(t, dtype)
+
+
+def _zeros_like(node: NodeView, i: int) -> np.ndarray:
+    return np.zeros(node.in_shapes[i], node.in_dtypes[i])
+
+
+def _mT(t: Any) -> Tensor:
+    return swapaxes(t, -1, -2)
+
+
+def _keep(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(1 if d in axes else n for d, n in enumerate(shape))
+
+
+def _axes(node: NodeView) -> tuple[int, ...]:
+    """A reduction's axes (its int parameters: count, then the axes)."""
+    return tuple(node.ip[1 : 1 + node.ip[0]])
+
+
+def _expand(g: Any, node: NodeView) -> Tensor:
+    """A reduction's cotangent broadcast back over the reduced axes of its input."""
+    shape = node.in_shapes[0]
+    return broadcast_to(reshape(g, _keep(shape, _axes(node))), shape)
+
+
+# --- elementwise rows: the formulas themselves -------------------------------------------
+
+
+def _elementwise_rules(op: Any) -> tuple[Rule, Rule]:
+    formulas = [getattr(f, "py_func", f) for f in op.backward_formulas]
+
+    def vjp(node: NodeView, grads: list) -> list:
+        args = (*node.ins, node.outs[0])
+        return [
+            sum_to(f(grads[0], *args), node.in_shapes[i], node.in_dtypes[i])
+            if node.needs[i]
+            else None
+            for i, f in enumerate(formulas)
+        ]
+
+    def jvp(node: NodeView, tangents: list) -> list:
+        args = (*node.ins, node.outs[0])
+        total = None
+        for f, t in zip(formulas, tangents):
+            if t is not None:
+                term = f(t, *args)
+                total = term if total is None else total + term
+        return [_fit(total, node.out_shapes[0], node.out_dtypes[0])]
+
+    return vjp, jvp
+
+
+# --- linear array rows -------------------------------------------------------------------
+
+
+def _astype_vjp(node: NodeView, grads: list) -> list:
+    return [astype(grads[0], node.in_dtypes[0])]
+
+
+def _astype_jvp(node: NodeView, tangents: list) -> list:
+    return [astype(tangents[0], node.out_dtypes[0])]
+
+
+def _reshape_vjp(node: NodeView, grads: list) -> list:
+    return [reshape(grads[0], node.in_shapes[0])]
+
+
+def _reshape_jvp(node: NodeView, tangents: list) -> list:
+    return [reshape(tangents[0], node.out_shapes[0])]
+
+
+def _transpose_vjp(node: NodeView, grads: list) -> list:
+    return [transpose(grads[0], np.argsort(node.ip))]
+
+
+def _transpose_jvp(node: NodeView, tangents: list) -> list:
+    return [transpose(tangents[0], node.ip)]
+
+
+def _positions(node: NodeView) -> np.ndarray:
+    """A gather's or scatter's flat positions (int parameters, or its int64 input 1)."""
+    if len(node.ins) == 1:
+        return np.asarray(node.ip, np.int64)
+    return np.asarray(node.ins[1], np.int64).reshape(-1)
+
+
+def _gather(t: Any, where: np.ndarray, shape: tuple[int, ...]) -> Tensor:
+    return gather_positions(t, lambda p: p.reshape(-1)[where].reshape(shape))
+
+
+def _gather_vjp(node: NodeView, grads: list) -> list:
+    return [scatter_add(grads[0], _positions(node), node.in_shapes[0]), None]
+
+
+def _gather_jvp(node: NodeView, tangents: list) -> list:
+    return [_gather(tangents[0], _positions(node), node.out_shapes[0])]
+
+
+def _scatter_vjp(node: NodeView, grads: list) -> list:
+    return [_gather(grads[0], _positions(node), node.in_shapes[0]), None]
+
+
+def _scatter_jvp(node: NodeView, tangents: list) -> list:
+    return [scatter_add(tangents[0], _positions(node), node.out_shapes[0])]
+
+
+def _concatenate_vjp(node: NodeView, grads: list) -> list:
+    # int parameters: (outer, inner, total, size_0, size_1, ...) of the (outer, total,
+    # inner) view every operand and the result share
+    outer, inner, total, *sizes = node.ip
+    g3 = reshape(grads[0], (outer, total, inner))
+    out, start = [], 0
+    for i, n in enumerate(sizes):
+        piece = getitem(g3, (slice(None), slice(start, start + n), slice(None)))
+        out.append(reshape(piece, node.in_shapes[i]) if node.needs[i] else None)
+        start += n
+    return out
+
+
+def _concatenate_jvp(node: NodeView, tangents: list) -> list:
+    outer, inner, _, *sizes = node.ip
+    parts = [
+        reshape(t if t is not None else _zeros_like(node, i), (outer, n, inner))
+        for i, (t, n) in enumerate(zip(tangents, sizes))
+    ]
+    return [reshape(concatenate(parts, axis=1), node.out_shapes[0])]
+
+
+def _where_vjp(node: NodeView, grads: list) -> list:
+    c, g = node.ins[0], grads[0]
+    zero = np.zeros((), node.dtype)
+    return [
+        None,
+        sum_to(where(c, g, zero), node.in_shapes[1], node.in_dtypes[1]) if node.needs[1] else None,
+        sum_to(where(c, zero, g), node.in_shapes[2], node.in_dtypes[2]) if node.needs[2] else None,
+    ]
+
+
+def _where_jvp(node: NodeView, tangents: list) -> list:
+    tx = tangents[1] if tangents[1] is not None else np.zeros((), node.dtype)
+    ty = tangents[2] if tangents[2] is not None else np.zeros((), node.dtype)
+    return [_fit(where(node.ins[0], tx, ty), node.out_shapes[0], node.dtype)]
+
+
+def _sum_vjp(node: NodeView, grads: list) -> list:
+    # int parameters: (number of axes, axes...); float parameter: the scale (1/count for
+    # a mean)
+    return [_expand(grads[0], node) * node.fp[0]]
+
+
+def _sum_jvp(node: NodeView, tangents: list) -> list:
+    r = rsum(tangents[0], axis=_axes(node)) * node.fp[0]
+    return [reshape(r, node.out_shapes[0])]
+
+
+def _cumsum_vjp(node: NodeView, grads: list) -> list:
+    ax = node.ip[0]
+    return [flip(cumsum(flip(grads[0], ax), ax), ax)]
+
+
+def _cumsum_jvp(node: NodeView, tangents: list) -> list:
+    return [cumsum(tangents[0], node.ip[0])]
+
+
+# --- the others: both rules side by side --------------------------------------------------
+
+
+def _as_matrices(node: NodeView) -> tuple[Tensor, Tensor, tuple, tuple]:
+    """matmul's operands as stacks of matrices (a 1-D x a row, a 1-D y a column)."""
+    x, y = as_tensor(node.ins[0]), as_tensor(node.ins[1])
+    xm = reshape(x, (1, *x.shape)) if x.ndim == 1 else x
+    ym = reshape(y, (*y.shape, 1)) if y.ndim == 1 else y
+    return xm, ym, xm.shape, ym.shape
+
+
+def _matmul_vjp(node: NodeView, grads: list) -> list:
+    # out = x @ y: gx = g @ y^T, gy = x^T @ g, summed over broadcast batch axes
+    xm, ym, xs, ys = _as_matrices(node)
+    batch = np.broadcast_shapes(xs[:-2], ys[:-2])
+    g = reshape(grads[0], (*batch, xs[-2], ys[-1]))
+    gx = sum_to(matmul(g, _mT(ym)), xs, node.dtype) if node.needs[0] else None
+    gy = sum_to(matmul(_mT(xm), g), ys, node.dtype) if node.needs[1] else None
+    return [
+        None if gx is None else reshape(gx, node.in_shapes[0]),
+        None if gy is None else reshape(gy, node.in_shapes[1]),
+    ]
+
+
+def _matmul_jvp(node: NodeView, tangents: list) -> list:
+    # d(x @ y) = dx @ y + x @ dy
+    tx, ty = tangents
+    total = None
+    if tx is not None:
+        total = matmul(tx, node.ins[1])
+    if ty is not None:
+        term = matmul(node.ins[0], ty)
+        total = term if total is None else total + term
+    return [total]
+
+
+def _inv_vjp(node: NodeView, grads: list) -> list:
+    # d inv(A) = -inv(A) dA inv(A): gA = -inv(A)^T g inv(A)^T
+    w = _mT(node.outs[0])
+    return [-matmul(matmul(w, grads[0]), w)]
+
+
+def _inv_jvp(node: NodeView, tangents: list) -> list:
+    w = node.outs[0]
+    return [-matmul(matmul(w, tangents[0]), w)]
+
+
+def _logdet_grad(node: NodeView) -> Tensor:
+    """d log|det A| / dA = inv(A)^T."""
+    return _mT(inv(node.ins[0]))
+
+
+def _det_vjp(node: NodeView, grads: list) -> list:
+    # d det A = det A tr(inv(A) dA)
+    scale = reshape(grads[0] * node.outs[0], (*node.out_shapes[0], 1, 1))
+    return [scale * _logdet_grad(node)]
+
+
+def _det_jvp(node: NodeView, tangents: list) -> list:
+    return [node.outs[0] * rsum(_logdet_grad(node) * tangents[0], axis=(-2, -1))]
+
+
+def _slogdet_vjp(node: NodeView, grads: list) -> list:
+    # outputs (sign, log|det|): the sign is piecewise constant
+    if grads[1] is None:
+        return [None]
+    return [reshape(grads[1], (*node.out_shapes[1], 1, 1)) * _logdet_grad(node)]
+
+
+def _slogdet_jvp(node: NodeView, tangents: list) -> list:
+    return [None, rsum(_logdet_grad(node) * tangents[0], axis=(-2, -1))]
+
+
+def _solve_vjp(node: NodeView, grads: list) -> list:
+    # x = A^-1 b: gb = A^-T g, gA = -gb x^T
+    a = node.ins[0]
+    gb = solve(_mT(a), grads[0])
+    ga = -matmul(gb, _mT(node.outs[0])) if node.needs[0] else None
+    return [ga, gb if node.needs[1] else None]
+
+
+def _solve_jvp(node: NodeView, tangents: list) -> list:
+    # dx = A^-1 (db - dA x)
+    ta, tb = tangents
+    rhs = tb if tb is not None else np.zeros(node.out_shapes[0], node.dtype)
+    if ta is not None:
+        rhs = rhs - matmul(ta, node.outs[0])
+    return [solve(node.ins[0], rhs)]
+
+
+def _phi(n: int, dtype: np.dtype) -> np.ndarray:
+    """The lower triangle with the diagonal halved, as a mask (Murray 2016's Phi)."""
+    return np.tril(np.ones((n, n), dtype)) - 0.5 * np.eye(n, dtype=dtype)
+
+
+def _cholesky_vjp(node: NodeView, grads: list) -> list:
+    # gA = sym(L^-T Phi(L^T gL) L^-1), symmetrised as the compiled kernel (and PyTorch)
+    low = node.outs[0]
+    n = node.in_shapes[0][-1]
+    w = inv(low)
+    s = matmul(matmul(_mT(w), matmul(_mT(low), grads[0]) * _phi(n, node.dtype)), w)
+    return [0.5 * (s + _mT(s))]
+
+
+def _cholesky_jvp(node: NodeView, tangents: list) -> list:
+    # dL = L Phi(L^-1 dA L^-T); the forward reads the lower triangle, so dA is that
+    # triangle mirrored
+    low = node.outs[0]
+    n = node.in_shapes[0][-1]
+    lower = np.tril(np.ones((n, n), node.dtype))
+    strict = np.tril(np.ones((n, n), node.dtype), -1)
+    t = tangents[0]
+    sym = t * lower + _mT(t * strict)
+    w = inv(low)
+    return [matmul(low, matmul(matmul(w, sym), _mT(w)) * _phi(n, node.dtype))]
+
+
+def _last_axis(t: Any, axes: tuple[int, ...]) -> tuple[Tensor, tuple[int, ...]]:
+    """``t`` with the reduced ``axes`` moved last and merged into one; and the
+    permutation used."""
+    t = as_tensor(t)
+    keep = [d for d in range(t.ndim) if d not in axes]
+    perm = (*keep, *axes)
+    moved = transpose(t, perm)
+    m = math.prod(t.shape[d] for d in axes)
+    return reshape(moved, (*moved.shape[: len(keep)], m)), perm
+
+
+def _others(node: NodeView) -> tuple[Tensor, tuple[int, ...]]:
+    """For prod: each element's product of the *other* reduced elements, from
+    exclusive products on both sides (exact with zeros; no division)."""
+    x, perm = _last_axis(node.ins[0], _axes(node))
+    ones = np.ones((*x.shape[:-1], 1), node.dtype)
+    left = concatenate([ones, cumprod(getitem(x, (..., slice(None, -1))), axis=-1)], axis=-1)
+    rev = flip(x, -1)
+    right = concatenate([ones, cumprod(getitem(rev, (..., slice(None, -1))), axis=-1)], axis=-1)
+    return left * flip(right, -1), perm
+
+
+def _unmerge(t: Tensor, node: NodeView, perm: tuple[int, ...]) -> Tensor:
+    """Undo :func:`_last_axis` on a tensor of the merged shape."""
+    shape = node.in_shapes[0]
+    moved = reshape(t, tuple(shape[d] for d in perm))
+    return transpose(moved, np.argsort(perm))
+
+
+def _prod_vjp(node: NodeView, grads: list) -> list:
+    others, perm = _others(node)
+    g, _ = _last_axis(_expand(grads[0], node), _axes(node))
+    return [_unmerge(g * others, node, perm), None, None]
+
+
+def _prod_jvp(node: NodeView, tangents: list) -> list:
+    others, _ = _others(node)
+    t, _ = _last_axis(tangents[0], _axes(node))
+    return [reshape(rsum(t * others, axis=-1), node.out_shapes[0]), None, None]
+
+
+def _values_read(node: NodeView, what: str) -> None:
+    """A rule that decides on values cannot be captured: replay would reuse them."""
+    if node.capturing:
+        raise NotImplementedError(
+            f"tg.compile cannot capture the recorded derivative of {what}: it depends on "
+            "which elements are selected, a decision on values the program would not "
+            "re-check. Differentiate it eagerly (tg.grad) instead"
+        )
+
+
+def _ties(node: NodeView) -> np.ndarray:
+    """max / min: where the input equals its result, divided by the number of ties
+    (constants: the selection is piecewise constant)."""
+    _values_read(node, node.op.name)
+    x = np.asarray(node.ins[0]) if not isinstance(node.ins[0], Tensor) else node.ins[0].numpy()
+    out = node.outs[0].numpy() if isinstance(node.outs[0], Tensor) else node.outs[0]
+    keep = _keep(node.in_shapes[0], _axes(node))
+    hit = x == out.reshape(keep)
+    return hit / np.sum(hit, axis=_axes(node), keepdims=True).astype(node.dtype)
+
+
+def _extreme_vjp(node: NodeView, grads: list) -> list:
+    return [_expand(grads[0], node) * _ties(node).astype(node.dtype)]
+
+
+def _extreme_jvp(node: NodeView, tangents: list) -> list:
+    t = rsum(tangents[0] * _ties(node).astype(node.dtype), axis=_axes(node))
+    return [reshape(t, node.out_shapes[0]), None]
+
+
+# cumprod: out_i = prod_{k <= i} x_k. With P[j, i] = prod_{k <= i, k != j} x_k, the
+# gradient is gx_j = sum_{i >= j} g_i P[j, i] and the tangent dout_i = sum_{j <= i} t_j
+# P[j, i]. P comes from a cumprod over i of x with x_j replaced by 1 (exact with
+# zeros, O(n^2) memory per row); a long axis uses out_i / x_j instead, which needs
+# non-zero x.
+_CUMPROD_SQUARE = 1024
+
+
+def _cumprod_matrix(node: NodeView) -> tuple[Tensor, int]:
+    ax = node.ip[0]
+    x = swapaxes(node.ins[0], ax, -1)
+    n = x.shape[-1]
+    eye = np.eye(n, dtype=bool)
+    rep = where(eye, np.ones((), node.dtype), reshape(x, (*x.shape[:-1], 1, n)))
+    return cumprod(rep, axis=-1), ax  # [..., j, i]
+
+
+def _cumprod_long(node: NodeView, name: str) -> None:
+    _values_read(node, "cumprod along a long axis")
+    x = node.ins[0]
+    values = x.numpy() if isinstance(x, Tensor) else np.asarray(x)
+    if np.any(values == 0):
+        raise NotImplementedError(
+            f"{name} of cumprod along an axis of length > {_CUMPROD_SQUARE} with zeros "
+            "in the input is not supported"
+        )
+
+
+def _cumprod_vjp(node: NodeView, grads: list) -> list:
+    ax = node.ip[0]
+    if node.in_shapes[0][ax] > _CUMPROD_SQUARE:
+        _cumprod_long(node, "create_graph")
+        acc = flip(cumsum(flip(grads[0] * node.outs[0], ax), ax), ax)
+        return [acc / node.ins[0]]
+    p, ax = _cumprod_matrix(node)
+    n = p.shape[-1]
+    upper = np.triu(np.ones((n, n), node.dtype))  # [j, i]: i >= j
+    g = swapaxes(grads[0], ax, -1)
+    gx = rsum(p * upper * reshape(g, (*g.shape[:-1], 1, n)), axis=-1)
+    return [swapaxes(gx, ax, -1)]
+
+
+def _cumprod_jvp(node: NodeView, tangents: list) -> list:
+    ax = node.ip[0]
+    t = tangents[0]
+    if node.in_shapes[0][ax] > _CUMPROD_SQUARE:
+        _cumprod_long(node, "forward mode")
+        return [node.outs[0] * cumsum(t / node.ins[0], ax)]
+    p, ax = _cumprod_matrix(node)
+    n = p.shape[-1]
+    upper = np.triu(np.ones((n, n), node.dtype))
+    tm = swapaxes(t, ax, -1)
+    d = rsum(p * upper * reshape(tm, (*tm.shape[:-1], n, 1)), axis=-2)
+    return [swapaxes(d, ax, -1)]
+
+
+def _log_softmax_vjp(node: NodeView, grads: list) -> list:
+    # out = x - logsumexp(x): gx = g - softmax(x) sum(g)
+    ax = node.ip[0]
+    g = grads[0]
+    return [g - np.exp(node.outs[0]) * rsum(g, axis=ax, keepdims=True)]
+
+
+def _log_softmax_jvp(node: NodeView, tangents: list) -> list:
+    ax = node.ip[0]
+    t = tangents[0]
+    return [t - rsum(np.exp(node.outs[0]) * t, axis=ax, keepdims=True)]
+
+
+ARRAY_RULES: dict[str, tuple[Rule, Rule]] = {
+    "astype": (_astype_vjp, _astype_jvp),
+    "reshape": (_reshape_vjp, _reshape_jvp),
+    "transpose": (_transpose_vjp, _transpose_jvp),
+    "getitem": (_gather_vjp, _gather_jvp),
+    "scatter_add": (_scatter_vjp, _scatter_jvp),
+    "concatenate": (_concatenate_vjp, _concatenate_jvp),
+    "where": (_where_vjp, _where_jvp),
+    "matmul": (_matmul_vjp, _matmul_jvp),
+    "inv": (_inv_vjp, _inv_jvp),
+    "det": (_det_vjp, _det_jvp),
+    "slogdet": (_slogdet_vjp, _slogdet_jvp),
+    "solve": (_solve_vjp, _solve_jvp),
+    "cholesky": (_cholesky_vjp, _cholesky_jvp),
+    "sum": (_sum_vjp, _sum_jvp),
+    "mean": (_sum_vjp, _sum_jvp),
+    "prod": (_prod_vjp, _prod_jvp),
+    "max": (_extreme_vjp, _extreme_jvp),
+    "min": (_extreme_vjp, _extreme_jvp),
+    "cumsum": (_cumsum_vjp, _cumsum_jvp),
+    "cumprod": (_cumprod_vjp, _cumprod_jvp),
+    "log_softmax": (_log_softmax_vjp, _log_softmax_jvp),
+}
+
+
+def _attach() -> None:
+    for op in ROWS:
+        if not op.differentiable or op.bwd is None:
+            continue
+        if op.kind in (Kind.UNARY, Kind.BINARY):
+            op.vjp, op.jvp = _elementwise_rules(op)
+        elif op.kind is Kind.ARRAY:
+            op.vjp, op.jvp = ARRAY_RULES[op.name]
+    missing = [
+        op.name
+        for op in ROWS
+        if op.kind is Kind.ARRAY and op.differentiable and op.name not in ARRAY_RULES
+    ]
+    if missing:
+        raise RuntimeError(f"array rows without recorded derivatives: {missing}")
+
+
+_attach()

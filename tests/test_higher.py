@@ -1,0 +1,500 @@
+"""Higher order and forward mode, generated from the op table: for every case of every
+differentiable row,
+
+* the recorded backward (``create_graph``) gives the compiled backward's gradient;
+* second order: the gradient of ``<VJP(x), w>`` against central differences of the
+  compiled VJP (HIPS autograd's ``check_grads(order=2)``);
+* forward mode: the JVP against central differences of ``f``;
+* both modes agree: ``<u, J v>`` by JVP equals ``<J^T u, v>`` by VJP.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+import tapegrad.numpy as tnp
+
+from .custom_ops import Cube
+from .optable_cases import cases
+
+DIFFERENTIABLE = [c for c in cases() if c.op.differentiable]
+
+
+def _rng(case, k: int) -> np.random.Generator:
+    return np.random.default_rng(abs(hash((case.id, k))) % 2**32)
+
+
+def _f(case):
+    return lambda *xs: case.f(tnp, *xs)
+
+
+def _values(case, args) -> np.ndarray:
+    return np.asarray(case.f(np, *args), dtype=np.float64)
+
+
+def _close(a: float, b: float, scale: float, rtol: float = 1e-6) -> bool:
+    return abs(a - b) <= rtol * max(abs(a), abs(b)) + 1e-7 * max(1.0, scale)
+
+
+@pytest.mark.parametrize("case", DIFFERENTIABLE, ids=lambda c: c.id)
+def test_recorded_backward_matches_compiled(case):
+    args = case.args()
+    rng = _rng(case, 0)
+    out = case.f(np, *args)
+    u = rng.standard_normal(np.shape(out))
+    _, pull = tg.vjp(_f(case), *args)
+    compiled = pull(u)
+    leaves = [tg.tensor(a, requires_grad=True) for a in args]
+    case.f(tnp, *leaves).backward(gradient=u, create_graph=True)
+    for leaf, want in zip(leaves, compiled, strict=True):
+        got = leaf.grad
+        assert isinstance(got, tg.Tensor) or got is None
+        got = np.zeros_like(want) if got is None else got.numpy()
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", DIFFERENTIABLE, ids=lambda c: c.id)
+def test_second_order_against_central_differences(case):
+    args = case.args()
+    n = len(args)
+    rng = _rng(case, 1)
+    u = rng.standard_normal(np.shape(case.f(np, *args)))
+    ws = [rng.standard_normal(a.shape) for a in args]
+    ds = [rng.standard_normal(a.shape) for a in args]
+    nums = tuple(range(n))
+
+    def pulled(*xs):
+        """<J(x)^T u, w>: a scalar whose gradient is second order in f."""
+        gs = tg.grad(lambda *ys: tnp.sum(case.f(tnp, *ys) * u), nums)(*xs)
+        total = 0.0
+        for g, w in zip(gs, ws):
+            total = total + tnp.sum(g * w)
+        return total
+
+    with warnings.catch_warnings():
+        # a row linear in an argument has a gradient independent of it: zero, warned
+        warnings.simplefilter("ignore", UserWarning)
+        second = tg.grad(pulled, nums)(*args)
+    analytic = sum(float(np.vdot(g, d)) for g, d in zip(second, ds))
+    eps = 1e-5
+
+    def at(step: float) -> float:
+        moved = [a + step * d for a, d in zip(args, ds)]
+        gs = tg.grad(lambda *ys: tnp.sum(case.f(tnp, *ys) * u), nums)(*moved)
+        return sum(float(np.vdot(g, w)) for g, w in zip(gs, ws))
+
+    numeric = (at(eps) - at(-eps)) / (2 * eps)
+    scale = max(abs(at(0.0)), 1.0)
+    assert _close(analytic, numeric, scale, rtol=1e-5), (analytic, numeric)
+
+
+@pytest.mark.parametrize("case", DIFFERENTIABLE, ids=lambda c: c.id)
+def test_forward_mode_against_central_differences(case):
+    args = case.args()
+    rng = _rng(case, 2)
+    ds = [rng.standard_normal(a.shape) for a in args]
+    out, tangent = tg.jvp(_f(case), args, ds)
+    np.testing.assert_allclose(out, _values(case, args), rtol=1e-12, atol=1e-12)
+    eps = case.check.get("eps", 1e-6)
+    hi = _values(case, [a + eps * d for a, d in zip(args, ds)])
+    lo = _values(case, [a - eps * d for a, d in zip(args, ds)])
+    numeric = (hi - lo) / (2 * eps)
+    scale = max(1.0, float(np.max(np.abs(_values(case, args)), initial=0.0)))
+    assert tangent.shape == numeric.shape
+    rtol = case.check.get("rtol", 1e-5)
+    np.testing.assert_allclose(tangent, numeric, rtol=rtol, atol=1e-7 * scale)
+
+
+@pytest.mark.parametrize("case", DIFFERENTIABLE, ids=lambda c: c.id)
+def test_forward_and_reverse_agree(case):
+    args = case.args()
+    rng = _rng(case, 3)
+    vs = [rng.standard_normal(a.shape) for a in args]
+    out, jv = tg.jvp(_f(case), args, vs)
+    u = rng.standard_normal(np.shape(out))
+    _, pull = tg.vjp(_f(case), *args)
+    jtu = pull(u)
+    left = float(np.vdot(u, jv))
+    right = sum(float(np.vdot(g, v)) for g, v in zip(jtu, vs))
+    assert _close(left, right, max(abs(left), 1.0), rtol=1e-9), (left, right)
+
+
+# --- composition and nesting ---------------------------------------------------------------
+
+
+def cube_sum(x):
+    return tnp.sum(x**3)
+
+
+@pytest.mark.parametrize(
+    ("f", "third"),
+    [
+        (tnp.sin, lambda x: -np.cos(x)),
+        (tnp.exp, np.exp),
+        (lambda x: x**4, lambda x: 24 * x),
+        (tnp.log, lambda x: 2 / x**3),
+        (tnp.tanh, lambda x: -2 * (1 - np.tanh(x) ** 2) * (1 - 3 * np.tanh(x) ** 2)),
+        (
+            lambda x: tnp.arctan(x) * x,
+            lambda x: -4 * x / (1 + x**2) ** 2 - 4 * x * (1 - x**2) / (1 + x**2) ** 3,
+        ),
+    ],
+)
+def test_third_order_of_scalar_functions(f, third):
+    x = 0.7
+    got = tg.grad(tg.grad(tg.grad(f)))(x)
+    np.testing.assert_allclose(got, third(x), rtol=1e-10)
+
+
+def test_grad_of_grad_and_of_a_loss_of_the_gradient():
+    x = np.array([0.5, -1.0, 2.0])
+    np.testing.assert_allclose(tg.grad(tg.grad(lambda s: s**3))(1.5), 9.0)
+    # d/dx sum((3x^2)^2) = 36 x^3
+    got = tg.grad(lambda v: tnp.sum(tg.grad(cube_sum)(v) ** 2))(x)
+    np.testing.assert_allclose(got, 36 * x**3)
+
+
+def test_inner_transforms_on_outer_variables():
+    # d/dr [d/da (a b)](r, 2r) = d/dr 2r = 2
+    assert tg.grad(lambda r: tg.grad(lambda a, b: a * b)(r, 2 * r))(3.0) == pytest.approx(2.0)
+    # a closure over the outer variable: d/dr [r * r] = 2r
+    got = tg.grad(lambda r: tnp.sum(tg.grad(lambda a: a * r)(2.0) * r))(3.0)
+    assert got == pytest.approx(6.0)
+
+
+def test_no_perturbation_confusion():
+    # d/dx [x * d/dy (x + y)] = d/dx x = 1 (2 if the inner derivative also saw x move)
+    assert tg.grad(lambda x: x * tg.grad(lambda y: x + y)(x))(3.0) == pytest.approx(1.0)
+    assert tg.grad(lambda x: x * tg.grad(lambda y: x * y)(x))(3.0) == pytest.approx(6.0)
+
+
+def test_transform_of_an_eager_tensor_returns_a_tensor_in_its_graph():
+    x = tg.tensor(np.array([1.0, 2.0]), requires_grad=True)
+    g = tg.grad(cube_sum)(x)
+    assert isinstance(g, tg.Tensor) and g.requires_grad
+    np.testing.assert_allclose(g.numpy(), 3 * x.numpy() ** 2)
+    tnp.sum(g).backward()
+    np.testing.assert_allclose(x.grad, 6 * x.numpy())
+    # under no_grad the values only
+    with tg.no_grad():
+        plain = tg.grad(cube_sum)(x)
+    assert isinstance(plain, np.ndarray)
+
+
+def test_create_graph_with_hooks_and_retain_graph():
+    x = tg.tensor(np.array([0.5, 1.5]), requires_grad=True)
+    xv = x.numpy()
+    y = tnp.sin(x)
+    seen = []
+    handle = y.register_hook(lambda g: seen.append(g) or g * 2.0)
+    loss = tnp.sum(y**2)
+    loss.backward(create_graph=True)
+    assert isinstance(seen[0], tg.Tensor) and seen[0].requires_grad
+    g = x.grad  # the hook doubles d loss / dy = 2 sin: 4 sin cos = 2 sin(2x)
+    np.testing.assert_allclose(g.numpy(), 2 * np.sin(2 * xv))
+    # the graph is kept: a second create_graph backward accumulates into .grad
+    loss.backward(create_graph=True)
+    np.testing.assert_allclose(x.grad.numpy(), 4 * np.sin(2 * xv))
+    # g = 4 y cos(x) reaches y again: the hook doubles what flows into y, as in PyTorch
+    x.grad = None
+    tnp.sum(g).backward(retain_graph=True)
+    np.testing.assert_allclose(x.grad, 8 * np.cos(xv) ** 2 - 4 * np.sin(xv) ** 2)
+    handle.remove()
+    x.grad = None
+    tnp.sum(g).backward()
+    np.testing.assert_allclose(x.grad, 4 * np.cos(2 * xv))
+    assert len(seen) == 3
+
+
+def test_create_graph_refuses_what_it_cannot_record():
+    x = tg.tensor(np.array([1.0, 2.0]), requires_grad=True)
+    with pytest.raises(NotImplementedError, match="custom function 'Cube'"):
+        tnp.sum(Cube.apply(x)).backward(create_graph=True)
+    with pytest.raises(NotImplementedError, match="custom function 'Cube'"):
+        tg.hessian(lambda v: tnp.sum(Cube.apply(v)))(np.ones(2))
+    # a freed graph
+    y = tnp.sum(tnp.exp(x))
+    y.backward()
+    with pytest.raises(RuntimeError, match="second time"):
+        y.backward(create_graph=True)
+
+
+def test_create_graph_sees_in_place_changes():
+    x = tg.tensor(np.array([1.0, 2.0]), requires_grad=True)
+    y = tnp.exp(x)  # exp's derivative reads its output
+    y += 1
+    with pytest.raises(RuntimeError, match="modified by an in-place operation: 'exp'"):
+        tnp.sum(y).backward(create_graph=True)
+    with pytest.raises(RuntimeError, match="modified by an in-place operation: 'exp'"):
+        tg.jvp(lambda v: _inplace_exp(v), (np.ones(2),), (np.ones(2),))
+
+
+def _inplace_exp(v):
+    y = tnp.exp(v)
+    y += 1
+    return y
+
+
+def test_float32_stays_float32_at_second_order():
+    x = np.array([0.3, 0.9], np.float32)
+    f = lambda v: tnp.sum(tnp.tanh(v) * v**2)  # noqa: E731
+    h = tg.hessian(f)(x)
+    assert h.dtype == np.float32
+    np.testing.assert_allclose(h, tg.hessian(f)(x.astype(np.float64)), rtol=1e-4, atol=1e-5)
+    _, t = tg.jvp(f, (x,), (np.ones(2, np.float32),))
+    assert t.dtype == np.float32
+
+
+def test_higher_order_in_threads():
+    from .helpers import run_in_threads
+
+    results = {}
+
+    def work(k):
+        x = np.array([0.1 * (k + 1), 0.5])
+        results[k] = (x, tg.hessian(lambda v: tnp.sum(tnp.sin(v) * v))(x))
+
+    run_in_threads(work)
+    for x, h in results.values():
+        np.testing.assert_allclose(h, np.diag(2 * np.cos(x) - x * np.sin(x)), atol=1e-12)
+
+
+# --- Hessians -------------------------------------------------------------------------------
+
+
+def test_hessian_of_a_quadratic_form_is_exact():
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((5, 5))
+    x = rng.standard_normal(5)
+    h = tg.hessian(lambda v: v @ (a @ v) * 0.5)(x)
+    np.testing.assert_allclose(h, 0.5 * (a + a.T), rtol=1e-14, atol=1e-14)
+    v = rng.standard_normal(5)
+    np.testing.assert_allclose(tg.hvp(lambda v: v @ (a @ v) * 0.5, x, v), 0.5 * (a + a.T) @ v)
+
+
+def rosenbrock(x):
+    return tnp.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1.0 - x[:-1]) ** 2)
+
+
+def rosenbrock_hessian(x):
+    n = x.size
+    h = np.zeros((n, n))
+    for i in range(n - 1):
+        h[i, i] += 1200 * x[i] ** 2 - 400 * x[i + 1] + 2
+        h[i + 1, i + 1] += 200
+        h[i, i + 1] = h[i + 1, i] = -400 * x[i]
+    return h
+
+
+def test_hessian_of_rosenbrock_and_hvp():
+    x = np.array([0.3, -0.7, 1.2, 0.9, 1.1])
+    np.testing.assert_allclose(tg.hessian(rosenbrock)(x), rosenbrock_hessian(x), rtol=1e-12)
+    v = np.arange(5.0)
+    np.testing.assert_allclose(tg.hvp(rosenbrock, x, v), rosenbrock_hessian(x) @ v, rtol=1e-12)
+    _, fwd = tg.jvp(tg.grad(rosenbrock), (x,), (v,))  # forward over reverse
+    np.testing.assert_allclose(fwd, rosenbrock_hessian(x) @ v, rtol=1e-12)
+    np.testing.assert_allclose(tg.jacfwd(tg.grad(rosenbrock))(x), rosenbrock_hessian(x))
+
+
+def lennard_jones(flat):
+    x = tnp.reshape(flat, (-1, 3))
+    n = x.shape[0]
+    d = x[:, None, :] - x[None, :, :]
+    r2 = tnp.sum(d * d, axis=-1) + np.eye(n)
+    inv6 = (1.0 / r2) ** 3
+    return 2.0 * tnp.sum((inv6 * inv6 - inv6) * (1.0 - np.eye(n)))
+
+
+def test_hessian_of_lennard_jones_against_differences_of_forces():
+    rng = np.random.default_rng(3)
+    grid = np.stack(np.meshgrid(*[np.arange(2.0)] * 3), -1).reshape(-1, 3) * 1.1
+    flat = (grid + 0.05 * rng.standard_normal(grid.shape)).ravel()
+    h = tg.hessian(lennard_jones)(flat)
+    forces = tg.grad(lennard_jones)
+    eps = 1e-6
+    numeric = np.stack(
+        [(forces(flat + eps * e) - forces(flat - eps * e)) / (2 * eps) for e in np.eye(flat.size)],
+        axis=1,
+    )
+    scale = np.max(np.abs(h))
+    np.testing.assert_allclose(h, numeric, atol=1e-6 * scale)
+    np.testing.assert_allclose(h, h.T, atol=1e-12 * scale)
+
+
+def test_hessian_and_hvp_of_pytree_arguments():
+    def f(p):
+        return tnp.sum(p["w"] ** 2 * p["b"]) + tnp.sum(tnp.sin(p["b"]))
+
+    p = {"w": np.array([1.0, 2.0]), "b": np.array(0.5)}
+    h = tg.hessian(f)(p)
+    w, b = p["w"], p["b"]
+    np.testing.assert_allclose(h["w"]["w"], np.diag(2 * b * np.ones(2)))
+    np.testing.assert_allclose(h["w"]["b"], 2 * w)
+    np.testing.assert_allclose(h["b"]["w"], 2 * w)
+    np.testing.assert_allclose(h["b"]["b"], -np.sin(b))
+    v = {"w": np.array([1.0, -1.0]), "b": np.array(2.0)}
+    hv = tg.hvp(f, p, v)
+    np.testing.assert_allclose(hv["w"], 2 * b * v["w"] + 2 * w * v["b"])
+    np.testing.assert_allclose(hv["b"], 2 * w @ v["w"] - np.sin(b) * v["b"])
+    # a tuple of arguments
+    h2 = tg.hessian(lambda a, c: tnp.sum(a * c * c), argnums=(0, 1))(np.ones(2), np.ones(2))
+    np.testing.assert_allclose(h2[0][1], 2 * np.eye(2))
+    np.testing.assert_allclose(h2[1][1], 2 * np.eye(2))
+
+
+def test_hessian_matches_torch():
+    torch = pytest.importorskip("torch", exc_type=ImportError)
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((4, 6))
+    x = rng.standard_normal(6)
+    f = lambda v: tnp.sum(tnp.tanh(w @ v) ** 2) + tnp.sum(v**4)  # noqa: E731
+    g = lambda v: torch.sum(torch.tanh(torch.tensor(w) @ v) ** 2) + torch.sum(v**4)  # noqa: E731
+    want = torch.func.hessian(g)(torch.tensor(x)).numpy()
+    np.testing.assert_allclose(tg.hessian(f)(x), want, rtol=1e-12, atol=1e-12)
+
+
+# --- forward mode ----------------------------------------------------------------------------
+
+
+def test_jvp_pytrees_and_jacfwd():
+    def f(p, x):
+        return {"y": tnp.tanh(p["a"] * x), "z": tnp.sum(p["b"] * x)}
+
+    p = {"a": np.array([0.5, 1.0]), "b": np.array([2.0, -1.0])}
+    x = np.array([0.3, 0.4])
+    tp = {"a": np.array([1.0, 0.0]), "b": np.array([0.0, 1.0])}
+    tx = np.array([0.5, 0.5])
+    out, t = tg.jvp(f, (p, x), (tp, tx))
+    np.testing.assert_allclose(out["y"], np.tanh(p["a"] * x))
+    d = 1 - np.tanh(p["a"] * x) ** 2
+    np.testing.assert_allclose(t["y"], d * (tp["a"] * x + p["a"] * tx))
+    np.testing.assert_allclose(t["z"], tp["b"] @ x + p["b"] @ tx)
+    m = np.arange(6.0).reshape(2, 3)
+    fn = lambda v: tnp.sin(m @ v)  # noqa: E731
+    np.testing.assert_allclose(tg.jacfwd(fn)(np.ones(3)), tg.jacrev(fn)(np.ones(3)))
+    with pytest.raises(ValueError, match="tangent of shape"):
+        tg.jvp(fn, (np.ones(3),), (np.ones(2),))
+
+
+class CubeJvp(Cube):
+    """custom_ops.Cube with a tangent rule."""
+
+    @staticmethod
+    def jvp(ctx, t):
+        (x,) = ctx.saved_tensors
+        return 3 * x**2 * t
+
+
+def test_jvp_through_custom_functions():
+    x = np.array([1.0, 2.0])
+    _, t = tg.jvp(lambda v: CubeJvp.apply(v) * 2.0, (x,), (np.ones(2),))
+    np.testing.assert_allclose(t, 6 * x**2)
+    with pytest.raises(NotImplementedError, match="Cube: it defines no jvp"):
+        tg.jvp(Cube.apply, (x,), (np.ones(2),))
+
+
+def test_jvp_refuses_a_closure_that_requires_grad():
+    w = tg.tensor(np.array([1.0, 2.0]), requires_grad=True)
+    with pytest.raises(RuntimeError, match="not one of the transform's arguments"):
+        tg.jvp(lambda v: v * w, (np.ones(2),), (np.ones(2),))
+    # as an argument it is in the graph
+    _, t = tg.jvp(lambda v, c: v * c, (np.ones(2), w), (np.ones(2), np.zeros(2)))
+    tnp.sum(t).backward()
+    np.testing.assert_allclose(w.grad, [1.0, 1.0])
+
+
+# --- checkpointing ---------------------------------------------------------------------------
+
+
+def _step(y, k):
+    return y + 0.01 * tnp.tanh(k * y) * tnp.cos(y)
+
+
+def _trajectory(y0, k, steps, every):
+    y = y0
+    for i in range(0, steps, every):
+        n = min(every, steps - i)
+
+        def block(y, k, n=n):
+            for _ in range(n):
+                y = _step(y, k)
+            return y
+
+        y = tg.checkpoint(block, y, k) if every > 1 else block(y, k)
+    return tnp.sum(y**2)
+
+
+def test_checkpoint_gradients_equal_and_memory_falls():
+    import threading
+    import tracemalloc
+
+    y0 = np.linspace(0.1, 1.0, 2000)
+    grads, peaks = {}, {}
+
+    def run(every):
+        # a thread of its own: fresh tapes, so tracemalloc sees every allocation
+        y = tg.tensor(y0, requires_grad=True)
+        k = tg.tensor(np.array(1.3), requires_grad=True)
+        tracemalloc.start()
+        _trajectory(y, k, 400, every).backward()
+        peaks[every] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        grads[every] = (y.grad, k.grad)
+
+    for every in (1, 50):
+        t = threading.Thread(target=run, args=(every,))
+        t.start()
+        t.join()
+    for a, b in zip(grads[1], grads[50]):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    # 400 steps kept against 400 / 50 checkpoints plus one block of 50 recomputed
+    assert peaks[50] * 4 < peaks[1], peaks
+
+
+def test_checkpoint_refuses_a_closure_that_requires_grad():
+    k = tg.tensor(np.array(1.3), requires_grad=True)
+    y = tg.tensor(np.ones(3), requires_grad=True)
+    with pytest.raises(RuntimeError, match="Pass it as an argument of checkpoint"):
+        tg.checkpoint(lambda v: _step(v, k), y)
+
+
+# --- checking and capture --------------------------------------------------------------------
+
+
+def test_check_grads_in_both_modes_to_third_order():
+    from tapegrad.testing import GradientCheckError, check_grads
+
+    args = [np.array([0.3, 0.5]), np.array([1.2, 0.7])]
+    check_grads(lambda x, y: tnp.sin(x) * y**2, args, order=3, modes=("fwd", "rev"))
+
+    class WrongTangent(CubeJvp):
+        @staticmethod
+        def jvp(ctx, t):
+            (x,) = ctx.saved_tensors
+            return 2 * x**2 * t  # should be 3 x^2 t
+
+    check_grads(WrongTangent.apply, [np.array([0.5, 1.5])], modes=("rev",))
+    with pytest.raises(GradientCheckError, match="forward mode disagrees"):
+        check_grads(WrongTangent.apply, [np.array([0.5, 1.5])], modes=("fwd",))
+    with pytest.raises(ValueError, match="modes must be"):
+        check_grads(tnp.sin, [np.ones(2)], modes=("backward",))
+
+
+def test_compiled_hvp_replays_and_refuses_value_decisions():
+    step = tg.compile(rosenbrock)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        x, v = rng.standard_normal(6), rng.standard_normal(6)
+        np.testing.assert_allclose(step.hvp(x, v), rosenbrock_hessian(x) @ v, rtol=1e-12)
+    assert step._hvp.stats["captures"] == 1 and step._hvp.stats["replays"] == 3
+    two = tg.compile(lambda a, b: tnp.sum(a**2 * b), argnums=(0, 1))
+    ha, hb = two.hvp(np.ones(2), np.full(2, 3.0), (np.ones(2), np.zeros(2)))
+    np.testing.assert_allclose(ha, [6.0, 6.0])
+    np.testing.assert_allclose(hb, [2.0, 2.0])
+    with pytest.raises(NotImplementedError, match="cannot capture the recorded derivative of max"):
+        tg.compile(lambda x: tnp.max(x**2)).hvp(np.arange(3.0), np.ones(3))
