@@ -56,14 +56,22 @@ Rule = Callable[[NodeView, list], list]
 
 def sum_to(t: Any, shape: tuple[int, ...], dtype: np.dtype) -> Tensor:
     """``t`` summed over the axes broadcasting added to ``shape`` (the broadcast
-    reduction of every backward), cast to ``dtype``."""
+    reduction of every backward), cast to ``dtype``; a ``t`` that is itself
+    broadcastable to ``shape`` (a reduction's cotangent, see ``graphwalk.full``) is
+    broadcast."""
     t = as_tensor(t)
     if t.shape != shape:
-        lead = t.ndim - len(shape)
+        lead = max(t.ndim - len(shape), 0)
         axes = tuple(range(lead)) + tuple(
-            lead + d for d, n in enumerate(shape) if n == 1 and t.shape[lead + d] != 1
+            lead + d
+            for d, n in enumerate(shape)
+            if d + lead < t.ndim and n == 1 and t.shape[lead + d] != 1
         )
-        t = reshape(rsum(t, axis=axes), shape) if axes else reshape(t, shape)
+        if axes:
+            t = rsum(t, axis=axes, keepdims=True)
+            t = reshape(t, t.shape[lead:])
+        if t.shape != shape:
+            t = broadcast_to(t, shape)
     return t if t.dtype == dtype else astype(t, dtype)
 
 
@@ -94,9 +102,9 @@ def _axes(node: NodeView) -> tuple[int, ...]:
 
 
 def _expand(g: Any, node: NodeView) -> Tensor:
-    """A reduction's cotangent broadcast back over the reduced axes of its input."""
-    shape = node.in_shapes[0]
-    return broadcast_to(reshape(g, _keep(shape, _axes(node))), shape)
+    """A reduction's cotangent with the reduced axes of its input put back, as axes of
+    length 1: broadcastable to the input, not broadcast (``graphwalk.full``)."""
+    return reshape(g, _keep(node.in_shapes[0], _axes(node)))
 
 
 # --- elementwise rows: the formulas themselves -------------------------------------------
@@ -386,7 +394,7 @@ def _unmerge(t: Tensor, node: NodeView, perm: tuple[int, ...]) -> Tensor:
 
 def _prod_vjp(node: NodeView, grads: list) -> list:
     others, perm = _others(node)
-    g, _ = _last_axis(_expand(grads[0], node), _axes(node))
+    g, _ = _last_axis(broadcast_to(_expand(grads[0], node), node.in_shapes[0]), _axes(node))
     return [_unmerge(g * others, node, perm), None, None]
 
 

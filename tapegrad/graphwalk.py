@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from . import dispatch
-from .layout import N_FLAGS, N_OP, NODE_FREED, S_FLAGS, S_NODE, SLOT_HOOK
-from .ops import ROWS, Kind
+from .layout import H_INPLACE, N_FLAGS, N_OP, NODE_FREED, S_FLAGS, S_NODE, SLOT_HOOK
+from .ops import ELEMENTWISE, ROWS, Kind
 from .tape import Tape
 from .tensors import FREED_MESSAGE, slot_handle
 
@@ -132,6 +132,16 @@ def _accumulate(grads: dict, s: int, g: Any) -> None:
     grads[s] = g if old is None else old + g
 
 
+def full(g: Any, shape: tuple[int, ...]) -> Any:
+    """A gradient at its slot's shape. A reduction's rule may return its cotangent
+    broadcastable to the input's shape rather than broadcast (elementwise rules
+    broadcast it for free); it is materialised only where a shape must be exact: array
+    rules, hooks, and what the walk returns."""
+    if tuple(np.shape(g)) == shape:
+        return g
+    return np.broadcast_to(g, shape)  # a tensor's protocol records broadcast_to
+
+
 def reverse(
     tape: Tape,
     roots: list[tuple[int, Any]],
@@ -158,7 +168,8 @@ def reverse(
     Returns
     -------
     dict
-        Slot -> gradient (tensor or array) for every slot reached, leaves included.
+        Slot -> gradient (tensor or array) for the slots reached that no walked node
+        produced: leaves, constants, and the ``wanted`` slots.
     """
     grads: dict[int, Any] = {}
     for s, seed in roots:
@@ -167,13 +178,14 @@ def reverse(
     live, lo = reach(tape, wanted, hi) if wanted is not None else (None, 0)
     for k in range(hi - 1, lo - 1, -1):
         ins, outs = tape.node_links(k)
-        gs = [grads.get(s) for s in outs]
+        # complete: no later node reads them (a wanted slot's is returned)
+        gs = [grads.get(s) if wanted and s in wanted else grads.pop(s, None) for s in outs]
         if all(g is None for g in gs):
             continue
         if run_hooks is not None:
             for j, s in enumerate(outs):
                 if gs[j] is not None and tape.slot_field(S_FLAGS, s) & SLOT_HOOK:
-                    gs[j] = grads[s] = run_hooks(tape.hooks.get(s, []), gs[j])
+                    gs[j] = run_hooks(tape.hooks.get(s, []), full(gs[j], tape.slot_shape(s)))
         needs = [tape.slot_rg(s) and (live is None or s in live) for s in ins]
         if not any(needs):
             continue
@@ -191,15 +203,17 @@ def reverse(
         if op.vjp is None:
             raise NotImplementedError(f"create_graph: '{op.name}' has no recorded derivative")
         bits = 0
-        for i, n in enumerate(needs):
+        for i, n in enumerate(needs if tape.h[H_INPLACE] else ()):  # (no in-place: no check)
             if n:
                 bits |= op.saved_mask_for(i)
         _check_node(tape, k, bits)
         node = NodeView(tape, k, ins, outs, needs)
+        if op.kind not in ELEMENTWISE:
+            gs = [g if g is None else full(g, shape) for g, shape in zip(gs, node.out_shapes)]
         for s, n, g in zip(ins, needs, op.vjp(node, gs)):
             if n and g is not None:
                 _accumulate(grads, s, g)
-    return grads
+    return {s: full(g, tape.slot_shape(s)) for s, g in grads.items()}
 
 
 def forward(
