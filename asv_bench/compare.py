@@ -1,7 +1,7 @@
 """Side-by-side comparison: tapegrad against hand-written NumPy and, when installed,
 PyTorch and HIPS autograd, on the same workloads in the same run.
 
-    python asv_bench/compare.py [--json results.json] [--repeat 15]
+    python asv_bench/compare.py [--json results.json] [--repeat 15] [--second-order]
 
 Every implementation's gradient is checked against the hand-written one first; the
 table gives medians and ratios to hand-written NumPy. Missing peers are skipped.
@@ -59,6 +59,9 @@ from benchmarks.workloads import (
     recurrence,
     recurrence_nodes,
     recurrence_numpy,
+    second_order_impls,
+    smooth100,
+    smooth100_data,
 )
 
 
@@ -323,6 +326,62 @@ def _model_rows(repeat: int) -> list[dict]:
     return rows
 
 
+def _second_order_rows(repeat: int) -> list[dict]:
+    """HVP / gradient and JVP / forward ratios (tapegrad, side by side), and the Hessian
+    of a 100-parameter function against torch.func.hessian and HIPS autograd."""
+    import tapegrad as tg
+
+    rows = []
+    for label, impls in second_order_impls().items():
+        for fn in impls.values():
+            fn()
+        medians = interleaved_medians(impls, repeat)
+        for name, t in medians.items():
+            rows.append({"workload": label, "impl": name, "median_ms": t * 1e3})
+        for what, num, den in (
+            ("HVP / gradient", "HVP", "gradient"),
+            ("JVP / forward", "JVP", "forward (no grad)"),
+            ("replayed HVP / value_and_grad", "replay: HVP", "replay: value_and_grad"),
+        ):
+            if num in medians:
+                rows.append({"workload": label, "impl": what, "x": medians[num] / medians[den]})
+
+    w, x = smooth100_data()
+    ours = tg.hessian(lambda v: smooth100(w, v))
+    want = ours(x)
+    impls = {"tapegrad": lambda: ours(x)}
+    try:
+        import torch
+
+        torch.set_num_threads(int(_THREADS))
+        wt = torch.tensor(w)
+        theirs = torch.func.hessian(lambda v: smooth100(wt, v, torch))
+        np.testing.assert_allclose(theirs(torch.tensor(x)).numpy(), want, rtol=1e-10, atol=1e-12)
+        impls["torch.func.hessian"] = lambda: theirs(torch.tensor(x))
+    except ImportError:
+        print("  (PyTorch not installed: skipped)")
+    try:
+        import autograd
+        import autograd.numpy as anp
+
+        hips = autograd.hessian(lambda v: smooth100(w, v, anp))
+        np.testing.assert_allclose(hips(x), want, rtol=1e-10, atol=1e-12)
+        impls["HIPS autograd"] = lambda: hips(x)
+    except ImportError:
+        print("  (HIPS autograd not installed: skipped)")
+    medians = interleaved_medians(impls, repeat)
+    for name, t in medians.items():
+        rows.append(
+            {
+                "workload": "Hessian, 100 parameters",
+                "impl": name,
+                "median_ms": t * 1e3,
+                "ratio_to_numpy": t / medians["tapegrad"],
+            }
+        )
+    return rows
+
+
 def _listed(value_and_grads):
     value, grads = value_and_grads
     return value, list(grads)
@@ -335,7 +394,13 @@ def main() -> None:
     parser.add_argument(
         "--threads", type=int, default=1, help="threads for every library's pool (default 1)"
     )
+    parser.add_argument(
+        "--second-order", action="store_true", help="only the HVP / JVP / Hessian rows"
+    )
     args = parser.parse_args()
+    if args.second_order:
+        _print(_second_order_rows(args.repeat), args.json)
+        return
 
     rows = []
     for n_ops, size in [(1000, 16), (10000, 1)]:
@@ -402,26 +467,31 @@ def main() -> None:
     rows += _recurrence_rows(args.repeat)
     rows += _model_rows(args.repeat)
     rows += _large_rows(args.repeat)
+    rows += _second_order_rows(args.repeat)
+    _print(rows, args.json)
 
+
+def _print(rows: list[dict], json_path: str | None) -> None:
     print(
         f"\nmachine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
         f"{_THREADS} thread(s) per library; Python {platform.python_version()}, "
         f"NumPy {np.__version__}"
     )
-    print(f"{'workload':36} {'implementation':28} {'median':>12} {'vs NumPy':>9}")
+    print(f"{'workload':36} {'implementation':28} {'median':>12} {'ratio':>9}")
     for r in rows:
         if "median_ms" in r:
+            ratio = r.get("ratio_to_numpy")
             print(
                 f"{r['workload']:34} {r['impl']:28} {r['median_ms']:9.3f} ms "
-                f"{r['ratio_to_numpy']:8.2f}x"
+                + (f"{ratio:8.2f}x" if ratio is not None else "")
             )
         elif "x" in r:
             print(f"{r['workload']:34} {r['impl']:28} {r['x']:9.2f} x")
         else:
             print(f"{r['workload']:34} {r['impl']:28} {r['ns']:9.0f} ns")
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2))
-        print(f"wrote {args.json}")
+    if json_path:
+        Path(json_path).write_text(json.dumps(rows, indent=2))
+        print(f"wrote {json_path}")
 
 
 if __name__ == "__main__":

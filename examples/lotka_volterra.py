@@ -77,6 +77,16 @@ def load_hudson_bay():
     return years, obs
 
 
+def squared_log_error(xs, ys, log_obs):
+    """Sum of squared differences between the log populations and ``log_obs``."""
+    total = 0.0
+    for k in range(log_obs.shape[1]):
+        total = (
+            total + (tnp.log(xs[k]) - log_obs[0, k]) ** 2 + (tnp.log(ys[k]) - log_obs[1, k]) ** 2
+        )
+    return total
+
+
 def make_objective(log_obs, n_obs, dt, substeps, fit_initial):
     """``phi -> (loss, gradient)`` for scipy; phi = log(theta) [+ log(x0, y0)]."""
     x0_known, y0_known = TRUE_X0
@@ -86,14 +96,7 @@ def make_objective(log_obs, n_obs, dt, substeps, fit_initial):
         theta = (ep[0], ep[1], ep[2], ep[3])
         x0, y0 = (ep[4], ep[5]) if fit_initial else (x0_known, y0_known)
         xs, ys = rk4_trajectory(theta, x0, y0, n_obs, dt, substeps)
-        total = 0.0
-        for k in range(n_obs):
-            total = (
-                total
-                + (tnp.log(xs[k]) - log_obs[0, k]) ** 2
-                + (tnp.log(ys[k]) - log_obs[1, k]) ** 2
-            )
-        return total / (2 * n_obs)
+        return squared_log_error(xs, ys, log_obs) / (2 * n_obs)
 
     return tg.value_and_grad(loss)
 

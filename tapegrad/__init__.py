@@ -18,20 +18,10 @@ from .compile import compile
 from .dispatch import compile_all
 from .engine import backward_stats, detect_anomaly, is_anomaly_enabled
 from .function import Function, FunctionCtx, kernel
+from .higher import checkpoint, hessian, hvp, jacfwd, jvp
 from .tensors import Tensor, as_tensor, enable_grad, is_grad_enabled, no_grad, tensor
 from .testing import gradcheck
-from .transforms import (
-    checkpoint,
-    grad,
-    hessian,
-    hvp,
-    jacfwd,
-    jacobian,
-    jacrev,
-    jvp,
-    value_and_grad,
-    vjp,
-)
+from .transforms import grad, jacobian, jacrev, value_and_grad, vjp
 
 __version__ = "0.1.0"
 

@@ -90,3 +90,18 @@ def test_logistic_regression_matches_newton(tmp_path):
     r = lr.main(["--samples", "200", "--no-progress", "--out", str(out)])
     assert r["difference"] < 1e-6
     _plot_ok(out)
+
+
+def test_lotka_volterra_uncertainty_from_the_hessian(tmp_path):
+    ex = _load("lotka_volterra_uncertainty")
+    out = tmp_path / "lvu.png"
+    r = ex.main(["--n-obs", "21", "--bootstrap", "12", "--no-progress", "--out", str(out)])
+    newton, lbfgs = r["results"]["Newton-CG"], r["results"]["L-BFGS-B"]
+    assert np.max(np.abs(newton.jac)) < 1e-4 and newton.nit < lbfgs.nit  # exact HVPs
+    np.testing.assert_allclose(newton.fun, lbfgs.fun, rtol=1e-6)
+    # the Laplace standard errors agree with the spread of the bootstrap refits, and the
+    # truth lies within a few of them
+    ratio = r["errors"] / r["spread"]
+    assert np.all((ratio > 0.5) & (ratio < 2.0)), ratio
+    assert np.all(np.abs(r["estimates"] - ex.TRUE) < 4 * r["errors"])
+    _plot_ok(out)

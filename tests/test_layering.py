@@ -70,6 +70,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "derivatives",
             "function",
             "transforms",
+            "higher",
             "closures",
             "compile",
             "testing",

@@ -258,3 +258,52 @@ def lj_numpy(pos):
     energy = 2.0 * np.sum((inv6 * inv6 - inv6) * mask)
     coef = 24.0 * (2.0 * inv6 * inv6 - inv6) / r2 * mask
     return energy, np.sum(coef[:, :, None] * diff, axis=1)
+
+
+# --- second order and forward mode ----------------------------------------------------------
+
+
+def smooth100_data(n=100, seed=0):
+    """A 100-parameter scalar function's data: softplus of a random linear map plus a
+    quartic (a smooth, dense Hessian)."""
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((n, n)) / 10, rng.standard_normal(n)
+
+
+def smooth100(w, x, np_mod=tnp):
+    return np_mod.sum(np_mod.log1p(np_mod.exp(w @ x))) + 0.5 * np_mod.sum(x**4)
+
+
+def second_order_impls():
+    """``{workload: {name: thunk}}`` for tapegrad's HVP / JVP against its gradient /
+    forward on the MLP and Lennard-Jones 512 (the issue's budgets: an HVP within 4x a
+    gradient, a JVP within 3x a forward pass)."""
+    params, x, labels = mlp_data()
+    onehot = np.eye(10)[labels]
+    rng = np.random.default_rng(1)
+    v_mlp = tuple(rng.standard_normal(p.shape) for p in params)
+    pos = lj_positions()
+    v_lj = rng.standard_normal(pos.shape)
+    nums = (0, 1, 2, 3)
+
+    def f_mlp(*p):
+        return mlp_loss(*p, x, onehot)
+
+    step = tg.compile(mlp_loss, argnums=nums)
+    step.hvp(*params, x, onehot, v_mlp)
+    return {
+        "MLP 256x64->256->10": {
+            "gradient": lambda: tg.grad(f_mlp, nums)(*params),
+            "HVP": lambda: tg.hvp(f_mlp, tuple(params), v_mlp),
+            "forward (no grad)": lambda: f_mlp(*[tg.tensor(p) for p in params]),
+            "JVP": lambda: tg.jvp(f_mlp, params, v_mlp),
+            "replay: value_and_grad": lambda: step.value_and_grad(*params, x, onehot),
+            "replay: HVP": lambda: step.hvp(*params, x, onehot, v_mlp),
+        },
+        "Lennard-Jones 512": {
+            "gradient": lambda: tg.grad(lj_energy)(pos),
+            "HVP": lambda: tg.hvp(lj_energy, pos, v_lj),
+            "forward (no grad)": lambda: lj_energy(tg.tensor(pos)),
+            "JVP": lambda: tg.jvp(lj_energy, (pos,), (v_lj,)),
+        },
+    }
