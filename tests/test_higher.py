@@ -351,6 +351,7 @@ def test_hessian_and_hvp_of_pytree_arguments():
     np.testing.assert_allclose(h2[1][1], 2 * np.eye(2))
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch's own, on import
 def test_hessian_matches_torch():
     torch = pytest.importorskip("torch", exc_type=ImportError)
     rng = np.random.default_rng(5)

@@ -337,8 +337,16 @@ class CudaTensor:
         return f(*args, **kwargs)
 
     # --- autograd ---------------------------------------------------------------------------
-    def backward(self, gradient: Any = None, retain_graph: bool = False) -> None:
-        """Accumulate d(self)/d(leaf) into ``.grad`` of the leaves (see :func:`backward`)."""
+    def backward(
+        self, gradient: Any = None, retain_graph: bool = False, create_graph: bool = False
+    ) -> None:
+        """Accumulate d(self)/d(leaf) into ``.grad`` of the leaves (see :func:`backward`).
+        Higher order (``create_graph``) is CPU only."""
+        if create_graph:
+            raise NotImplementedError(
+                "backward(create_graph=True) on the CUDA target: higher-order derivatives "
+                "are CPU only (the CUDA graph has no recorded derivatives)"
+            )
         backward(self, gradient, retain_graph)
 
     # --- ops --------------------------------------------------------------------------------

@@ -240,6 +240,13 @@ def test_retain_graph_and_freed_graph():
     np.testing.assert_array_equal(x.grad.numpy(), before)
 
 
+def test_create_graph_is_cpu_only():
+    x = tg.tensor([1.0, 2.0], requires_grad=True, device="cuda")
+    with pytest.raises(NotImplementedError, match="CPU only"):
+        (x * x).sum().backward(create_graph=True)
+    assert x.grad is None
+
+
 # --- errors ---------------------------------------------------------------------------------
 
 
