@@ -49,8 +49,8 @@ from . import closures, transforms
 from ._jit import entry_point
 from .boundary import user_line
 from .engine import accumulate_grad, has_hooks, is_anomaly_enabled, raise_backward_error
-from .frontends.reduce import sum as rsum
 from .function import Function
+from .higher import inner_product
 from .layout import (
     E_CALLBACK_HOOK,
     E_CALLBACK_PY,
@@ -846,6 +846,11 @@ class Compiled:
 
         Tensors that ``fn`` reads from outside and that require grad get their gradient
         accumulated into ``.grad``, as ``loss.backward()`` would."""
+        return self._value_and_grad(args, True)
+
+    def _value_and_grad(self, args: tuple, accumulate: bool) -> Any:
+        """:meth:`value_and_grad`; ``accumulate``: into outside tensors' ``.grad`` (not
+        for ``hvp``, whose outside tensors are constants of the product)."""
         for a in args:
             if type(a) is np.ndarray or not _requires_grad(a):
                 continue
@@ -860,7 +865,7 @@ class Compiled:
         with self._lock:
             result, program, call, outside, _ = self._run(args, True, diff)
         value, grads, outside_grads, aux = result
-        if outside_grads:
+        if outside_grads and accumulate:
             found = iter(outside_grads)
             for inp, t in zip(program.outside, outside):
                 g = next(found) if inp.rg else None
@@ -907,7 +912,7 @@ class Compiled:
         if self._hvp is None:
             nums = self.argnums[0] if self.single else self.argnums
             self._hvp = Compiled(self._inner_product, nums, False, self.check)
-        return self._hvp.value_and_grad(*args)[1]
+        return self._hvp._value_and_grad(args, False)[1]
 
     def _inner_product(self, *args: Any) -> Tensor:
         """``<grad fn(*args[:-1]), args[-1]>``, the function ``hvp`` differentiates."""
@@ -918,12 +923,7 @@ class Compiled:
         gs, vs = (g,), (v,)
         if not self.single:
             gs, vs = tuple(g), tuple(v)
-        total = None
-        for gi, vi in zip(gs, vs, strict=True):
-            for gl, vl in zip(flatten(gi)[0], flatten(vi)[0], strict=True):
-                term = rsum(gl * vl)
-                total = term if total is None else total + term
-        return total
+        return inner_product(gs, vs, "hvp")
 
 
 def _requires_grad(a: Any) -> bool:

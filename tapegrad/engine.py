@@ -149,10 +149,10 @@ def retain_grad(t: Tensor) -> None:
     _RETAIN[t] = True
     ref = weakref.ref(t)
 
-    def keep(g: np.ndarray) -> None:
+    def keep(g: Any) -> None:
         owner = ref()
-        if owner is not None:
-            add_grad(owner, g.copy())
+        if owner is not None:  # (a create_graph gradient is a tensor: immutable, kept)
+            add_grad(owner, g if isinstance(g, Tensor) else g.copy())
 
     keep._retain = True
     register_hook(t, keep)
@@ -389,9 +389,11 @@ def graph_gradients(tape: Tape, root: int, seed: Any, wanted: set[int] | None) -
     rewound while the walk records into it."""
     if tape is not current_tape() or (tape.foreign and tape.kind == EAGER):
         raise NotImplementedError(
-            "create_graph=True on a graph recorded on another tape (another transform's, "
-            "another thread's, or one handed over after an earlier backward): record the "
-            "graph and differentiate it in the same scope"
+            "differentiating a recorded graph as ops (backward(create_graph=True), or a "
+            "transform of tensors that require grad, or its vjp function) after its tape "
+            "stopped being the current one: inside another transform, on another thread, "
+            "or after a backward() freed or handed it over. Record the graph and "
+            "differentiate it in the same scope, before other backward passes"
         )
     if tape.capture is not None and wanted is None:
         raise RuntimeError(

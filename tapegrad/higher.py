@@ -50,7 +50,7 @@ from .transforms import (
     regroup,
 )
 
-__all__ = ["checkpoint", "hessian", "hvp", "jacfwd", "jvp"]
+__all__ = ["checkpoint", "hessian", "hvp", "inner_product", "jacfwd", "jvp"]
 
 
 # --- forward mode -------------------------------------------------------------------------
@@ -99,16 +99,14 @@ def _custom_jvp(tape: Tape, k: int, tangents: list) -> list:
     return checked
 
 
-def _tangent(t: Any, view: Tensor, where: str) -> Any:
-    """A tangent for ``view``: its shape, cast to its dtype (a tensor stays one)."""
+def _tangent(t: Any, primal: Any, where: str) -> Any:
+    """A tangent for ``primal`` (its shape and dtype): checked, cast (a tensor stays one)."""
+    shape = tuple(np.shape(t) if not isinstance(t, Tensor) else t.shape)
+    if shape != primal.shape:
+        raise ValueError(f"{where}: tangent of shape {shape} for a primal of shape {primal.shape}")
     if isinstance(t, Tensor):
-        if t.shape != view.shape:
-            raise ValueError(f"{where}: tangent of shape {t.shape} for a primal of {view.shape}")
-        return t if t.dtype == view.dtype else t.astype(view.dtype)
-    arr = np.asarray(t)
-    if arr.shape != view.shape:
-        raise ValueError(f"{where}: tangent of shape {arr.shape} for a primal of {view.shape}")
-    return arr.astype(view.dtype)
+        return t if t.dtype == primal.dtype else t.astype(primal.dtype)
+    return np.asarray(t).astype(primal.dtype)
 
 
 class _Recording:
@@ -182,18 +180,20 @@ def jvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[A
         raise ValueError(f"jvp: {len(primals)} primals but {len(tangents)} tangents")
     rec = _Recording(needs_graph(primals, tangents))
     try:
-        args, groups = aliases(primals, tuple(range(len(primals))), "jvp")
+        args, groups, made = aliases(primals, tuple(range(len(primals))), "jvp", rec.graph)
         out = f(*args)
         outs, rebuild = flatten(out)
         hi = rec.tape.h[H_NNODES]
         rec.check_closures(outs, hi)
         seeds: dict[int, Any] = {}
+        t_leaves = []
         for (views, _, _), t in zip(groups, tangents):
-            t_leaves, _ = flatten(t)
-            if len(t_leaves) != len(views):
+            leaves, _ = flatten(t)
+            if len(leaves) != len(views):
                 raise ValueError("jvp: each tangent must have its primal's structure")
-            for v, tv in zip(views, t_leaves):
-                seeds[home_of(v)[1]] = _tangent(tv, v, "jvp")
+            t_leaves += leaves
+        for m, tv in zip(made, t_leaves):
+            seeds[m.slot] = _tangent(tv, m, "jvp")
         pushed = rec.push(seeds, hi)
         found = _out_tangents(outs, pushed, rec.graph)
         if rec.graph:
@@ -215,30 +215,26 @@ def jacfwd(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
         nums, single = argnums_of(argnums, len(args), "jacfwd")
         rec = _Recording(needs_graph(args, kwargs))
         try:
-            args2, groups = aliases(args, nums, "jacfwd")
+            args2, groups, made = aliases(args, nums, "jacfwd", rec.graph)
             out = as_output(f(*args2, **kwargs))
             hi = rec.tape.h[H_NNODES]
             rec.check_closures([out], hi)
-            flat = [v for views, _, _ in groups for v in views]
             jacs = []
-            for v in flat:
+            for m in made:
                 columns = []
-                for idx in np.ndindex(v.shape):
-                    e = np.zeros(v.shape, v.dtype)
+                for idx in np.ndindex(m.shape):
+                    e = np.zeros(m.shape, m.dtype)
                     e[idx] = 1
-                    pushed = rec.push({home_of(v)[1]: e}, hi)
+                    pushed = rec.push({m.slot: e}, hi)
                     columns.append(_out_tangents([out], pushed, rec.graph)[0])
-                if rec.graph:
-                    stacked = stack(columns, axis=-1) if columns else None
-                    jac = (
-                        reshape(stacked, out.shape + v.shape)
-                        if stacked is not None
-                        else as_tensor(np.zeros(out.shape + v.shape, v.dtype))
-                    )
+                shape = out.shape + m.shape
+                if not columns:
+                    jac = np.zeros(shape, np.result_type(out.dtype, m.dtype))
+                    jac = as_tensor(jac) if rec.graph else jac
+                elif rec.graph:
+                    jac = reshape(stack(columns, axis=-1), shape)
                 else:
-                    jac = np.zeros(out.shape + v.shape, np.result_type(out.dtype, v.dtype))
-                    if columns:
-                        jac = np.stack(columns, axis=-1).reshape(out.shape + v.shape)
+                    jac = np.stack(columns, axis=-1).reshape(shape)
                 jacs.append(jac)
             per_arg = regroup(jacs, groups)
             return per_arg[0] if single else tuple(per_arg)
@@ -307,6 +303,27 @@ def hessian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     return wrapper
 
 
+def inner_product(grads: Sequence[Any], vs: Sequence[Any], where: str) -> Tensor:
+    """``sum_i <grads_i, vs_i>`` over matching pytrees, each ``v`` leaf of its gradient's
+    shape exactly (a broadcastable one would silently give another product)."""
+    total = None
+    for g, d in zip(grads, vs, strict=True):
+        g_leaves, d_leaves = flatten(g)[0], flatten(d)[0]
+        if len(g_leaves) != len(d_leaves):
+            raise ValueError(f"{where}: v must have the structure of the primals")
+        for gl, dl in zip(g_leaves, d_leaves):
+            gl = as_tensor(gl)
+            shape = dl.shape if isinstance(dl, Tensor) else np.shape(dl)  # (no value read)
+            if tuple(shape) != gl.shape:
+                raise ValueError(
+                    f"{where}: v has a part of shape {tuple(shape)} for an argument of "
+                    f"shape {gl.shape}"
+                )
+            term = rsum(gl * dl)
+            total = term if total is None else total + term
+    return total
+
+
 def hvp(f: Callable, primals: Any, v: Any) -> Any:
     """Hessian-vector product ``H(primals) v`` of scalar ``f``, without forming H.
 
@@ -323,17 +340,7 @@ def hvp(f: Callable, primals: Any, v: Any) -> Any:
     nums = tuple(range(len(ps)))
 
     def inner(*args: Any) -> Tensor:
-        gs = grad(f, nums)(*args)
-        total = None
-        for g, d in zip(gs, vs):
-            g_leaves, _ = flatten(g)
-            d_leaves, _ = flatten(d)
-            if len(g_leaves) != len(d_leaves):
-                raise ValueError("hvp: v must have the structure of primals")
-            for gl, dl in zip(g_leaves, d_leaves):
-                term = rsum(as_tensor(gl) * dl)
-                total = term if total is None else total + term
-        return total
+        return inner_product(grad(f, nums)(*args), vs, "hvp")
 
     result = grad(inner, nums)(*ps)
     return result[0] if single else result
@@ -350,6 +357,7 @@ class _Checkpoint(Function):
     def forward(ctx: Any, f: Callable, diff: tuple[int, ...], *values: Any) -> Any:
         ctx.f, ctx.diff = f, diff
         ctx.save_for_backward(*values)
+        ctx.rng = np.random.get_state()  # noqa: NPY002  (the legacy global state, on purpose)
         tape = enter(TRANSFORM, True, born0=serial())
         try:
             out = f(*[as_tensor(v) if i in diff else v for i, v in enumerate(values)])
@@ -362,7 +370,8 @@ class _Checkpoint(Function):
                     f"arguments (shape {outside[0].shape}): its gradient would be lost. "
                     "Pass it as an argument of checkpoint"
                 )
-            return out.numpy()
+            ctx.out = out.numpy()
+            return ctx.out
         finally:
             leave(tape)
 
@@ -380,9 +389,18 @@ class _Checkpoint(Function):
         # recorded on a transform tape that goes back to the pool afterwards, so the
         # blocks of a long loop reuse one tape's memory one after the other
         nums = tuple(range(len(diff)))
-        rec, leaves, tape = record(again, tuple(values[i] for i in diff), {}, nums, "checkpoint")
+        now = np.random.get_state()  # noqa: NPY002
+        np.random.set_state(ctx.rng)  # noqa: NPY002
         try:
-            grads = differentiate(as_output(rec), tape, leaves, "checkpoint", g)
+            rec, leaves, tape = record(
+                again, tuple(values[i] for i in diff), {}, nums, "checkpoint"
+            )
+        finally:
+            np.random.set_state(now)  # noqa: NPY002
+        try:
+            rec = as_output(rec)
+            _same_as_forward(rec.numpy(), ctx.out)
+            grads = differentiate(rec, tape, leaves, "checkpoint", g)
         finally:
             del rec
             done(tape, leaves)
@@ -390,6 +408,24 @@ class _Checkpoint(Function):
         for i, gi in zip(diff, grads):
             out[2 + i] = gi
         return tuple(out)
+
+
+def _same_as_forward(again: np.ndarray, first: np.ndarray) -> None:
+    """The recomputation must reproduce the forward, or its gradient belongs to another
+    function (draws from a ``numpy.random.Generator``, which cannot be rewound; a
+    global changed in between)."""
+    if again.shape == first.shape:
+        tol = 1e-4 if first.dtype == np.float32 else 1e-10
+        scale = float(np.max(np.abs(first), initial=0.0))
+        if np.allclose(again, first, rtol=tol, atol=tol * scale, equal_nan=True):
+            return
+    raise RuntimeError(
+        "checkpoint: running f again in the backward pass gave a different result than "
+        "its forward (random draws from a numpy Generator, or state that changed in "
+        "between), so its gradient would not belong to the value used. Make f "
+        "deterministic (pass random draws in as arguments); numpy's global random state "
+        "is restored for it"
+    )
 
 
 def checkpoint(f: Callable, *args: Any) -> Tensor:
@@ -400,8 +436,10 @@ def checkpoint(f: Callable, *args: Any) -> Tensor:
     A time-stepping loop that checkpoints every ``k`` steps keeps one state per ``k``
     steps instead of every intermediate. ``f`` must return one tensor and read every
     tensor that requires grad through its arguments (parameters included); one it
-    reads from a closure raises. Higher-order derivatives through a checkpoint are not
-    supported (its backward is a recomputation in NumPy values).
+    reads from a closure raises. NumPy's global random state is restored for the
+    recomputation; any other difference between the two runs raises. Higher-order
+    derivatives through a checkpoint are not supported (its backward is a recomputation
+    in NumPy values).
     """
     diff = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor) and a.dtype.kind == "f")
     return _Checkpoint.apply(f, diff, *args)

@@ -332,9 +332,10 @@ class Tensor:
         return dtype if self._data is None else self._data.dtype
 
     @property
-    def grad(self) -> np.ndarray | None:
+    def grad(self) -> Any:
         """The gradient a backward accumulated (an array of this tensor's shape and
-        dtype), or None."""
+        dtype), or None; after ``backward(create_graph=True)`` a tensor in the graph,
+        which can be differentiated again."""
         return self._grad
 
     @grad.setter

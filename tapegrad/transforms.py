@@ -31,7 +31,7 @@ from __future__ import annotations
 import functools
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -42,9 +42,11 @@ from .ops.shape import RESHAPE
 from .pytree import flatten
 from .tape import TRANSFORM, Tape, current_tape, enter, leave
 from .tensors import (
+    FREED_MESSAGE,
     Tensor,
     as_tensor,
     general,
+    graph_freed,
     home_of,
     is_grad_enabled,
     mark_differentiated,
@@ -206,9 +208,10 @@ def needs_graph(*trees: Any) -> bool:
     )
 
 
-def _alias(value: Any, where: str) -> Tensor:
-    """A differentiated argument in recorded mode: a fresh node on the current tape."""
-    if isinstance(value, Tensor) and value.requires_grad:
+def _alias(value: Any, where: str, graph: bool) -> Tensor:
+    """A differentiated argument: a fresh node on the current tape, made from ``value``
+    itself in recorded mode (``graph``), else from a fresh leaf holding its values."""
+    if graph and isinstance(value, Tensor) and value.requires_grad:
         _check_float(value.dtype, where)  # not its values: a capture would guard them
         t = value
     else:
@@ -217,15 +220,30 @@ def _alias(value: Any, where: str) -> Tensor:
     return general(RESHAPE, dt, [t], [(dt, t.shape)], alias=True)
 
 
-def aliases(args: tuple, argnums: tuple[int, ...], where: str) -> tuple[list, list]:
+class Alias(NamedTuple):
+    """Where a differentiated argument's alias lives, taken when it is made: an in-place
+    op inside ``f`` (``x *= 2``) moves the handle to a new node, and the derivative is
+    with respect to the argument, not its mutated value."""
+
+    slot: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+
+def aliases(
+    args: tuple, argnums: tuple[int, ...], where: str, graph: bool = True
+) -> tuple[list, list, list[Alias]]:
+    """The arguments with the differentiated ones (pytree leaves) replaced by aliases;
+    per argument ``(aliases, leaves, rebuild)``; and each alias's :class:`Alias`."""
     args = list(args)
-    groups = []
+    groups, made = [], []
     for a in argnums:
         leaves, rebuild = flatten(args[a])
-        views = [_alias(v, f"{where}: argument {a}") for v in leaves]
+        views = [_alias(v, f"{where}: argument {a}", graph) for v in leaves]
+        made += [Alias(home_of(v)[1], v.shape, v.dtype) for v in views]
         groups.append((views, leaves, rebuild))
         args[a] = rebuild(views)
-    return args, groups
+    return args, groups, made
 
 
 def _no_dependence(where: str) -> None:
@@ -237,19 +255,22 @@ def _no_dependence(where: str) -> None:
     )
 
 
-def _graph_grads(out: Tensor, groups: list, where: str, cotangent: Any = None) -> list[Any]:
+def _graph_grads(
+    out: Tensor, groups: list, made: list[Alias], where: str, cotangent: Any = None
+) -> list[Any]:
     """Recorded gradients of ``out`` for each group of aliases, in its structure."""
-    flat = [v for views, _, _ in groups for v in views]
-    slots = [home_of(v)[1] for v in flat]
-    found: list[Any] = [None] * len(flat)
+    slots = [m.slot for m in made]
+    found: list[Any] = [None] * len(made)
     home = home_of(out)
+    if home is None and graph_freed(out):
+        raise RuntimeError(FREED_MESSAGE)
     if home is not None and home[0].slot_rg(home[1]):
         seed = np.ones(out.shape, out.dtype) if cotangent is None else cotangent
         grads = graph_gradients(home[0], home[1], seed, set(slots))
         found = [grads.get(s) for s in slots]
     if all(g is None for g in found):
         _no_dependence(where)
-    found = [as_tensor(np.zeros(v.shape, v.dtype)) if g is None else g for g, v in zip(found, flat)]
+    found = [as_tensor(np.zeros(m.shape, m.dtype)) if g is None else g for g, m in zip(found, made)]
     return regroup(found, groups)
 
 
@@ -266,9 +287,9 @@ def _split_aux(out: Any, has_aux: bool) -> tuple[Tensor, Any]:
 def _value_and_grad_graph(
     f: Callable, args: tuple, kwargs: dict, nums: tuple, single: bool, has_aux: bool
 ) -> Any:
-    args, groups = aliases(args, nums, "value_and_grad")
+    args, groups, made = aliases(args, nums, "value_and_grad")
     out, aux = _split_aux(f(*args, **kwargs), has_aux)
-    grads = _graph_grads(out, groups, "value_and_grad")
+    grads = _graph_grads(out, groups, made, "value_and_grad")
     result = grads[0] if single else tuple(grads)
     return ((out, aux), result) if has_aux else (out, result)
 
@@ -361,7 +382,7 @@ def vjp(f: Callable, *args: Any) -> tuple[np.ndarray, Callable]:
 
 
 def _vjp_graph(f: Callable, args: tuple) -> tuple[Tensor, Callable]:
-    args, groups = aliases(args, tuple(range(len(args))), "vjp")
+    args, groups, made = aliases(args, tuple(range(len(args))), "vjp")
     out = f(*args)
     if not isinstance(out, Tensor):
         raise TypeError(f"vjp: f must return a tensor, got {type(out).__name__}")
@@ -372,27 +393,26 @@ def _vjp_graph(f: Callable, args: tuple) -> tuple[Tensor, Callable]:
             raise ValueError(
                 f"vjp: cotangent has shape {tuple(c.shape)}, the output has shape {out.shape}"
             )
-        return tuple(_graph_grads(out, groups, "vjp", c))
+        return tuple(_graph_grads(out, groups, made, "vjp", c))
 
     return out, vjp_fn
 
 
 def _jacobian_graph(f: Callable, args: tuple, kwargs: dict, nums: tuple, single: bool) -> Any:
-    args, groups = aliases(args, nums, "jacobian")
+    args, groups, made = aliases(args, nums, "jacobian")
     out = as_output(f(*args, **kwargs))
-    flat = [v for views, _, _ in groups for v in views]
-    rows: list[list] = [[] for _ in flat]
+    rows: list[list] = [[] for _ in made]
     for idx in np.ndindex(out.shape):
         seed = np.zeros(out.shape, out.dtype)
         seed[idx] = 1
-        found = [
-            g for grads in _graph_grads(out, groups, "jacobian", seed) for g in flatten(grads)[0]
-        ]
-        for r, g in zip(rows, found):
+        grads = _graph_grads(out, groups, made, "jacobian", seed)
+        for r, g in zip(rows, [g for tree in grads for g in flatten(tree)[0]]):
             r.append(g)
     jacs = [
-        reshape(stack(r), out.shape + v.shape) if r else as_tensor(np.zeros(v.shape, v.dtype))
-        for r, v in zip(rows, flat)
+        reshape(stack(r), out.shape + m.shape)
+        if r
+        else as_tensor(np.zeros(out.shape + m.shape, m.dtype))
+        for r, m in zip(rows, made)
     ]
     per_arg = regroup(jacs, groups)
     return per_arg[0] if single else tuple(per_arg)

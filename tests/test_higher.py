@@ -503,3 +503,98 @@ def test_compiled_hvp_replays_and_refuses_value_decisions():
     np.testing.assert_allclose(hb, [2.0, 2.0])
     with pytest.raises(NotImplementedError, match="cannot capture the recorded derivative of max"):
         tg.compile(lambda x: tnp.max(x**2)).hvp(np.arange(3.0), np.ones(3))
+
+
+# --- found by attacking the features ---------------------------------------------------------
+
+
+def _times_two_in_place(x):
+    x *= 2.0
+    return tnp.sum(x**2)  # 4 sum(x^2): gradient 8x, Hessian 8 I
+
+
+def _setitem_argument(x):
+    x[0] = x[1] ** 2
+    return tnp.sum(x**3)  # x1^6 + x1^3 + x2^3
+
+
+def test_in_place_ops_on_a_differentiated_argument():
+    x0 = np.array([0.3, 1.2, 2.0])
+    e0 = np.array([1.0, 0.0, 0.0])
+    assert tg.jvp(_times_two_in_place, (x0,), (e0,))[1] == pytest.approx(8 * x0[0])
+    np.testing.assert_allclose(tg.hessian(_times_two_in_place)(x0), 8 * np.eye(3))
+    np.testing.assert_allclose(tg.hvp(_times_two_in_place, x0, e0), 8 * e0)
+    np.testing.assert_allclose(tg.jacfwd(lambda x: (x.__imul__(3.0), x)[1])(x0), 3 * np.eye(3))
+    got = tg.grad(_times_two_in_place)(tg.tensor(x0, requires_grad=True))
+    np.testing.assert_allclose(got.numpy(), 8 * x0)
+    assert tg.grad(tg.grad(lambda a: (a.__imul__(3.0), a**2)[1]))(1.0) == pytest.approx(18.0)
+    want = np.array([0.0, 6 * x0[1] ** 5 + 3 * x0[1] ** 2, 3 * x0[2] ** 2])
+    np.testing.assert_allclose(
+        tg.grad(_setitem_argument)(tg.tensor(x0, requires_grad=True)).numpy(), want
+    )
+    _, t = tg.jvp(_setitem_argument, (x0,), (np.array([0.0, 1.0, 0.0]),))
+    assert t == pytest.approx(want[1])
+    h = tg.hessian(_setitem_argument)(x0)
+    np.testing.assert_allclose(h[1], [0.0, 30 * x0[1] ** 4 + 6 * x0[1], 0.0])
+
+
+def test_compiled_hvp_leaves_closed_over_parameters_alone():
+    x = np.array([1.0, 2.0, 3.0])
+    v = np.array([1.0, -2.0, 0.5])
+    w = tg.tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True)
+    step = tg.compile(lambda x: tnp.sum(w * x**3))
+    np.testing.assert_allclose(step.hvp(x, v), 6 * w.numpy() * x * v)
+    assert w.grad is None
+    step.value_and_grad(x)
+    np.testing.assert_allclose(w.grad, x**3)
+
+
+def test_hvp_checks_the_shape_of_v():
+    f = lambda x: tnp.sum(x**3)  # noqa: E731
+    with pytest.raises(ValueError, match=r"v has a part of shape \(2, 1\)"):
+        tg.hvp(f, np.ones(2), np.ones((2, 1)))
+    with pytest.raises(ValueError, match=r"v has a part of shape \(3,\)"):
+        tg.compile(f).hvp(np.ones(1), np.ones(3))
+
+
+def test_retain_grad_under_create_graph():
+    x = tg.tensor(np.array([0.3, 1.2]), requires_grad=True)
+    y = x**2
+    y.retain_grad()
+    tnp.sum(tnp.sin(y)).backward(create_graph=True)
+    assert isinstance(y.grad, tg.Tensor)
+    np.testing.assert_allclose(y.grad.numpy(), np.cos(x.numpy() ** 2))
+    x.grad = None
+    tnp.sum(y.grad).backward()  # d/dx sum(cos(x^2)) = -2x sin(x^2)
+    np.testing.assert_allclose(x.grad, -2 * x.numpy() * np.sin(x.numpy() ** 2))
+
+
+def test_forward_mode_under_no_grad_takes_the_values():
+    x = tg.tensor(np.array([0.3, 1.2]), requires_grad=True)
+    with tg.no_grad():
+        _, t = tg.jvp(lambda v: tnp.sum(tnp.sin(v)), (x,), (np.ones(2),))
+        jac = tg.jacfwd(tnp.sin)(x)
+    assert t == pytest.approx(np.sum(np.cos(x.numpy())))
+    np.testing.assert_allclose(jac, np.diag(np.cos(x.numpy())))
+
+
+def test_a_recorded_vjp_after_its_graph_was_freed():
+    x = tg.tensor(np.array([0.3, 1.2]), requires_grad=True)
+    _, pull = tg.vjp(lambda v: tnp.sin(v) * v, x)
+    tnp.sum(pull(np.ones(2))[0]).backward()
+    tnp.sum(x * 2.0)  # the next op rewinds the tape
+    with pytest.raises((RuntimeError, NotImplementedError), match=r"freed|handed it over"):
+        pull(np.ones(2))
+
+
+def test_checkpoint_replays_numpy_random_draws_and_refuses_a_generator():
+    x = tg.tensor(np.array([0.3, 1.2, 2.0]), requires_grad=True)
+    np.random.seed(3)  # noqa: NPY002
+    draw = np.random.rand(3)  # noqa: NPY002
+    np.random.seed(3)  # noqa: NPY002
+    tg.checkpoint(lambda y: tnp.sum(y * y * np.random.rand(3)), x).backward()  # noqa: NPY002
+    np.testing.assert_allclose(x.grad, 2 * x.numpy() * draw)
+    rng = np.random.default_rng(0)
+    y = tg.checkpoint(lambda y: tnp.sum(y * rng.random(3)), x)
+    with pytest.raises(RuntimeError, match="different result than its forward"):
+        y.backward()
