@@ -67,7 +67,7 @@ from .ops.reduce import SUM
 from .scheduler import resume, run_backward
 from .shapes import gradient_buffer_error, user_gradient
 from .shapes import seed as seed_rule
-from .tape import EAGER, TRANSFORM, Tape, current_tape, enter, leave
+from .tape import EAGER, TRANSFORM, Tape, enter, leave, tape_stack
 from .tensors import (
     FREED_MESSAGE,
     NO_GRAD_MESSAGE,
@@ -343,8 +343,10 @@ def backward(t: Tensor, gradient: Any = None, retain_graph: bool = False) -> Non
     if tape.foreign and tape.kind == EAGER:
         _backward_chained(tape, retain_graph)
         return
-    for s, leaf in tape.leaves:  # the common case: one tape
-        g = tape.read_grad(s)
+    # the common case: one tape. Every gradient is read before any is added: adding into
+    # a .grad (a hook, a tensor .grad) must not find the tape changed under the loop
+    found = [(leaf, tape.read_grad(s)) for s, leaf in tape.leaves]
+    for leaf, g in found:
         if g is not None:
             accumulate_grad(leaf, g)
 
@@ -387,7 +389,9 @@ def graph_gradients(tape: Tape, root: int, seed: Any, wanted: set[int] | None) -
     """Recorded gradients of slot ``root`` of ``tape`` (the current tape) by slot:
     :func:`tapegrad.graphwalk.reverse` with grad mode on and the tape kept from being
     rewound while the walk records into it."""
-    if tape is not current_tape() or (tape.foreign and tape.kind == EAGER):
+    # the top of the stack, not current_tape(): a stale tape (an earlier backward with
+    # retain_graph) is differentiated again, not rewound or handed over first
+    if tape is not tape_stack()[-1]:
         raise NotImplementedError(
             "differentiating a recorded graph as ops (backward(create_graph=True), or a "
             "transform of tensors that require grad, or its vjp function) after its tape "
@@ -403,9 +407,20 @@ def graph_gradients(tape: Tape, root: int, seed: Any, wanted: set[int] | None) -
     stale, tape.stale = tape.stale, False
     try:
         with enable_grad():
-            return graphwalk.reverse(tape, [(root, seed)], wanted, _graph_hooks)
+            grads = graphwalk.reverse(tape, [(root, seed)], wanted, _graph_hooks)
     finally:
         tape.stale = tape.stale or stale
+    if tape.kind == EAGER and tape.foreign:
+        # a result of a handed-over tape used here (tensors._bind_chained): the walk
+        # cannot follow it into that tape, so its gradient would stop here
+        chained = {entry[0] for entry in tape.foreign.values()}
+        if not chained.isdisjoint(s for s, g in grads.items() if g is not None):
+            raise NotImplementedError(
+                "create_graph=True through a tensor kept from an earlier step's graph (its "
+                "tape was handed over when a backward finished): the recorded derivative "
+                "cannot follow it there. Recompute it in this step, or .detach() it"
+            )
+    return grads
 
 
 def _graph_hooks(hooks: list, g: Any) -> Any:

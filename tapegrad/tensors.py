@@ -651,8 +651,12 @@ def added(old: Any, g: Any) -> Any:
     either side (a ``create_graph`` gradient) gives a recorded sum."""
     if old is None:
         return g
-    if isinstance(g, Tensor) or isinstance(old, Tensor):
+    if isinstance(g, Tensor):
         return old + g
+    if isinstance(old, Tensor):
+        # a plain backward into a create_graph .grad adds values (PyTorch accumulates
+        # with grad mode off): recording here would bind the old graph into a new one
+        old = old._value()
     return np.add(old, g, out=np.empty_like(old))
 
 

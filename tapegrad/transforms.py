@@ -371,6 +371,13 @@ def vjp(f: Callable, *args: Any) -> tuple[np.ndarray, Callable]:
     value = out.numpy()
 
     def vjp_fn(cotangent: Any) -> tuple[Any, ...]:
+        if isinstance(cotangent, Tensor) and cotangent.requires_grad and is_grad_enabled():
+            raise RuntimeError(
+                "vjp: the cotangent requires grad, but this vjp function was made from "
+                "values and returns NumPy arrays, which cannot carry that dependence. Make "
+                "it from tensors that require grad (or inside the transform that "
+                "differentiates), so that it records"
+            )
         c = np.asarray(cotangent._value() if isinstance(cotangent, Tensor) else cotangent)
         if c.shape != out.shape:
             raise ValueError(

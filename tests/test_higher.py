@@ -598,3 +598,68 @@ def test_checkpoint_replays_numpy_random_draws_and_refuses_a_generator():
     y = tg.checkpoint(lambda y: tnp.sum(y * rng.random(3)), x)
     with pytest.raises(RuntimeError, match="different result than its forward"):
         y.backward()
+
+
+def test_pinn_step_keeps_every_leaf_gradient_and_the_next_step_works():
+    def step(a0):
+        a = tg.tensor(np.array(a0), requires_grad=True)
+        b = tg.tensor(np.array(0.4), requires_grad=True)
+        x = tg.tensor(np.array(0.7), requires_grad=True)
+        u = tnp.tanh(x * a) + b * x
+        u.backward(create_graph=True)  # x.grad = du/dx, a tensor; a.grad, b.grad too
+        du = x.grad
+        a.grad = b.grad = None
+        (du**2 + u**2).backward()  # x.grad keeps du's values plus this gradient
+        return a.grad, b.grad, x.grad
+
+    def loss(a, b, x):
+        du = tg.grad(lambda x: tnp.tanh(x * a) + b * x)(x)
+        return du**2 + (tnp.tanh(x * a) + b * x) ** 2
+
+    for a0 in (1.3, -0.4):  # the second step records after the first one's backward
+        ga, gb, gx = step(a0)
+        want = tg.grad(loss, (0, 1, 2))(a0, 0.4, 0.7)
+        assert ga == pytest.approx(want[0]) and gb == pytest.approx(want[1])
+        du = (1 - np.tanh(0.7 * a0) ** 2) * a0 + 0.4
+        assert isinstance(gx, np.ndarray) and gx == pytest.approx(du + want[2])
+
+
+def test_create_graph_after_a_retained_backward():
+    x = tg.tensor(np.array([0.3, 1.2]), requires_grad=True)
+    y = tnp.sum(tnp.sin(x) * x**3)
+    y.backward(retain_graph=True)
+    first = x.grad.copy()
+    y.backward(create_graph=True)
+    assert isinstance(x.grad, tg.Tensor)
+    np.testing.assert_allclose(x.grad.numpy(), 2 * first)
+
+
+def test_a_plain_vjp_refuses_a_cotangent_that_requires_grad():
+    _, pull = tg.vjp(lambda v: tnp.sin(v) * v, np.array([0.3, 1.2]))
+    c = tg.tensor(np.array([1.0, 2.0]), requires_grad=True)
+    with pytest.raises(RuntimeError, match="cotangent requires grad"):
+        pull(c)
+    with pytest.raises(RuntimeError, match="cotangent requires grad"):
+        tg.jacfwd(lambda c: pull(c)[0])(np.ones(2))
+
+
+def test_check_grads_is_not_fooled_by_a_large_constant():
+    from tapegrad.testing import GradientCheckError, check_grads
+
+    class WrongSin(tg.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return np.sin(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 1.5 * g * np.cos(x)
+
+    x0 = np.array([0.3, 1.2, 2.0])
+    with pytest.raises(GradientCheckError, match="disagrees"):  # the constant cancels
+        check_grads(lambda x: tnp.concatenate([WrongSin.apply(x), tnp.zeros(1) + 1e9]), [x0])
+    with pytest.raises(GradientCheckError, match="inconclusive"):  # it cannot be told
+        check_grads(lambda x: tnp.sum(WrongSin.apply(x)) + 1e9, [x0])
+    check_grads(lambda x: tnp.concatenate([tnp.sin(x), tnp.zeros(1) + 1e9]), [x0])
