@@ -18,6 +18,7 @@ from .compile import compile
 from .dispatch import compile_all
 from .engine import backward_stats, detect_anomaly, is_anomaly_enabled
 from .function import Function, FunctionCtx, kernel
+from .graph import print_graph, to_dot
 from .higher import checkpoint, hessian, hvp, jacfwd, jvp
 from .tensors import Tensor, as_tensor, enable_grad, is_grad_enabled, no_grad, tensor
 from .testing import gradcheck
@@ -49,8 +50,10 @@ __all__ = [
     "kernel",
     "no_grad",
     "numpy",
+    "print_graph",
     "special",
     "tensor",
+    "to_dot",
     "value_and_grad",
     "vjp",
 ]

@@ -17,6 +17,7 @@ import numpy as np
 from . import derivatives as _derivatives  # noqa: F401  (attaches recorded derivatives)
 from . import engine, tensors
 from . import frontends as _frontends  # noqa: F401  (attaches each row's front end)
+from . import graph as _graph
 from ._protocols import array_function, array_ufunc
 from .boundary import EQUIVALENTS
 from .frontends.shape import reshape as reshape_copy
@@ -224,6 +225,17 @@ def register_post_accumulate_grad_hook(self: Tensor, hook: Callable[[Tensor], An
 def retain_grad(self: Tensor) -> None:
     """Populate ``.grad`` of this non-leaf tensor in backward passes."""
     engine.retain_grad(self)
+
+
+def _grad_fn(self: Tensor) -> Any:
+    """The node that made this tensor, as a read-only view (``name``, ``next_functions``,
+    ``metadata``, ``saved()``, ``functional()``); None for a leaf or a tensor that does
+    not require grad. See :mod:`tapegrad.graph`."""
+    return _graph.grad_fn(self)
+
+
+Tensor.grad_fn = property(_grad_fn)
+Tensor.output_nr = property(_graph.output_nr, doc="Which output of its grad_fn it is.")
 
 
 for _method in (

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from . import closures, transforms
+from . import closures, graph, transforms
 from ._jit import entry_point
 from .boundary import user_line
 from .engine import accumulate_grad, has_hooks, is_anomaly_enabled, raise_backward_error
@@ -479,6 +479,15 @@ class Compiled:
         # one call at a time: a program's tape holds one call's values (threads wait)
         self._lock = threading.RLock()
         functools.update_wrapper(self, fn)
+
+    def graph(self, *args: Any) -> str:
+        """The captured program that replays for ``args`` (capturing it if needed): its
+        nodes as ``tg.print_graph`` shows them, inputs first, then its guards (the
+        values Python read while capturing, which must be equal for it to replay)."""
+        nargs = len(args)
+        with self._lock:
+            _, program, _, _, _ = self._run(args, False, self._diff(nargs))
+        return "\n".join(graph.program_lines(program.tape, program.root, program.guard_lines))
 
     @property
     def stats(self) -> dict[str, int]:

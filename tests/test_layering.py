@@ -71,6 +71,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "function",
             "transforms",
             "higher",
+            "graph",
             "closures",
             "compile",
             "testing",

@@ -1,0 +1,464 @@
+"""The graph as data: ``t.grad_fn``, saved values, a functional backward, pictures.
+
+A recorded op is a row of the tape's typed tables, not a Python object. ``t.grad_fn``
+builds a light view of the node that made ``t`` only when asked (:class:`Node`), with
+PyTorch's and the functional-autograd seed's API:
+
+* ``name``, ``next_functions`` (one ``(node, output index)`` per input; a leaf is an
+  :class:`AccumulateGrad` holding it, a constant ``(None, 0)``) and ``metadata`` (each
+  input's shape, dtype and requires-grad flag: what the scheduler validates against);
+* ``saved()``: the values the backward reads, copied (read-only), in link order: inputs
+  ``x, y, z`` then outputs; exactly the operands the row's saved mask names (for an
+  elementwise row, what its formulas read). A freed graph or a value changed in place
+  since it was recorded raises, as PyTorch's ``_saved_*`` attributes do;
+* ``functional()``: ``fn(grads, saved) -> input gradients``, the row's **compiled**
+  backward run on the given arrays: the node is recorded again on a scratch tape of
+  its own, from ``saved`` (and zeros for operands the backward does not read), and
+  its backward runs there. The original tape is not touched; outputs are fresh.
+
+A view belongs to one tape epoch: once the tape is rewound (its memory reused by the
+next step) every access raises the freed-graph error, so a view never shows memory
+the tape reuses. :func:`print_graph` and :func:`to_dot` draw the graph from a tensor;
+``tg.compile(...).graph()`` draws a captured program the same way, with its guards.
+"""
+
+from __future__ import annotations
+
+import itertools
+import linecache
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from . import graphwalk
+from .engine import gradients
+from .function import FunctionCtx
+from .layout import DTYPE_CODE, N_FLAGS, N_OP, N_SIG, NODE_FREED, OUTPUT_BIT0
+from .ops import ROWS
+from .tape import TRANSFORM, Tape, enter, leave
+from .tensors import (
+    FREED_MESSAGE,
+    Tensor,
+    general,
+    graph_freed,
+    home_of,
+    serial,
+    tensor,
+)
+
+__all__ = [
+    "AccumulateGrad",
+    "InputMetadata",
+    "Node",
+    "grad_fn",
+    "output_nr",
+    "print_graph",
+    "to_dot",
+]
+
+
+class InputMetadata(NamedTuple):
+    """An input of a node as the backward validates its gradient: shape, dtype, and
+    whether it wants one."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    requires_grad: bool
+
+
+class AccumulateGrad:
+    """The end of the graph at a leaf: its gradient goes into ``variable.grad``."""
+
+    name = "AccumulateGrad"
+    next_functions: tuple = ()
+
+    def __init__(self, variable: Tensor) -> None:
+        self.variable = variable
+
+    def __repr__(self) -> str:
+        t = self.variable
+        return f"<AccumulateGrad of a leaf {t.shape} {t.dtype}>"
+
+
+class Node:
+    """A read-only view of node ``k`` of ``tape`` (see the module docstring)."""
+
+    __slots__ = ("_era", "_home", "_k")
+
+    def __init__(self, tape: Tape, k: int) -> None:
+        self._home, self._k, self._era = tape, k, tape.epoch
+
+    # --- identity --------------------------------------------------------------------
+    def _live(self) -> Tape:
+        if self._home.epoch != self._era:  # rewound: the rows belong to other ops now
+            raise RuntimeError(FREED_MESSAGE)
+        return self._home
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Node) and (other._home, other._k, other._era) == (
+            self._home,
+            self._k,
+            self._era,
+        )
+
+    def __hash__(self) -> int:
+        return hash((id(self._home), self._k, self._era))
+
+    @property
+    def name(self) -> str:
+        """The op, as in the op reference (a custom function: its class name)."""
+        return graphwalk.node_name(self._live(), self._k)
+
+    def _links(self) -> tuple[list[int], list[int]]:
+        return self._live().node_links(self._k)
+
+    def _row(self) -> Any:
+        code = self._live().node_field(N_OP, self._k)
+        return ROWS[code] if code < len(ROWS) else None
+
+    # --- structure -------------------------------------------------------------------
+    @property
+    def next_functions(self) -> tuple[tuple[Any, int], ...]:
+        """One ``(node or None, output index)`` per input: the node that made it, an
+        :class:`AccumulateGrad` for a leaf that requires grad, None for a constant."""
+        tape = self._live()
+        ins, _ = self._links()
+        leaves = dict(tape.leaves)
+        return tuple(_producer(tape, s, leaves) for s in ins)
+
+    @property
+    def metadata(self) -> tuple[InputMetadata, ...]:
+        """Each input's shape, dtype and requires-grad flag."""
+        tape = self._live()
+        ins, _ = self._links()
+        return tuple(
+            InputMetadata(tape.slot_shape(s), tape.slot_dtype(s), tape.slot_rg(s)) for s in ins
+        )
+
+    @property
+    def outputs(self) -> tuple[tuple[tuple[int, ...], np.dtype], ...]:
+        """Each output's shape and dtype (internal outputs included: prod's non-zero
+        product and zero count, max's tie count)."""
+        tape = self._live()
+        _, outs = self._links()
+        return tuple((tape.slot_shape(s), tape.slot_dtype(s)) for s in outs)
+
+    # --- saved values ----------------------------------------------------------------
+    def _saved_bits(self) -> int:
+        row = self._row()
+        if row is None:
+            return 0
+        return row.saved_mask
+
+    def _saved_links(self) -> list[int]:
+        """Positions in the link list (inputs, then outputs) of the saved operands."""
+        ins, outs = self._links()
+        bits = self._saved_bits()
+        nin = len(ins)
+        return [
+            i
+            for i in range(nin + len(outs))
+            if (bits >> (i if i < nin else OUTPUT_BIT0 + i - nin)) & 1
+        ]
+
+    def saved(self) -> list[np.ndarray]:
+        """The values the backward reads, copied and read-only, inputs first, in link
+        order (``x, y, z, out, ...``). Raises if the graph was freed or one of them was
+        changed in place since it was recorded."""
+        tape = self._live()
+        if tape.node_field(N_FLAGS, self._k) & NODE_FREED:
+            raise RuntimeError(FREED_MESSAGE)
+        if self._row() is None:
+            entry = tape.custom_entry(self._k)
+            if entry[1] is None:
+                raise RuntimeError(FREED_MESSAGE)
+            return [_frozen(v) for v in entry[1].saved_tensors]
+        changed = tape.changed_operand(self._k, self._saved_bits())
+        if changed is not None:
+            raise graphwalk.version_error(tape, self._k, *changed)
+        ins, outs = self._links()
+        slots = ins + outs
+        return [_frozen(tape.read(slots[i])) for i in self._saved_links()]
+
+    # --- the functional backward -----------------------------------------------------
+    def functional(self) -> Callable[[Sequence[Any], Sequence[Any]], tuple]:
+        """``fn(grads, saved) -> tuple of input gradients`` (None where an input does not
+        require grad): the row's compiled backward on the given arrays. ``grads`` has
+        one cotangent per output (None or missing: zero; internal outputs may be left
+        out), ``saved`` is what :meth:`saved` returns (or arrays like it)."""
+        tape = self._live()
+        row = self._row()
+        if row is None:
+            return _custom_functional(tape, self._k)
+        ins, outs = self._links()
+        spec = _NodeSpec(
+            row=row,
+            sig=tape.node_field(N_SIG, self._k),
+            params=tape.node_params(self._k),
+            ins=[(tape.slot_shape(s), tape.slot_dtype(s), tape.slot_rg(s)) for s in ins],
+            outs=[(tape.slot_shape(s), tape.slot_dtype(s)) for s in outs],
+            saved=self._saved_links(),
+            # operands the backward needs but does not "save" (a gather's positions):
+            # integer and bool inputs are part of the node's description, read now
+            fixed={
+                i: tape.read(s)
+                for i, s in enumerate(ins)
+                if tape.slot_dtype(s).kind not in "f" and i not in self._saved_links()
+            },
+        )
+        return spec.run
+
+    def __repr__(self) -> str:
+        try:
+            return f"<{self.name} node {self._k}>"
+        except RuntimeError:
+            return "<freed node>"
+
+
+class _NodeSpec(NamedTuple):
+    row: Any
+    sig: int
+    params: tuple
+    ins: list
+    outs: list
+    saved: list[int]
+    fixed: dict
+
+    def run(self, grads: Sequence[Any], saved: Sequence[Any]) -> tuple:
+        name = self.row.name
+        if len(saved) != len(self.saved):
+            raise ValueError(
+                f"{name}.functional: {len(saved)} saved values given, the backward reads "
+                f"{len(self.saved)}"
+            )
+        grads = list(grads) + [None] * (len(self.outs) - len(grads))
+        nin = len(self.ins)
+        given = dict(zip(self.saved, saved))
+        for i, shape in itertools.chain(
+            ((i, self.ins[i][0]) for i in self.saved if i < nin),
+            ((i, self.outs[i - nin][0]) for i in self.saved if i >= nin),
+        ):
+            if tuple(np.shape(given[i])) != shape:
+                raise ValueError(
+                    f"{name}.functional: saved value for operand {i} has shape "
+                    f"{np.shape(given[i])}, expected {shape}"
+                )
+        tape = enter(TRANSFORM, True, born0=serial())
+        try:
+            leaves, operands = [], []
+            for i, (shape, dtype, rg) in enumerate(self.ins):
+                value = given.get(i, self.fixed.get(i))
+                arr = np.zeros(shape, dtype) if value is None else np.asarray(value, dtype)
+                t = tensor(arr, requires_grad=rg and dtype.kind == "f")
+                operands.append(t)
+                leaves.append(t if t.requires_grad else None)
+            result = general(
+                self.row,
+                self.sig,
+                operands,
+                [(DTYPE_CODE[dtype], shape) for shape, dtype in self.outs],
+                list(self.params[0]),
+                list(self.params[1]),
+                alias=self.row.alias,
+                visible=len(self.outs),
+            )
+            results = result if isinstance(result, tuple) else (result,)
+            for j, out in enumerate(results):  # the recorded outputs, as given
+                if nin + j in given:
+                    home, slot = home_of(out)
+                    home.view(slot)[...] = np.asarray(given[nin + j], out.dtype)
+            total: list[Any] = [None] * nin
+            wanted = [t for t in leaves if t is not None]
+            for out, g in zip(results, grads):
+                if g is None or not wanted or not out.requires_grad:
+                    continue
+                found = iter(gradients(out, wanted, np.asarray(g, out.dtype), True))
+                for i, t in enumerate(leaves):
+                    if t is not None:
+                        gi = next(found)
+                        if gi is not None:
+                            total[i] = gi if total[i] is None else total[i] + gi
+            return tuple(
+                None if t is None else (np.zeros(t.shape, t.dtype) if g is None else g)
+                for t, g in zip(leaves, total)
+            )
+        finally:
+            leave(tape)
+
+
+def _custom_functional(tape: Tape, k: int) -> Callable:
+    cls, ctx, _, _ = tape.custom_entry(k)
+    if ctx is None:
+        raise RuntimeError(FREED_MESSAGE)
+    if cls.backward_kernel is not None:
+        raise NotImplementedError(
+            f"{cls.__name__}.functional: a compiled custom kernel runs only inside a backward"
+        )
+    state = {n: v for n, v in vars(ctx).items() if n != "_saved"}
+
+    def run(grads: Sequence[Any], saved: Sequence[Any]) -> tuple:
+        fresh = FunctionCtx(ctx.needs_input_grad)
+        vars(fresh).update(state)
+        fresh._saved = tuple(saved)
+        out = cls.backward(fresh, *grads)
+        return out if isinstance(out, tuple) else (out,)
+
+    return run
+
+
+def _frozen(value: Any) -> np.ndarray:
+    arr = np.array(value, copy=True)
+    arr.flags.writeable = False
+    return arr
+
+
+def _producer(tape: Tape, s: int, leaves: dict) -> tuple[Any, int]:
+    """``(node, output index)`` for slot ``s`` as an input (None: it does not require
+    grad, so no gradient flows there)."""
+    if not tape.slot_rg(s):
+        return None, 0
+    k = graphwalk.producer(tape, s)
+    if k >= 0:
+        _, outs = tape.node_links(k)
+        return Node(tape, k), outs.index(s)
+    leaf = leaves.get(s)
+    if leaf is not None:
+        return AccumulateGrad(leaf), 0
+    for entry in tape.foreign.values():  # a result of another tape used here
+        if entry[0] == s and len(entry) == 4:
+            home, home_slot = entry[2], entry[3]
+            return _producer(home, home_slot, dict(home.leaves))
+        if entry[0] == s:
+            return AccumulateGrad(entry[1]), 0
+    return None, 0
+
+
+def output_nr(t: Tensor) -> int:
+    """Which output of its ``grad_fn`` ``t`` is (0 for a leaf), as PyTorch's."""
+    home = home_of(t)
+    if home is None:
+        return 0
+    tape, slot = home
+    k = graphwalk.producer(tape, slot)
+    return tape.node_links(k)[1].index(slot) if k >= 0 else 0
+
+
+def grad_fn(t: Tensor) -> Node | None:
+    """The node that made ``t`` (None for a leaf or a tensor that does not require
+    grad); see :class:`Node`."""
+    home = home_of(t)
+    if home is None:
+        return _FreedNode() if graph_freed(t) else None
+    tape, slot = home
+    if not tape.slot_rg(slot):
+        return None
+    k = graphwalk.producer(tape, slot)
+    return Node(tape, k) if k >= 0 else None
+
+
+class _FreedNode:
+    """The node of a result whose graph is gone (its tape was rewound)."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError(FREED_MESSAGE)
+
+    def __repr__(self) -> str:
+        return "<freed node>"
+
+
+# --- pictures -------------------------------------------------------------------------------
+
+
+def _topological(root: Node) -> list[Node]:
+    """The nodes ``root`` depends on, inputs before their users."""
+    order: list[Node] = []
+    seen: set[Node] = set()
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            order.append(node)
+            continue
+        if node in seen:
+            continue
+        seen.add(node)
+        stack.append((node, True))
+        for fn, _ in reversed(node.next_functions):
+            if isinstance(fn, Node) and fn not in seen:
+                stack.append((fn, False))
+    return order
+
+
+def _describe(nodes: list[Node]) -> tuple[dict, list[str]]:
+    ids = {n: i for i, n in enumerate(nodes)}
+    lines = []
+    for n in nodes:
+        shape, dtype = n.outputs[0]
+        inputs = []
+        for (fn, j), meta in zip(n.next_functions, n.metadata):
+            if isinstance(fn, Node):
+                inputs.append(f"#{ids[fn]}" + (f"[{j}]" if j else ""))
+            elif isinstance(fn, AccumulateGrad):
+                inputs.append(f"leaf {meta.shape} {meta.dtype}")
+            else:
+                inputs.append(f"const {meta.shape} {meta.dtype}")
+        lines.append(f"#{ids[n]} {n.name} -> {shape} {dtype}  <- {', '.join(inputs)}")
+    return ids, lines
+
+
+def graph_lines(t: Tensor) -> list[str]:
+    """:func:`print_graph`'s lines."""
+    node = grad_fn(t)
+    if node is None:
+        return [f"leaf {t.shape} {t.dtype}" + (" (requires grad)" if t.requires_grad else "")]
+    return _describe(_topological(node))[1]
+
+
+def print_graph(t: Tensor) -> None:
+    """Print the graph that made ``t``, inputs first: for each node its op, its output's
+    shape and dtype, and where each input comes from (``#i``: node i; a leaf; a
+    constant)."""
+    print("\n".join(graph_lines(t)))
+
+
+def to_dot(t: Tensor) -> str:
+    """Graphviz source (text) of the graph that made ``t``: ``dot -Tpng`` draws it; no
+    Graphviz dependency here."""
+    node = grad_fn(t)
+    lines = ["digraph tapegrad {", "  node [fontname=monospace];"]
+    if node is not None:
+        nodes = _topological(node)
+        ids, _ = _describe(nodes)
+        leaf_ids: dict[int, str] = {}
+        for n in nodes:
+            shape, dtype = n.outputs[0]
+            lines.append(f'  n{ids[n]} [shape=ellipse, label="{n.name}\\n{shape} {dtype}"];')
+            for (fn, _), meta in zip(n.next_functions, n.metadata):
+                if isinstance(fn, Node):
+                    lines.append(f"  n{ids[fn]} -> n{ids[n]};")
+                elif isinstance(fn, AccumulateGrad):
+                    key = id(fn.variable)
+                    if key not in leaf_ids:
+                        leaf_ids[key] = f"l{len(leaf_ids)}"
+                        lines.append(
+                            f'  {leaf_ids[key]} [shape=box, label="leaf\\n{meta.shape} '
+                            f'{meta.dtype}"];'
+                        )
+                    lines.append(f"  {leaf_ids[key]} -> n{ids[n]};")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def program_lines(tape: Tape, root: int, guards: Sequence[str]) -> list[str]:
+    """A captured program (``tg.compile``): its nodes as :func:`print_graph` shows them,
+    then the guards under which it replays (``file:line: code`` of each Python read)."""
+    k = graphwalk.producer(tape, root)
+    lines = _describe(_topological(Node(tape, k)))[1] if k >= 0 else ["(no recorded op)"]
+    if guards:
+        lines.append(f"guards ({len(guards)}): values read by Python while capturing")
+        for where in guards:
+            path, _, line = where.rpartition(":")
+            code = linecache.getline(path, int(line)).strip() if line.isdigit() else ""
+            lines.append(f"  {where}: {code}" if code else f"  {where}")
+    return lines
