@@ -621,8 +621,8 @@ def _run_node_hooks(tape: Tape, k: int) -> None:
 
 
 def _run_python_node(tape: Tape, k: int, retain: bool) -> None:
-    """Run a custom function's Python backward for node ``k``: validate what it returns
-    (count, shape, dtype) and add it into the inputs' gradient buffers."""
+    """Run a custom function's Python backward for node ``k`` and add what it returns
+    into the inputs' gradient buffers."""
     cls, ctx, nargs, positions = tape.custom_entry(k)
     if ctx is None:
         raise RuntimeError(FREED_MESSAGE)
@@ -634,10 +634,44 @@ def _run_python_node(tape: Tape, k: int, retain: bool) -> None:
         else np.zeros(tape.slot_shape(s), NP_DTYPES[tape.slot_field(S_DTYPE, s)])
         for s in outs
     ]
+    mask = tape.node_field(N_MASK, k)
+    wanted = [
+        (tape.slot_shape(s), tape.slot_dtype(s)) if (mask >> i) & 1 else None
+        for i, s in enumerate(ins)
+    ]
+    found = custom_backward(cls, ctx, nargs, positions, grads, wanted)
+    anomaly = tape.h[H_ANOMALY]
+    for i, (s, g) in enumerate(zip(ins, found)):
+        if g is None:
+            continue
+        if anomaly and not np.all(np.isfinite(g)):
+            raise RuntimeError(
+                f"Function '{name}' returned nan or inf values in its {i}th "
+                f"input gradient; the op was recorded at "
+                f"{tape.sources.get(k, '<unknown>')}"
+            )
+        view = grad_view(tape, s)
+        view += g
+    tape.h[H_STAT_NODES] += 1
+    if not retain:
+        tape.set_node_bits(k, NODE_FREED)
+        tape.set_custom_entry(k, (cls, None, nargs, positions))
+
+
+def custom_backward(
+    cls: type, ctx: Any, nargs: int, positions: list[int], grads: list, wanted: list
+) -> list[np.ndarray | None]:
+    """A custom function's Python ``backward`` on the cotangents ``grads`` (one array per
+    output), on a callback tape: what it returns, validated (count, real numbers, shape:
+    a gradient the input broadcasts to is summed down, PyTorch's validate_outputs) and
+    cast, per tensor input. ``wanted[i]``: input ``i``'s ``(shape, dtype)``, or None if
+    it needs no gradient."""
+    name = cls.__name__
     with callback_tape():
         result = cls.backward(ctx, *grads)
     result = result if isinstance(result, tuple) else (result,)
-    if len(result) == len(ins) and len(ins) != nargs and len(result) != nargs:
+    nin = len(wanted)
+    if len(result) == nin and nin != nargs and len(result) != nargs:
         per_input = list(result)
     elif len(result) == nargs:
         per_input = [result[p] for p in positions]
@@ -646,26 +680,14 @@ def _run_python_node(tape: Tape, k: int, retain: bool) -> None:
             f"function {name}.backward returned {len(result)} gradients, "
             f"expected {nargs} (one per forward argument)"
         )
-    mask = tape.node_field(N_MASK, k)
-    anomaly = tape.h[H_ANOMALY]
-    for i, (s, g) in enumerate(zip(ins, per_input)):
-        if g is None or not (mask >> i) & 1:
+    found: list[np.ndarray | None] = []
+    for i, (g, want) in enumerate(zip(per_input, wanted)):
+        if g is None or want is None:
+            found.append(None)
             continue
         g = user_gradient(values_of(g), f"function {name}.backward (gradient {i})")
-        shape = tape.slot_shape(s)
-        g = _reduce_to(g, shape, name, i)
-        if anomaly and not np.all(np.isfinite(g)):
-            raise RuntimeError(
-                f"Function '{name}' returned nan or inf values in its {i}th "
-                f"input gradient; the op was recorded at "
-                f"{tape.sources.get(k, '<unknown>')}"
-            )
-        view = grad_view(tape, s)
-        view += g.astype(view.dtype, copy=False)
-    tape.h[H_STAT_NODES] += 1
-    if not retain:
-        tape.set_node_bits(k, NODE_FREED)
-        tape.set_custom_entry(k, (cls, None, nargs, positions))
+        found.append(_reduce_to(g, want[0], name, i).astype(want[1], copy=False))
+    return found
 
 
 def _reduce_to(g: np.ndarray, shape: tuple[int, ...], name: str, i: int) -> np.ndarray:

@@ -32,11 +32,12 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import graphwalk
-from .engine import gradients
+from .engine import custom_backward, gradients
 from .function import FunctionCtx
 from .layout import DTYPE_CODE, N_FLAGS, N_OP, N_SIG, NODE_FREED, OUTPUT_BIT0
 from .ops import ROWS
-from .tape import TRANSFORM, Tape, enter, leave
+from .shapes import user_gradient
+from .tape import CAPTURE, TRANSFORM, Tape, enter, leave
 from .tensors import (
     FREED_MESSAGE,
     Tensor,
@@ -45,6 +46,7 @@ from .tensors import (
     home_of,
     serial,
     tensor,
+    values_of,
 )
 
 __all__ = [
@@ -166,20 +168,29 @@ class Node:
         """The values the backward reads, copied and read-only, inputs first, in link
         order (``x, y, z, out, ...``). Raises if the graph was freed or one of them was
         changed in place since it was recorded."""
-        tape = self._live()
-        if tape.node_field(N_FLAGS, self._k) & NODE_FREED:
-            raise RuntimeError(FREED_MESSAGE)
-        if self._row() is None:
-            entry = tape.custom_entry(self._k)
-            if entry[1] is None:
+        with self._home.lock:  # the owner rewinds (and retires) under it: no reuse mid-read
+            tape = self._live()
+            if tape.kind == CAPTURE:
+                raise RuntimeError(
+                    "saved() of a node recorded inside tg.compile: the program's values "
+                    "change with every call that replays it. Read the program's structure "
+                    "with step.graph(), or take grad_fn outside the compiled function"
+                )
+            if tape.node_field(N_FLAGS, self._k) & NODE_FREED:
                 raise RuntimeError(FREED_MESSAGE)
-            return [_frozen(v) for v in entry[1].saved_tensors]
-        changed = tape.changed_operand(self._k, self._saved_bits())
-        if changed is not None:
-            raise graphwalk.version_error(tape, self._k, *changed)
-        ins, outs = self._links()
-        slots = ins + outs
-        return [_frozen(tape.read(slots[i])) for i in self._saved_links()]
+            if self._row() is None:
+                entry = tape.custom_entry(self._k)
+                if entry[1] is None:
+                    raise RuntimeError(FREED_MESSAGE)
+                return [_frozen(v) for v in entry[1].saved_tensors]
+            if tape.handed_over:  # leaves changed in place since the handover
+                tape.refresh_leaf_versions()
+            changed = tape.changed_operand(self._k, self._saved_bits())
+            if changed is not None:
+                raise graphwalk.version_error(tape, self._k, *changed)
+            ins, outs = self._links()
+            slots = ins + outs
+            return [_frozen(tape.read(slots[i])) for i in self._saved_links()]
 
     # --- the functional backward -----------------------------------------------------
     def functional(self) -> Callable[[Sequence[Any], Sequence[Any]], tuple]:
@@ -227,22 +238,31 @@ class _NodeSpec(NamedTuple):
 
     def run(self, grads: Sequence[Any], saved: Sequence[Any]) -> tuple:
         name = self.row.name
+        if not isinstance(grads, list | tuple) or not isinstance(saved, list | tuple):
+            raise TypeError(
+                f"{name}.functional: grads and saved are lists (one cotangent per output, "
+                "the arrays saved() gives)"
+            )
         if len(saved) != len(self.saved):
             raise ValueError(
                 f"{name}.functional: {len(saved)} saved values given, the backward reads "
                 f"{len(self.saved)}"
             )
-        grads = list(grads) + [None] * (len(self.outs) - len(grads))
+        grads = _cotangents(name, grads, self.outs)
         nin = len(self.ins)
         given = dict(zip(self.saved, saved))
-        for i, shape in itertools.chain(
-            ((i, self.ins[i][0]) for i in self.saved if i < nin),
-            ((i, self.outs[i - nin][0]) for i in self.saved if i >= nin),
+        for i, (shape, dtype) in itertools.chain(
+            ((i, self.ins[i][:2]) for i in self.saved if i < nin),
+            ((i, self.outs[i - nin]) for i in self.saved if i >= nin),
         ):
-            if tuple(np.shape(given[i])) != shape:
+            value = given[i]
+            got = np.asarray(value).dtype if value is not None else None
+            # (compare dtypes only for a value: numpy reads a None dtype as float64)
+            if value is None or got != dtype or tuple(np.shape(value)) != shape:
                 raise ValueError(
-                    f"{name}.functional: saved value for operand {i} has shape "
-                    f"{np.shape(given[i])}, expected {shape}"
+                    f"{name}.functional: saved value for operand {i} is "
+                    f"{'None' if value is None else f'{np.shape(value)} {got}'}, expected "
+                    f"{shape} {dtype} (as saved() gives it)"
                 )
         tape = enter(TRANSFORM, True, born0=serial())
         try:
@@ -271,9 +291,9 @@ class _NodeSpec(NamedTuple):
             total: list[Any] = [None] * nin
             wanted = [t for t in leaves if t is not None]
             for out, g in zip(results, grads):
-                if g is None or not wanted or not out.requires_grad:
+                if not np.any(g) or not wanted or not out.requires_grad:
                     continue
-                found = iter(gradients(out, wanted, np.asarray(g, out.dtype), True))
+                found = iter(gradients(out, wanted, g, True))
                 for i, t in enumerate(leaves):
                     if t is not None:
                         gi = next(found)
@@ -288,7 +308,10 @@ class _NodeSpec(NamedTuple):
 
 
 def _custom_functional(tape: Tape, k: int) -> Callable:
-    cls, ctx, _, _ = tape.custom_entry(k)
+    """A custom function's Python backward as a functional: the same validation as in a
+    backward pass (``engine.custom_backward``), one result per tensor input, fresh
+    arrays, on a callback tape (nothing recorded on the caller's)."""
+    cls, ctx, nargs, positions = tape.custom_entry(k)
     if ctx is None:
         raise RuntimeError(FREED_MESSAGE)
     if cls.backward_kernel is not None:
@@ -296,15 +319,46 @@ def _custom_functional(tape: Tape, k: int) -> Callable:
             f"{cls.__name__}.functional: a compiled custom kernel runs only inside a backward"
         )
     state = {n: v for n, v in vars(ctx).items() if n != "_saved"}
+    ins, outs = tape.node_links(k)
+    outputs = [(tape.slot_shape(s), tape.slot_dtype(s)) for s in outs]
+    wanted = [(tape.slot_shape(s), tape.slot_dtype(s)) if tape.slot_rg(s) else None for s in ins]
+    count = len(ctx.saved_tensors)
 
     def run(grads: Sequence[Any], saved: Sequence[Any]) -> tuple:
+        if not isinstance(grads, list | tuple) or not isinstance(saved, list | tuple):
+            raise TypeError(f"{cls.__name__}.functional: grads and saved are lists")
+        if len(saved) != count:
+            raise ValueError(
+                f"{cls.__name__}.functional: {len(saved)} saved values given, it saved {count}"
+            )
         fresh = FunctionCtx(ctx.needs_input_grad)
         vars(fresh).update(state)
-        fresh._saved = tuple(saved)
-        out = cls.backward(fresh, *grads)
-        return out if isinstance(out, tuple) else (out,)
+        fresh._saved = tuple(np.array(v, copy=True) for v in saved)
+        cotangents = _cotangents(cls.__name__, grads, outputs)
+        found = custom_backward(cls, fresh, nargs, positions, cotangents, wanted)
+        return tuple(None if g is None else np.array(g, copy=True) for g in found)
 
     return run
+
+
+def _cotangents(name: str, grads: Sequence[Any], outputs: list) -> list[np.ndarray]:
+    """One cotangent per output: checked (real numbers, the output's shape), cast to
+    its dtype; None or missing is zero."""
+    if len(grads) > len(outputs):
+        raise ValueError(f"{name}.functional: {len(grads)} cotangents for {len(outputs)} outputs")
+    out = []
+    for j, (shape, dtype) in enumerate(outputs):
+        g = grads[j] if j < len(grads) else None
+        if g is None:
+            out.append(np.zeros(shape, dtype))
+            continue
+        g = user_gradient(values_of(g), f"{name}.functional (cotangent {j})")
+        if g.shape != shape:
+            raise ValueError(
+                f"{name}.functional: cotangent {j} has shape {g.shape}, the output has {shape}"
+            )
+        out.append(g.astype(dtype))
+    return out
 
 
 def _frozen(value: Any) -> np.ndarray:
@@ -409,6 +463,8 @@ def _describe(nodes: list[Node]) -> tuple[dict, list[str]]:
 
 def graph_lines(t: Tensor) -> list[str]:
     """:func:`print_graph`'s lines."""
+    if not isinstance(t, Tensor):
+        raise TypeError(f"print_graph: expected a tensor, got {type(t).__name__}")
     node = grad_fn(t)
     if node is None:
         return [f"leaf {t.shape} {t.dtype}" + (" (requires grad)" if t.requires_grad else "")]
@@ -425,6 +481,8 @@ def print_graph(t: Tensor) -> None:
 def to_dot(t: Tensor) -> str:
     """Graphviz source (text) of the graph that made ``t``: ``dot -Tpng`` draws it; no
     Graphviz dependency here."""
+    if not isinstance(t, Tensor):
+        raise TypeError(f"to_dot: expected a tensor, got {type(t).__name__}")
     node = grad_fn(t)
     lines = ["digraph tapegrad {", "  node [fontname=monospace];"]
     if node is not None:

@@ -627,6 +627,7 @@ class Tape:
         # bound, so a dropped chain of tapes is let go in one pass (newest first)
         self.handles, self.foreign, self.leaves, self.merged = [], {}, [], {}
         self.leaf_versions = []
+        self.epoch += 1  # views of its nodes (grad_fn) now see a graph that is gone
         return True
 
     def holds_graph(self, live: list) -> bool:

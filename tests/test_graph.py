@@ -224,3 +224,114 @@ def test_compiled_program_graph_with_guards():
     assert "guards (1)" in text and "if tnp.sum(h) > 0" in text
     value, _ = step.value_and_grad(np.array([0.5, 1.0]), np.array([1.0, 2.0]))
     assert step.stats["captures"] == 1 and value == pytest.approx(np.sum(np.tanh([0.5, 2.0]) ** 2))
+
+
+# --- found by attacking the feature ----------------------------------------------------------
+
+
+def test_a_view_of_a_dropped_handed_over_graph_goes_stale():
+    import gc
+
+    x = tg.tensor(np.array([0.5, 1.5]), requires_grad=True)
+    loss = tnp.sum(tnp.sin(x) * x)
+    loss.backward(retain_graph=True)
+    node = loss.grad_fn
+    for _ in range(3):  # backward while loss is held: its tape is handed over
+        tnp.sum(x * x).backward()
+    assert node.next_functions[0][0].name == "multiply"
+    del loss
+    gc.collect()
+    for _ in range(3):  # the handed-over tape, no longer held, is let go
+        tnp.sum(x * x).backward()
+    with pytest.raises(RuntimeError, match="second time"):
+        _ = node.next_functions
+
+
+def test_views_inside_a_compiled_function_show_structure_only():
+    seen = []
+
+    def loss(w):
+        h = tnp.exp(w)
+        seen.append(h.grad_fn)
+        return tnp.sum(h)
+
+    step = tg.compile(loss)
+    step.value_and_grad(np.array([0.0, 1.0]))
+    assert seen[0].name == "exp"
+    with pytest.raises(RuntimeError, match=r"inside tg\.compile"):
+        seen[0].saved()
+
+
+def test_saved_sees_a_leaf_changed_after_a_handover():
+    x = tg.tensor(np.array([1.0, 2.0]), requires_grad=True)
+    y = tnp.sum(tnp.sin(x))
+    node = y.grad_fn.next_functions[0][0]
+    y.backward(retain_graph=True)
+    with tg.no_grad():
+        x += 1.0
+    with pytest.raises(RuntimeError, match="modified by an in-place operation: 'sin'"):
+        node.saved()
+
+
+class ScaleFirst(tg.Function):
+    """(c, x) -> c * x with a Python backward returning one gradient per argument."""
+
+    @staticmethod
+    def forward(ctx, c, x):
+        ctx.c = c
+        return c * x
+
+    @staticmethod
+    def backward(ctx, g):
+        return None, ctx.c * g
+
+
+class Widen(tg.Function):
+    """x (3,) -> x * ones((2, 3)); its backward returns a (2, 3) gradient to be summed."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * np.ones((2, 3))
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.astype(np.float32)  # a dtype to be cast back and a shape to reduce
+
+
+def test_functional_of_custom_functions_is_validated_like_a_backward():
+    x = tg.tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True)
+    node = ScaleFirst.apply(5.0, x).grad_fn
+    (gx,) = node.functional()([np.ones(3)], node.saved())  # one per tensor input
+    np.testing.assert_allclose(gx, [5.0, 5.0, 5.0])
+    (zero,) = node.functional()([None], node.saved())  # a missing cotangent is zero
+    np.testing.assert_array_equal(zero, np.zeros(3))
+    w = Widen.apply(x).grad_fn
+    (gw,) = w.functional()([np.ones((2, 3))], w.saved())
+    assert gw.shape == (3,) and gw.dtype == np.float64
+    np.testing.assert_allclose(gw, [2.0, 2.0, 2.0])
+    with pytest.raises(ValueError, match="2 cotangents for 1 outputs"):
+        w.functional()([np.ones((2, 3)), np.ones(1)], [])
+    # and the manual backward over a graph with custom functions and a checkpoint
+    a = tg.tensor(np.array([0.3, 0.7, 1.1]), requires_grad=True)
+    h = tg.checkpoint(lambda v: tnp.sin(v) * v, a)
+    out = tnp.sum(ScaleFirst.apply(2.0, h) + Widen.apply(h).sum(axis=0) + Cube.apply(a))
+    _check_manual(out, [a], np.array(1.0))
+
+
+def test_functional_refuses_bad_input():
+    x = tg.tensor(np.array([1.0, 2.0], np.float32), requires_grad=True)
+    node = tnp.exp(x).grad_fn
+    fn, saved = node.functional(), node.saved()
+    assert fn([np.ones(2)], saved)[0].dtype == np.float32
+    with pytest.raises(ValueError, match="saved value for operand 1 is None"):
+        fn([np.ones(2)], [None])
+    with pytest.raises(ValueError, match=r"expected \(2,\) float32"):
+        fn([np.ones(2)], [saved[0].astype(np.float64)])
+    with pytest.raises(TypeError, match="complex"):
+        fn([np.ones(2) * 1j], saved)
+    with pytest.raises(ValueError, match="2 cotangents for 1 outputs"):
+        fn([np.ones(2), np.ones(2)], saved)
+    with pytest.raises(TypeError, match="lists"):
+        fn(np.ones(2), saved)
+    with pytest.raises(TypeError, match="expected a tensor"):
+        tg.print_graph(np.ones(2))
