@@ -80,7 +80,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("namespace builder, NumPy protocols, views", ["views", "_namespace", "_protocols"]),
     (
         "published namespaces, CUDA target",
-        ["numpy", "numpy.linalg", "special", "cuda.kernels", "cuda"],
+        ["numpy", "numpy.linalg", "special", "distributed", "cuda.kernels", "cuda"],
     ),
     ("package, and the kernel warm-up tool that drives it", ["", "warmup"]),
 ]
