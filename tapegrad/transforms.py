@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .engine import gradients, graph_gradients
+from .frontends.reduce import sum as rsum
 from .frontends.shape import reshape, stack
 from .layout import DTYPE_CODE
 from .ops.shape import RESHAPE
@@ -52,6 +53,7 @@ from .tensors import (
     mark_differentiated,
     serial,
     tensor,
+    values_of,
 )
 
 __all__ = ["grad", "jacobian", "jacrev", "value_and_grad", "vjp"]
@@ -359,48 +361,86 @@ def vjp(f: Callable, *args: Any) -> tuple[np.ndarray, Callable]:
     """Evaluate ``f(*args)`` and return ``(out, vjp_fn)``.
 
     ``vjp_fn(cotangent)`` returns a tuple with one gradient per argument (in the
-    arguments' structure): ``cotangent`` pulled back through ``f``. It may be called many
-    times; the graph (a tape of its own) is kept until ``vjp_fn`` is dropped.
+    arguments' structure): ``cotangent`` pulled back through ``f``. ``f`` may return a
+    tensor or a list / tuple / dict of them (``out`` has that structure, as NumPy
+    values, and so does ``cotangent``); a part that is a NumPy value does not depend on
+    the arguments (zero, with a warning if nothing does). It may be called many times;
+    the graph (a tape of its own) is kept until ``vjp_fn`` is dropped.
     """
     if needs_graph(args):
         return _vjp_graph(f, args)
     out, leaves, tape = record(f, args, {}, tuple(range(len(args))), "vjp")
     done(tape, leaves, keep=True)
-    if not isinstance(out, Tensor):
-        raise TypeError(f"vjp: f must return a tensor, got {type(out).__name__}")
-    value = out.numpy()
+    outs, rebuild = flatten(out)
+    value = rebuild([np.asarray(values_of(o)) for o in outs])
 
     def vjp_fn(cotangent: Any) -> tuple[Any, ...]:
-        if isinstance(cotangent, Tensor) and cotangent.requires_grad and is_grad_enabled():
-            raise RuntimeError(
-                "vjp: the cotangent requires grad, but this vjp function was made from "
-                "values and returns NumPy arrays, which cannot carry that dependence. Make "
-                "it from tensors that require grad (or inside the transform that "
-                "differentiates), so that it records"
-            )
-        c = np.asarray(cotangent._value() if isinstance(cotangent, Tensor) else cotangent)
-        if c.shape != out.shape:
-            raise ValueError(
-                f"vjp: cotangent has shape {c.shape}, the output has shape {out.shape}"
-            )
-        return tuple(differentiate(out, tape, leaves, "vjp", c))
+        cs = _cotangent_leaves(cotangent, outs, rebuild, "vjp")
+        for c in cs:
+            if isinstance(c, Tensor) and c.requires_grad and is_grad_enabled():
+                raise RuntimeError(
+                    "vjp: the cotangent requires grad, but this vjp function was made from "
+                    "values and returns NumPy arrays, which cannot carry that dependence. "
+                    "Make it from tensors that require grad (or inside the transform that "
+                    "differentiates), so that it records"
+                )
+        cs = [np.asarray(values_of(c)) for c in cs]
+        if len(outs) == 1 and isinstance(outs[0], Tensor):  # the common case: one root
+            return tuple(differentiate(outs[0], tape, leaves, "vjp", cs[0]))
+        # several outputs: the gradient of sum_i <out_i, c_i>, recorded on f's tape
+        outside = tape.foreign_rg
+        enter(TRANSFORM, True, born0=tape.born0, tape=tape)
+        tape.foreign_rg = outside
+        try:
+            root = _pairing(outs, cs)
+        finally:
+            leave(tape, keep=True)
+        return tuple(differentiate(root, tape, leaves, "vjp"))
 
     return value, vjp_fn
+
+
+def _cotangent_leaves(cotangent: Any, outs: list, rebuild: Callable, where: str) -> list:
+    """The cotangent's leaves, one per output leaf, each of its output's shape."""
+    cs, _ = flatten(cotangent)
+    if len(cs) != len(outs):
+        raise ValueError(
+            f"{where}: the cotangent has {len(cs)} parts, the output {len(outs)} (the "
+            "cotangent has the output's structure)"
+        )
+    for c, o in zip(cs, outs):
+        cshape = c.shape if isinstance(c, Tensor) else np.shape(c)
+        oshape = o.shape if isinstance(o, Tensor) else np.shape(o)
+        if tuple(cshape) != tuple(oshape):
+            raise ValueError(
+                f"{where}: cotangent has shape {tuple(cshape)}, the output has shape "
+                f"{tuple(oshape)}"
+            )
+    return cs
+
+
+def _pairing(outs: list, cs: list) -> Tensor:
+    """``sum_i sum(out_i * c_i)`` over the output leaves that are tensors (a NumPy value
+    does not depend on anything): its gradient is the VJP of every output at once."""
+    total = None
+    for o, c in zip(outs, cs):
+        if isinstance(o, Tensor):
+            term = rsum(o * c)
+            total = term if total is None else total + term
+    return total if total is not None else tensor(0.0)
 
 
 def _vjp_graph(f: Callable, args: tuple) -> tuple[Tensor, Callable]:
     args, groups, made = aliases(args, tuple(range(len(args))), "vjp")
     out = f(*args)
-    if not isinstance(out, Tensor):
-        raise TypeError(f"vjp: f must return a tensor, got {type(out).__name__}")
+    outs, rebuild = flatten(out)
 
     def vjp_fn(cotangent: Any) -> tuple[Any, ...]:
-        c = cotangent if isinstance(cotangent, Tensor) else np.asarray(cotangent, out.dtype)
-        if tuple(c.shape) != out.shape:
-            raise ValueError(
-                f"vjp: cotangent has shape {tuple(c.shape)}, the output has shape {out.shape}"
-            )
-        return tuple(_graph_grads(out, groups, made, "vjp", c))
+        cs = _cotangent_leaves(cotangent, outs, rebuild, "vjp")
+        if len(outs) == 1 and isinstance(outs[0], Tensor):
+            c = cs[0] if isinstance(cs[0], Tensor) else np.asarray(cs[0], outs[0].dtype)
+            return tuple(_graph_grads(outs[0], groups, made, "vjp", c))
+        return tuple(_graph_grads(_pairing(outs, cs), groups, made, "vjp"))
 
     return out, vjp_fn
 
@@ -430,8 +470,10 @@ def jacobian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
 
     ``jacobian(f)(x)`` has shape ``out.shape + x.shape``; for a tuple ``argnums`` a tuple
     of those. A pytree argument (list / tuple / dict of arrays) gets the same structure
-    of Jacobians, one per array, as ``jax.jacrev``. The output is one tensor (a list or
-    an object array of tensors is stacked).
+    of Jacobians, one per array, as ``jax.jacrev``. The output is one tensor (a list of
+    same-shaped parts, or an object array of tensors, is stacked as NumPy would); a
+    tuple or dict of outputs, or a list of parts of different shapes (``split``), gives
+    one Jacobian per output, in the output's structure.
     """
 
     @functools.wraps(f)
@@ -441,32 +483,60 @@ def jacobian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
             return _jacobian_graph(f, args, kwargs, nums, single)
         out, leaves, tape = record(f, args, kwargs, nums, "jacobian")
         try:
-            out = as_output(out)
             ts = [t for group, _, _ in leaves for t in group]
-            jacs = [np.zeros(out.shape + t.shape, t.dtype) for t in ts]
-            home = home_of(out)
-            mine = home[0] is tape if home is not None else any(out is t for t in ts)
-            if mine and out.requires_grad:
-                for idx in np.ndindex(out.shape):
-                    seed = np.zeros(out.shape, out.dtype)
-                    seed[idx] = 1
-                    for j, g in zip(jacs, gradients(out, ts, seed, retain_graph=True)):
-                        if g is not None:
-                            j[idx] = g
-            else:
+            outs, rebuild = flatten(out)
+            if _stacked(out, outs):
+                per_out = [_jacobian_rows(as_output(out), ts, tape)]
+            else:  # a tuple or dict of outputs: one Jacobian each, in its structure
+                per_out = [_jacobian_rows(as_output(o), ts, tape) for o in outs]
+            if all(j is None for j in per_out):
                 warnings.warn(
                     "jacobian: the output does not depend on the differentiated "
                     "argument(s); the Jacobian is zero",
                     UserWarning,
                     stacklevel=2,
                 )
-            per_arg = regroup(jacs, leaves)
-            return per_arg[0] if single else tuple(per_arg)
+            results = []
+            for o, jacs in zip([out] if len(per_out) == 1 else outs, per_out):
+                o = as_output(o)
+                jacs = jacs or [np.zeros(o.shape + t.shape, t.dtype) for t in ts]
+                per_arg = regroup(jacs, leaves)
+                results.append(per_arg[0] if single else tuple(per_arg))
+            return results[0] if len(per_out) == 1 else rebuild(results)
         finally:
             del out
             done(tape, leaves)
 
     return wrapper
+
+
+def _stacked(out: Any, outs: list) -> bool:
+    """Whether ``f``'s output is one array: a tensor, or a list (or object array) of
+    same-shaped parts, stacked as NumPy would; a tuple or dict, or parts of different
+    shapes, are several outputs."""
+    if isinstance(out, Tensor) or not isinstance(out, list | tuple | dict):
+        return True
+    if not isinstance(out, list):
+        return False
+    shapes = {tuple(np.shape(values_of(o))) for o in outs}
+    return len(shapes) <= 1
+
+
+def _jacobian_rows(out: Tensor, ts: list[Tensor], tape: Tape) -> list[np.ndarray] | None:
+    """d out / d t for each leaf ``t``, one backward pass per element of ``out``; None if
+    ``out`` does not depend on them."""
+    home = home_of(out)
+    mine = home[0] is tape if home is not None else any(out is t for t in ts)
+    if not (mine and out.requires_grad):
+        return None
+    jacs = [np.zeros(out.shape + t.shape, t.dtype) for t in ts]
+    for idx in np.ndindex(out.shape):
+        seed = np.zeros(out.shape, out.dtype)
+        seed[idx] = 1
+        for j, g in zip(jacs, gradients(out, ts, seed, retain_graph=True)):
+            if g is not None:
+                j[idx] = g
+    return jacs
 
 
 jacrev = jacobian

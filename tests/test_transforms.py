@@ -112,3 +112,53 @@ def test_value_and_grad_drives_scipy_minimize():
     assert res.success
     grad_at = tg.grad(rosen_like)(res.x)
     assert np.max(np.abs(grad_at)) < 1e-5
+
+
+# --- container outputs (issue 20, item 3) ---------------------------------------------------
+
+
+def test_vjp_of_container_outputs():
+    x0 = np.array([0.3, 1.2, 2.0])
+    value, pull = tg.vjp(lambda x: (tnp.sin(x), {"sq": x**2, "s": tnp.sum(x)}), x0)
+    np.testing.assert_allclose(value[0], np.sin(x0))
+    np.testing.assert_allclose(value[1]["sq"], x0**2)
+    (g,) = pull((np.ones(3), {"sq": np.arange(3.0), "s": 2.0}))
+    np.testing.assert_allclose(g, np.cos(x0) + 2 * x0 * np.arange(3) + 2)
+    value, pull = tg.vjp(lambda x: tnp.split(x * 2.0, [1]), x0)  # HIPS's split tests
+    np.testing.assert_allclose(pull([np.ones(1), np.full(2, 3.0)])[0], [2.0, 6.0, 6.0])
+    with pytest.raises(ValueError, match="cotangent has 1 parts, the output 2"):
+        pull([np.ones(1)])
+    with pytest.raises(ValueError, match=r"cotangent has shape \(3,\)"):
+        pull([np.ones(1), np.ones(3)])
+    # recorded mode: the same, as tensors
+    xt = tg.tensor(x0, requires_grad=True)
+    _, pull = tg.vjp(lambda x: (tnp.sin(x), x**2), xt)
+    (g,) = pull((np.ones(3), np.ones(3)))
+    assert isinstance(g, tg.Tensor)
+    np.testing.assert_allclose(g.numpy(), np.cos(x0) + 2 * x0)
+
+
+def test_an_output_unrelated_to_the_input_has_zero_cotangents():
+    x0 = np.array([0.3, 1.2])
+    with pytest.warns(UserWarning, match="does not depend"):
+        value, pull = tg.vjp(lambda x: np.ones(2), x0)
+        (g,) = pull(np.ones(2))
+    np.testing.assert_array_equal(value, np.ones(2))
+    np.testing.assert_array_equal(g, np.zeros(2))
+
+
+def test_jacobian_of_container_outputs():
+    x0 = np.array([0.3, 1.2, 2.0])
+    jac_sin, jac_sq = tg.jacobian(lambda x: (tnp.sin(x), tnp.sum(x**2)))(x0)
+    np.testing.assert_allclose(jac_sin, np.diag(np.cos(x0)))
+    np.testing.assert_allclose(jac_sq, 2 * x0)
+    first, rest = tg.jacobian(lambda x: tnp.split(x, [1]))(x0)  # parts of unequal shapes
+    np.testing.assert_array_equal(first, np.eye(3)[:1])
+    np.testing.assert_array_equal(rest, np.eye(3)[1:])
+    per_key = tg.jacobian(lambda x: {"a": x * 2.0, "b": x[0]})(x0)
+    np.testing.assert_array_equal(per_key["a"], 2 * np.eye(3))
+    np.testing.assert_array_equal(per_key["b"], [1.0, 0.0, 0.0])
+    # a list of same-shaped parts is one array, stacked as NumPy would
+    np.testing.assert_array_equal(
+        tg.jacobian(lambda x: [x[0], x[1] * 2])(x0), [[1, 0, 0], [0, 2, 0]]
+    )
