@@ -287,7 +287,7 @@ class Program:
         self.inputs = inputs  # arrays the argument slots point at: replay writes into them
         self.leaf_slots = leaf_slots  # of the differentiated arguments' arrays, in order
         self.root = root
-        self.aux = aux  # (slot ids, rebuild) of aux tensors
+        self.aux = aux  # (("slot", id) or ("value", v) per aux leaf, rebuild)
         self.n_nodes = tape.h[H_NNODES]
         self.outside = capture.inputs  # tensors read from outside (closures...)
         self.input_slots = capture.input_slots
@@ -351,7 +351,7 @@ class Program:
         aux = None
         if self.aux is not None:
             slots, rebuild = self.aux
-            aux = rebuild([tape.read(s) if isinstance(s, int) else s for s in slots])
+            aux = rebuild([tape.read(v) if kind == "slot" else v for kind, v in slots])
         return value, grads, outside_grads, aux
 
     def _outputs(self) -> tuple[np.ndarray, list[np.ndarray | None]]:
@@ -639,10 +639,13 @@ class Compiled:
             aux_info = None
             if aux is not None:
                 items, rebuild_aux = flatten(aux)
+                # a tensor of the program is read from its slot on every replay; any
+                # other value (a Python int, a constant) is kept as it is: tagged, so
+                # that an int is never taken for a slot id
                 slots = [
-                    v._slot
+                    ("slot", v._slot)
                     if isinstance(v, Tensor) and v._tape is tape
-                    else (v.numpy() if isinstance(v, Tensor) else v)
+                    else ("value", v.numpy() if isinstance(v, Tensor) else v)
                     for v in items
                 ]
                 aux_info = (slots, rebuild_aux)

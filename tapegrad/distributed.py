@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import traceback
+import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -39,7 +40,7 @@ import numpy as np
 import scipy.optimize
 from mpi4py import MPI
 
-from .pytree import flatten
+from .pytree import flatten, structure
 from .tensors import Tensor
 
 __all__ = ["DataParallel", "abort_on_error", "allreduce_grads", "minimize", "shard", "shard_range"]
@@ -74,53 +75,88 @@ def abort_on_error(comm: Any = None, what: str = "computing") -> Iterator[None]:
     try:
         yield
     except BaseException as e:
-        sys.stderr.write(
-            f"tapegrad.distributed: rank {comm.rank} of {comm.size} raised "
-            f"{type(e).__name__} while {what}: {e}\n{traceback.format_exc()}"
-        )
-        sys.stderr.flush()
+        if not getattr(e, "_tapegrad_reported", False):  # (an inner block reported it)
+            world = MPI.COMM_WORLD.rank
+            where = "" if comm.size == MPI.COMM_WORLD.size else f" (world rank {world})"
+            sys.stderr.write(
+                f"tapegrad.distributed: rank {comm.rank} of {comm.size}{where} raised "
+                f"{type(e).__name__} while {what}: {e}\n{traceback.format_exc()}"
+            )
+            sys.stderr.flush()
+            e._tapegrad_reported = True
         comm.Abort(1)
         raise
 
 
-# flat reduction buffers, by (communicator, dtype, size): kept between calls, so a training
-# loop allocates nothing per step
+# flat reduction buffers, one per (communicator, dtype), grown to the largest call: a
+# training loop allocates nothing per step, and varying sizes keep one buffer each
 _BUFFERS: dict[tuple, np.ndarray] = {}
 
 
 def _buffer(comm: Any, dtype: np.dtype, size: int) -> np.ndarray:
-    key = (id(comm), dtype.str, size)
+    key = (id(comm), dtype.str)
     buf = _BUFFERS.get(key)
-    if buf is None:
-        if len(_BUFFERS) > 64:
-            _BUFFERS.clear()
+    if buf is None or buf.size < size:
         buf = _BUFFERS[key] = np.empty(size, dtype)
-    return buf
+    return buf[:size]
+
+
+def _same_structure(comm: Any, grads: Any, arrays: list, op: str) -> None:
+    """Every rank must reduce the same pytree (structure, keys, shapes, dtypes, None
+    parts) with the same op: leaves are matched by position, so a difference would add
+    unrelated numbers or hang in mismatched messages. One small collective compares a
+    hash of it on all ranks; a difference raises on every rank."""
+    layout = [None if a is None else (a.shape, a.dtype.str) for a in arrays]
+    sig = zlib.crc32(repr((structure(grads), layout, op)).encode())
+    both = np.array([sig, -sig], np.int64)
+    comm.Allreduce(MPI.IN_PLACE, both, op=MPI.MIN)
+    if both[0] != sig or -both[1] != sig:
+        raise ValueError(
+            f"allreduce_grads: the ranks passed different gradients (rank {comm.rank} has "
+            f"{len(arrays)} parts: {layout[:4]}{'...' if len(layout) > 4 else ''}); every "
+            "rank must pass the same structure, keys in the same order, shapes, dtypes, "
+            "None parts and op"
+        )
 
 
 def allreduce_grads(grads: Any, comm: Any = None, op: str = "sum") -> Any:
     """Sum (``op="sum"``) or average (``"mean"``) a pytree of gradients over the ranks.
 
     Leaves are NumPy arrays, tensors (their values) or numbers; ``None`` leaves stay
-    ``None`` and must be ``None`` on every rank. The leaves of one dtype are packed into
-    one flat buffer and reduced with one ``Allreduce``; writable arrays get the result
-    in place (the same objects come back), the others are replaced by new arrays. The
-    result is identical on every rank (checked bit for bit in the tests), so replicas
-    stepping on it cannot drift apart.
+    ``None``. Every rank must pass the same structure (keys in the same order, shapes,
+    dtypes, None parts) and ``op``: a small collective checks it first and raises on
+    every rank otherwise. The leaves of one dtype are packed into one flat buffer and
+    reduced with one ``Allreduce``; writable NumPy arrays (0-d included) get the result
+    in place (the same objects come back), read-only arrays and tensors are replaced by
+    new arrays, numbers by NumPy scalars. The result is identical on every rank
+    (checked bit for bit in the tests), so replicas stepping on it cannot drift apart.
     """
     if op not in ("sum", "mean"):
         raise ValueError(f"allreduce_grads: op must be 'sum' or 'mean', got {op!r}")
     comm = _comm(comm)
     leaves, rebuild = flatten(grads)
-    arrays: list[np.ndarray | None] = []
+    arrays: list[Any] = []
+    bad = None  # a leaf that is not numbers: reported after the structure check, so
+    # that the other ranks are not left waiting in it
     for leaf in leaves:
         if leaf is None:
             arrays.append(None)
             continue
-        arr = leaf.numpy() if isinstance(leaf, Tensor) else leaf
-        if not isinstance(arr, np.ndarray) or arr.dtype.kind != "f":
-            arr = np.asarray(arr, dtype=np.result_type(arr, np.float64))
+        try:
+            arr = leaf.numpy() if isinstance(leaf, Tensor) else leaf
+            if not isinstance(arr, np.ndarray) or arr.dtype.kind != "f":
+                arr = np.asarray(arr, dtype=np.result_type(arr, np.float64))
+            if not arr.dtype.isnative:  # MPI sends native byte order
+                arr = arr.astype(arr.dtype.newbyteorder("="))
+        except (TypeError, ValueError) as e:
+            bad = bad or TypeError(
+                f"allreduce_grads: a gradient of type {type(leaf).__name__} is not numbers: {e}"
+            )
+            arr = np.empty((0,), "V1")  # a placeholder the structure check tells apart
         arrays.append(arr)
+    _same_structure(comm, grads, arrays, op)
+    if bad is not None:
+        raise bad
     by_dtype: dict[np.dtype, list[int]] = {}
     for i, arr in enumerate(arrays):
         if arr is not None:
@@ -142,10 +178,12 @@ def allreduce_grads(grads: Any, comm: Any = None, op: str = "sum") -> Any:
             arr = arrays[i]
             part = buf[offset : offset + arr.size].reshape(arr.shape)
             offset += arr.size
-            if arr is leaves[i] and arr.flags.writeable and arr.ndim:
-                arr[...] = part  # in place: the caller's array
-            else:
-                out[i] = part.copy() if arr.ndim else part.reshape(()).copy()[()]
+            if arr is leaves[i] and arr.flags.writeable:
+                arr[...] = part  # in place: the caller's array (0-d ones too)
+            elif isinstance(leaves[i], np.ndarray | Tensor):
+                out[i] = part.copy()
+            else:  # a number: a NumPy scalar
+                out[i] = part.reshape(()).copy()[()]
     return rebuild(out)
 
 
@@ -165,7 +203,8 @@ class DataParallel:
         docstring).
 
     Calling it returns ``(value, grads)``: the total value (a Python float) and the
-    total gradients in ``fn``'s structure, identical on every rank.
+    total gradients in ``fn``'s structure, identical on every rank; with a ``has_aux``
+    step, ``((value, aux), grads)`` with this rank's own ``aux``.
     """
 
     def __init__(self, fn: Callable, comm: Any = None, reduce: str = "sum") -> None:
@@ -175,38 +214,46 @@ class DataParallel:
         self.comm = _comm(comm)
         self.reduce = reduce
 
-    def __call__(self, *args: Any, **kwargs: Any) -> tuple[float, Any]:
+    def __call__(self, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
         with abort_on_error(self.comm, "evaluating its shard"):
             value, grads = self.fn(*args, **kwargs)
-            if isinstance(value, tuple):  # has_aux: (value, aux) stays local
-                value = value[0]
+            aux = None
+            if isinstance(value, tuple):  # has_aux: (value, aux); aux stays this rank's
+                value, aux = value
             local = np.array([float(value)])
-        total, grads = allreduce_grads((local, grads), self.comm, self.reduce)
-        return float(total[0]), grads
+            total, grads = allreduce_grads((local, grads), self.comm, self.reduce)
+        value = float(total[0])
+        return ((value, aux) if aux is not None else value), grads
 
 
 def minimize(fun: Callable, x0: Any, comm: Any = None, **kwargs: Any) -> Any:
     """``scipy.optimize.minimize(fun, x0, jac=True, **kwargs)`` with sharded data.
 
-    ``fun(x) -> (value, grad)`` is collective (every rank must call it with the same
-    ``x``), such as a :class:`DataParallel`. Rank 0 runs the optimiser and sends each
-    point to the other ranks, which evaluate it with their shard until rank 0 is done;
-    every rank returns the same result. An error on any rank aborts them all.
+    ``fun(x, *args) -> (value, grad)`` is collective (every rank must call it with the
+    same ``x``), such as a :class:`DataParallel`; ``args`` (a keyword, as scipy's) are
+    each rank's own, typically its shard. Rank 0 runs the optimiser and sends each point
+    to the other ranks, which evaluate it until rank 0 is done; every rank returns the
+    same result. An error inside this function on any rank aborts them all; for errors
+    anywhere else in a script, run it as ``mpiexec -n 4 python -m mpi4py script.py``
+    (mpi4py then aborts on an unhandled exception instead of leaving ranks waiting).
     """
     comm = _comm(comm)
     x0 = np.asarray(x0, dtype=np.float64)
+    local = kwargs.pop("args", ())  # each rank's own extra arguments (its shard)
+    local = local if isinstance(local, tuple) else (local,)
     if comm.rank == 0:
         with abort_on_error(comm, "running the optimiser"):
 
             def point(x: np.ndarray) -> tuple[float, Any]:
                 comm.bcast(("eval", np.asarray(x)), root=0)
-                return fun(x)
+                return fun(x, *local)
 
             result = scipy.optimize.minimize(point, x0, jac=True, **kwargs)
-        comm.bcast(("done", result), root=0)
+            comm.bcast(("done", result), root=0)
         return result
-    while True:
-        command, payload = comm.bcast(None, root=0)
-        if command == "done":
-            return payload
-        fun(payload)
+    with abort_on_error(comm, "evaluating for the optimiser"):
+        while True:
+            command, payload = comm.bcast(None, root=0)
+            if command == "done":
+                return payload
+            fun(payload, *local)

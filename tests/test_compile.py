@@ -191,3 +191,16 @@ def test_replay_under_anomaly_mode_checks_gradients():
     _, g = step.value_and_grad(np.array([4.0, 1.0]))  # planned again
     np.testing.assert_allclose(g, 0.0)
     assert next(iter(step.programs.values()))[0].bwd_plan is not None
+
+
+def test_aux_with_python_numbers_is_not_read_as_slots():
+    # an int in aux used to be taken for a slot id (a read of arbitrary memory)
+    def loss(w, x):
+        return tnp.sum(x @ w), (x.shape[0], x * 2.0, "label")
+
+    step = tg.compile(loss, has_aux=True)
+    for scale in (1.0, 2.0):
+        (value, (rows, doubled, label)), _ = step.value_and_grad(np.ones(3), np.full((4, 3), scale))
+        assert rows == 4 and label == "label" and value == pytest.approx(12 * scale)
+        np.testing.assert_array_equal(doubled, np.full((4, 3), 2 * scale))
+    assert step.stats["captures"] == 1

@@ -31,7 +31,7 @@ def _run(n: int, case: str, timeout: float = 120) -> subprocess.CompletedProcess
 
 
 @pytest.mark.parametrize("n", [1, 2, 4])
-@pytest.mark.parametrize("case", ["agree", "minimize"])
+@pytest.mark.parametrize("case", ["agree", "minimize", "contract"])
 def test_distributed_equals_single_process(n, case):
     r = _run(n, case)
     assert r.returncode == 0, r.stdout + r.stderr

@@ -102,6 +102,43 @@ def case_fail() -> None:
     COMM.Barrier()
 
 
+def case_contract() -> None:
+    """Mismatched pytrees raise on every rank (no silent sum, no hang); 0-d arrays are
+    reduced in place; minimize passes each rank's own args; aux stays local; the buffer
+    cache keeps one buffer per dtype however the sizes vary."""
+    r = COMM.rank
+    cases = {
+        "keys in another order": {"a": 1.0, "b": 2.0} if r == 0 else {"b": 2.0, "a": 1.0},
+        "None on one rank": [None, np.ones(3)] if r == 0 else [np.ones(3), None],
+        "another dtype": np.ones(4, np.float32 if r == 0 else np.float64),
+        "op": None,
+        "not numbers": [np.ones(2), "oops" if r == COMM.size - 1 else np.ones(1)],
+    }
+    for name, tree in cases.items():
+        op = ("mean" if r == 0 else "sum") if name == "op" else "sum"
+        tree = np.ones(2) if tree is None else tree
+        try:
+            dist.allreduce_grads(tree, op=op)
+        except (ValueError, TypeError) as e:
+            assert COMM.size > 1 or name == "not numbers", (name, e)
+        else:
+            assert COMM.size == 1 and name != "not numbers", f"{name}: no error on rank {r}"
+    b = np.array(float(r + 1))
+    out = dist.allreduce_grads({"b": b, "c": 3.0})
+    total = COMM.size * (COMM.size + 1) / 2
+    assert out["b"] is b and b == total and out["c"] == 3.0 * COMM.size
+    for n in (10, 1000, 500, 20):
+        dist.allreduce_grads(np.ones(n))
+    assert sum(1 for key in dist._BUFFERS if key[1] == "<f8") == 1
+    x, y = data()
+    step = dist.DataParallel(tg.compile(lambda w, x, y: (loss(w, x, y), x.shape[0]), has_aux=True))
+    (_, rows), _ = step(np.zeros(D), dist.shard(x), dist.shard(y))
+    assert rows == dist.shard(x).shape[0] and COMM.allreduce(rows) == N
+    evaluate = dist.DataParallel(tg.compile(loss))
+    res = dist.minimize(evaluate, np.zeros(D), args=(dist.shard(x), dist.shard(y)), method="BFGS")
+    same_on_every_rank(res.x)
+
+
 if __name__ == "__main__":
     case = sys.argv[1]
     globals()[f"case_{case}"]()
