@@ -36,6 +36,9 @@ def test_replay_equals_eager(case):
         np.testing.assert_allclose(value, ev, rtol=1e-12, atol=1e-12)
         for g, e in zip(grads, eg):
             np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-12)
+    if case.op.name in READS_VALUES:  # an order read in Python is a guard: new values
+        assert step.stats["replays"] == 3  # may capture again (never replay stale)
+        return
     assert step.stats == {
         "captures": 1,
         "replays": 3,
@@ -43,6 +46,10 @@ def test_replay_equals_eager(case):
         "checks": 0,
         "programs": 1,
     }
+
+
+# rows whose function reads the values in Python (a sort order): tg.compile guards them
+READS_VALUES = {"sort", "median", "quantile", "percentile"}
 
 
 def test_capture_counts_per_signature():

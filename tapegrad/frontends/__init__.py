@@ -6,6 +6,6 @@ elementwise rows get generated functions (:mod:`tapegrad._namespace`).
 
 from __future__ import annotations
 
-from . import elementwise, linalg, reduce, shape, special
+from . import elementwise, extra, linalg, reduce, shape, special
 
-__all__ = ["elementwise", "linalg", "reduce", "shape", "special"]
+__all__ = ["elementwise", "extra", "linalg", "reduce", "shape", "special"]

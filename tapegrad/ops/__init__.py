@@ -17,6 +17,7 @@ from . import shape
 from . import linalg
 from . import reduce
 from . import special
+from . import extra
 
 # isort: on
 from .table import BY_NAME, ELEMENTWISE, ROWS, Kind, Op
@@ -31,6 +32,7 @@ __all__ = [
     "Op",
     "OpCode",
     "elementwise",
+    "extra",
     "linalg",
     "reduce",
     "shape",

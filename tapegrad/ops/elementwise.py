@@ -379,7 +379,7 @@ ABS = Op(
     abs_fwd,
     abs_bwd,
     "|x|; gradient 0 at x == 0",
-    aliases=("abs",),
+    aliases=("abs", "fabs"),
     dunder=("__abs__",),
 )
 

@@ -1,0 +1,352 @@
+"""The public functions of the rows of :mod:`tapegrad.ops.extra`, written in other ops."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..ops.extra import (
+    APPEND,
+    ATLEAST_1D,
+    ATLEAST_2D,
+    ATLEAST_3D,
+    CROSS,
+    DEG2RAD,
+    DIFF,
+    DSPLIT,
+    FLIPLR,
+    FLIPUD,
+    HSPLIT,
+    KRON,
+    MEDIAN,
+    NAN_TO_NUM,
+    NANMAX,
+    NANMEAN,
+    NANMIN,
+    NANSUM,
+    PERCENTILE,
+    POLYVAL,
+    PTP,
+    QUANTILE,
+    RAD2DEG,
+    ROLLAXIS,
+    ROT90,
+    SINC,
+    SORT,
+    TRAPEZOID,
+    TRIL,
+    TRIU,
+    VSPLIT,
+)
+from ..tensors import Tensor, as_tensor
+from .reduce import max as rmax
+from .reduce import min as rmin
+from .reduce import sum as rsum
+from .shape import concatenate, gather_positions, getitem, moveaxis, reshape, where
+
+
+def _rearranged(what: str, numpy_fn: Any) -> Any:
+    """A function that applies ``numpy_fn`` to the positions of its argument and
+    gathers: NumPy's exact semantics and errors, a scatter-add gradient."""
+
+    def fn(m: Any, *args: Any, **kwargs: Any) -> Tensor:
+        return gather_positions(m, lambda p: numpy_fn(p, *args, **kwargs), what=what)
+
+    fn.__name__ = fn.__qualname__ = what
+    fn.__doc__ = f"``numpy.{what}``, as a gather of positions (gradient: scatter-add)."
+    return fn
+
+
+flipud = _rearranged("flipud", np.flipud)
+fliplr = _rearranged("fliplr", np.fliplr)
+rot90 = _rearranged("rot90", np.rot90)
+rollaxis = _rearranged("rollaxis", np.rollaxis)
+atleast_1d = _rearranged("atleast_1d", np.atleast_1d)
+atleast_2d = _rearranged("atleast_2d", np.atleast_2d)
+atleast_3d = _rearranged("atleast_3d", np.atleast_3d)
+
+
+def _triangle(keep: Any, what: str) -> Any:
+    def fn(m: Any, k: int = 0) -> Tensor:
+        t = as_tensor(m)
+        if t.ndim < 2:
+            raise ValueError(f"{what}: needs at least 2 dimensions, got shape {t.shape}")
+        mask = keep(np.ones(t.shape[-2:], bool), k)
+        # positions outside the triangle read the fill value 0 (position -1)
+        return gather_positions(t, lambda p: np.where(mask, p, -1), fill=0.0, what=what)
+
+    fn.__name__ = fn.__qualname__ = what
+    fn.__doc__ = f"``numpy.{what}``: the triangle kept, zeros elsewhere."
+    return fn
+
+
+tril = _triangle(np.tril, "tril")
+triu = _triangle(np.triu, "triu")
+
+
+def append(arr: Any, values: Any, axis: Any = None) -> Tensor:
+    """``values`` appended to ``arr`` (both flattened when ``axis`` is None)."""
+    a, v = as_tensor(arr), as_tensor(values)
+    if axis is None:
+        return concatenate([reshape(a, -1), reshape(v, -1)])
+    return concatenate([a, v], axis=axis)
+
+
+def _splitter(what: str, numpy_fn: Any) -> Any:
+    def fn(ary: Any, indices_or_sections: Any) -> list[Tensor]:
+        t = as_tensor(ary)
+        positions = np.arange(t.size, dtype=np.int64).reshape(t.shape)
+        try:
+            pieces = numpy_fn(positions, indices_or_sections)
+        except ValueError as e:
+            raise ValueError(f"{what}: {e} (tensor of shape {t.shape})") from None
+        return [gather_positions(t, lambda p, q=q: q, what=what) for q in pieces]
+
+    fn.__name__ = fn.__qualname__ = what
+    fn.__doc__ = f"``numpy.{what}``: pieces gathered from the tensor."
+    return fn
+
+
+vsplit = _splitter("vsplit", np.vsplit)
+hsplit = _splitter("hsplit", np.hsplit)
+dsplit = _splitter("dsplit", np.dsplit)
+
+
+def sort(a: Any, axis: Any = -1, kind: Any = None, order: Any = None) -> Tensor:
+    """Sorted along ``axis`` (flattened when None). The order comes from the values (a
+    constant permutation); the gradient goes back through it (ties: NumPy's stable
+    order)."""
+    if order is not None:
+        raise TypeError("sort: order= (structured arrays) is not supported")
+    t = as_tensor(a)
+    values = t._value()
+    if axis is None:
+        return gather_positions(
+            t, lambda p: p.reshape(-1)[np.argsort(values, axis=None, kind="stable")]
+        )
+    order_ = np.argsort(values, axis=axis, kind="stable")
+    return gather_positions(t, lambda p: np.take_along_axis(p, order_, axis=axis), what="sort")
+
+
+def _axes_last(t: Tensor, axis: Any) -> tuple[Tensor, tuple[int, ...]]:
+    """``t`` with ``axis`` (None: all) moved last and merged; the kept shape."""
+    if axis is None:
+        return reshape(t, -1), ()
+    axes = tuple(a % t.ndim for a in (axis if isinstance(axis, tuple | list) else (axis,)))
+    keep = [d for d in range(t.ndim) if d not in axes]
+    moved = moveaxis(t, axes, range(t.ndim - len(axes), t.ndim)) if axes else t
+    kept_shape = tuple(t.shape[d] for d in keep)
+    return reshape(moved, (*kept_shape, math.prod(t.shape[d] for d in axes))), kept_shape
+
+
+def _keepdims(r: Tensor, t: Tensor, axis: Any, lead: int) -> Tensor:
+    axes = range(t.ndim) if axis is None else (axis if isinstance(axis, tuple | list) else (axis,))
+    axes = {a % t.ndim for a in axes}
+    shape = tuple(1 if d in axes else n for d, n in enumerate(t.shape))
+    return reshape(r, r.shape[:lead] + shape)
+
+
+def quantile(
+    a: Any,
+    q: Any,
+    axis: Any = None,
+    out: Any = None,
+    overwrite_input: bool = False,
+    method: str = "linear",
+    keepdims: bool = False,
+) -> Tensor:
+    """``numpy.quantile`` with its default (``linear``) method: the sorted values at
+    ``(n - 1) q``, interpolated between the two neighbours. Differentiable in ``a``."""
+    if out is not None or method != "linear":
+        raise TypeError("quantile: only method='linear' and no out= are supported")
+    t = as_tensor(a)
+    qs = np.asarray(q, dtype=float)
+    if np.any((qs < 0) | (qs > 1)):
+        raise ValueError("quantile: q must be in [0, 1]")
+    flat, _ = _axes_last(t, axis)
+    s = sort(flat, axis=-1)
+    n = s.shape[-1]
+    pos = qs * (n - 1)
+    lo = np.floor(pos).astype(np.int64)
+    hi = np.minimum(lo + 1, n - 1)
+    frac = (pos - lo).astype(t.dtype)
+    below = getitem(s, (..., lo.reshape(-1)))
+    above = getitem(s, (..., hi.reshape(-1)))
+    r = below + (above - below) * frac.reshape(-1)  # (..., len(q))
+    r = moveaxis(r, -1, 0) if qs.ndim else r[..., 0]
+    r = reshape(r, qs.shape + r.shape[1:]) if qs.ndim else r
+    if keepdims:
+        r = _keepdims(r, t, axis, qs.ndim)
+    dtype = np.quantile(np.zeros(1, t.dtype), q).dtype  # NumPy's result dtype (q weak)
+    return r if r.dtype == dtype else r.astype(dtype)
+
+
+def percentile(
+    a: Any,
+    q: Any,
+    axis: Any = None,
+    out: Any = None,
+    overwrite_input: bool = False,
+    method: str = "linear",
+    keepdims: bool = False,
+) -> Tensor:
+    """``numpy.percentile``: :func:`quantile` of ``q / 100``."""
+    q = q / 100.0 if isinstance(q, int | float) else np.asarray(q, dtype=float) / 100.0
+    return quantile(a, q, axis, out, overwrite_input, method, keepdims)
+
+
+def median(
+    a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False, keepdims: bool = False
+) -> Tensor:
+    """``numpy.median``: the 0.5 quantile."""
+    return quantile(a, 0.5, axis, out, overwrite_input, keepdims=keepdims)
+
+
+def ptp(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> Tensor:
+    """Peak to peak: ``max - min`` along ``axis``."""
+    return rmax(a, axis=axis, out=out, keepdims=keepdims) - rmin(a, axis=axis, keepdims=keepdims)
+
+
+def diff(a: Any, n: int = 1, axis: int = -1) -> Tensor:
+    """``n``-th discrete difference along ``axis``."""
+    t = as_tensor(a)
+    ax = axis % t.ndim
+    for _ in range(n):
+        head = [slice(None)] * t.ndim
+        tail = [slice(None)] * t.ndim
+        head[ax], tail[ax] = slice(1, None), slice(None, -1)
+        t = getitem(t, tuple(head)) - getitem(t, tuple(tail))
+    return t
+
+
+def trapezoid(y: Any, x: Any = None, dx: float = 1.0, axis: int = -1) -> Tensor:
+    """The integral of ``y`` along ``axis`` by the trapezoidal rule, on sample points
+    ``x`` (differentiable too) or a spacing ``dx``."""
+    t = as_tensor(y)
+    ax = axis % t.ndim
+    head = [slice(None)] * t.ndim
+    tail = [slice(None)] * t.ndim
+    head[ax], tail[ax] = slice(1, None), slice(None, -1)
+    mid = (getitem(t, tuple(head)) + getitem(t, tuple(tail))) * 0.5
+    if x is None:
+        return rsum(mid * dx, axis=ax)
+    spacing = diff(x, axis=-1 if as_tensor(x).ndim == 1 else ax)
+    if as_tensor(x).ndim == 1:
+        spacing = reshape(spacing, (-1,) + (1,) * (t.ndim - 1 - ax))
+    return rsum(mid * spacing, axis=ax)
+
+
+def polyval(p: Any, x: Any) -> Tensor:
+    """``p[0] x^(n-1) + ... + p[n-1]`` by Horner's rule (differentiable in ``p`` and ``x``)."""
+    coefficients = as_tensor(p)
+    total = coefficients[0] * as_tensor(x) ** 0
+    for i in range(1, coefficients.shape[0]):
+        total = total * x + coefficients[i]
+    return total
+
+
+def cross(
+    a: Any, b: Any, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis: Any = None
+) -> Tensor:
+    """Cross product of 3-vectors along the last axis (broadcast over the others)."""
+    if axis is not None or (axisa, axisb, axisc) != (-1, -1, -1):
+        raise TypeError("cross: only 3-vectors along the last axis (no axis arguments)")
+    u, v = as_tensor(a), as_tensor(b)
+    if u.shape[-1] != 3 or v.shape[-1] != 3:
+        raise ValueError(f"cross: needs 3-vectors along the last axis, got {u.shape} and {v.shape}")
+    ux, uy, uz = (u[..., i] for i in range(3))
+    vx, vy, vz = (v[..., i] for i in range(3))
+    parts = [uy * vz - uz * vy, uz * vx - ux * vz, ux * vy - uy * vx]
+    return concatenate([reshape(c, (*c.shape, 1)) for c in parts], axis=-1)
+
+
+def kron(a: Any, b: Any) -> Tensor:
+    """Kronecker product: every element of ``a`` times ``b``, blocks in ``a``'s layout."""
+    u, v = as_tensor(a), as_tensor(b)
+    nd = max(u.ndim, v.ndim)
+    u = reshape(u, (1,) * (nd - u.ndim) + u.shape)
+    v = reshape(v, (1,) * (nd - v.ndim) + v.shape)
+    # interleave: u's axis i at 2i, v's at 2i + 1, then merge the pairs
+    ue = reshape(u, tuple(d for n in u.shape for d in (n, 1)))
+    ve = reshape(v, tuple(d for n in v.shape for d in (1, n)))
+    return reshape(ue * ve, tuple(m * n for m, n in zip(u.shape, v.shape)))
+
+
+def sinc(x: Any) -> Tensor:
+    """``sin(pi x) / (pi x)``, 1 at 0 (the division is kept away from 0, so the gradient
+    there is the limit, 0, not NaN)."""
+    t = as_tensor(x)
+    zero = t == 0
+    safe = where(zero, 1.0, t) * np.pi
+    return where(zero, 1.0, np.sin(safe) / safe)
+
+
+def deg2rad(x: Any) -> Tensor:
+    """Degrees to radians."""
+    return as_tensor(x) * (np.pi / 180.0)
+
+
+def rad2deg(x: Any) -> Tensor:
+    """Radians to degrees."""
+    return as_tensor(x) * (180.0 / np.pi)
+
+
+def nan_to_num(
+    x: Any, copy: bool = True, nan: float = 0.0, posinf: Any = None, neginf: Any = None
+) -> Tensor:
+    """NaN to ``nan``, +-inf to ``posinf`` / ``neginf`` (default: the largest finite
+    numbers of the dtype); the gradient is 0 where a value was replaced."""
+    t = as_tensor(x)
+    info = np.finfo(t.dtype) if t.dtype.kind == "f" else None
+    hi = info.max if posinf is None and info is not None else posinf
+    lo = info.min if neginf is None and info is not None else neginf
+    # masks from recorded comparisons, not from reading the values (so a capture needs
+    # no guard on them)
+    out = where(t != t, nan, t)
+    if hi is not None:
+        out = where(t == np.inf, hi, out)
+    if lo is not None:
+        out = where(t == -np.inf, lo, out)
+    return out
+
+
+def _nan_reduction(name: str, reduce: Any, fill: float) -> Any:
+    def fn(
+        a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False
+    ) -> Tensor:
+        t = as_tensor(a)
+        return reduce(where(t != t, fill, t), axis=axis, keepdims=keepdims)  # NaN != NaN
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"``numpy.{name}``: the reduction with NaN values left out."
+    return fn
+
+
+nansum = _nan_reduction("nansum", rsum, 0.0)
+nanmax = _nan_reduction("nanmax", rmax, -np.inf)
+nanmin = _nan_reduction("nanmin", rmin, np.inf)
+
+
+def nanmean(
+    a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False
+) -> Tensor:
+    """``numpy.nanmean``: the mean of the values that are not NaN."""
+    t = as_tensor(a)
+    count = rsum(where(t != t, 0.0, np.ones((), t.dtype)), axis=axis, keepdims=keepdims)
+    return nansum(t, axis=axis, keepdims=keepdims) / count
+
+
+for _row, _fn in (
+    (FLIPUD, flipud), (FLIPLR, fliplr), (ROT90, rot90), (ROLLAXIS, rollaxis),
+    (ATLEAST_1D, atleast_1d), (ATLEAST_2D, atleast_2d), (ATLEAST_3D, atleast_3d),
+    (TRIL, tril), (TRIU, triu), (APPEND, append), (VSPLIT, vsplit), (HSPLIT, hsplit),
+    (DSPLIT, dsplit), (SORT, sort), (MEDIAN, median), (QUANTILE, quantile),
+    (PERCENTILE, percentile), (PTP, ptp), (DIFF, diff), (TRAPEZOID, trapezoid),
+    (POLYVAL, polyval), (CROSS, cross), (KRON, kron), (SINC, sinc), (DEG2RAD, deg2rad),
+    (RAD2DEG, rad2deg), (NAN_TO_NUM, nan_to_num), (NANSUM, nansum), (NANMEAN, nanmean),
+    (NANMAX, nanmax), (NANMIN, nanmin),
+):  # fmt: skip
+    _row.front = _fn
+del _row, _fn
