@@ -191,6 +191,10 @@ OP_nansum = StaticRef("nansum")
 OP_nanmean = StaticRef("nanmean")
 OP_nanmax = StaticRef("nanmax")
 OP_nanmin = StaticRef("nanmin")
+OP_convolve = StaticRef("convolve")
+OP_correlate = StaticRef("correlate")
+OP_interp = StaticRef("interp")
+OP_gradient = StaticRef("gradient")
 
 def add__float64__fwd(node, tp):
     return binary_fwd(OP_add, np.float64, node, tp)

@@ -48,8 +48,9 @@ def test_replay_equals_eager(case):
     }
 
 
-# rows whose function reads the values in Python (a sort order): tg.compile guards them
-READS_VALUES = {"sort", "median", "quantile", "percentile"}
+# rows whose function reads the values in Python (a sort order, an interpolation
+# segment): tg.compile guards them
+READS_VALUES = {"sort", "median", "quantile", "percentile", "interp"}
 
 
 def test_capture_counts_per_signature():

@@ -12,13 +12,17 @@ from ..ops.extra import (
     ATLEAST_1D,
     ATLEAST_2D,
     ATLEAST_3D,
+    CONVOLVE,
+    CORRELATE,
     CROSS,
     DEG2RAD,
     DIFF,
     DSPLIT,
     FLIPLR,
     FLIPUD,
+    GRADIENT,
     HSPLIT,
+    INTERP,
     KRON,
     MEDIAN,
     NAN_TO_NUM,
@@ -338,6 +342,118 @@ def nanmean(
     return nansum(t, axis=axis, keepdims=keepdims) / count
 
 
+def _full_convolution(a: Tensor, v: Tensor) -> Tensor:
+    """``out[k] = sum_i a[k - i] v[i]``, length ``n + m - 1``: a gather of the shifted
+    copies of ``a`` (zeros outside it) times ``v``."""
+    n, m = a.shape[0], v.shape[0]
+    k = np.arange(n + m - 1)[:, None] - np.arange(m)[None, :]
+    windows = gather_positions(
+        a,
+        lambda p: np.where((k >= 0) & (k < n), p[np.clip(k, 0, n - 1)], -1),
+        fill=0.0,
+        what="convolve",
+    )
+    return windows @ v
+
+
+def _window(full: Tensor, n: int, m: int, mode: str, what: str) -> Tensor:
+    """NumPy's ``same`` / ``valid`` part of a full convolution of lengths ``n``, ``m``."""
+    if mode == "full":
+        return full
+    short, long = min(n, m), max(n, m)
+    if mode == "same":
+        start = (short - 1) // 2
+        return full[start : start + long]
+    if mode == "valid":
+        return full[short - 1 : long]
+    raise ValueError(f"{what}: mode must be 'full', 'same' or 'valid', got {mode!r}")
+
+
+def convolve(a: Any, v: Any, mode: str = "full") -> Tensor:
+    """``numpy.convolve`` of 1-D sequences; differentiable in both."""
+    ta, tv = as_tensor(a), as_tensor(v)
+    if ta.ndim != 1 or tv.ndim != 1 or not ta.size or not tv.size:
+        raise ValueError(f"convolve: needs non-empty 1-D sequences, got {ta.shape} and {tv.shape}")
+    n, m = ta.shape[0], tv.shape[0]
+    full = _full_convolution(ta, tv) if n >= m else _full_convolution(tv, ta)
+    return _window(full, n, m, mode, "convolve")
+
+
+def correlate(a: Any, v: Any, mode: str = "valid") -> Tensor:
+    """``numpy.correlate`` of real 1-D sequences: ``convolve(a, v[::-1])``, or, when
+    ``v`` is the longer, ``convolve(v, a[::-1])`` reversed (NumPy's own frame for
+    ``same``)."""
+    ta, tv = as_tensor(a), as_tensor(v)
+    if ta.ndim != 1 or tv.ndim != 1 or not ta.size or not tv.size:
+        raise ValueError(f"correlate: needs non-empty 1-D sequences, got {ta.shape} and {tv.shape}")
+    if ta.shape[0] >= tv.shape[0]:
+        return convolve(ta, tv[::-1], mode)
+    return convolve(tv, ta[::-1], mode)[::-1]
+
+
+def interp(
+    x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, period: Any = None
+) -> Tensor:
+    """``numpy.interp``: piecewise-linear through ``(xp, fp)``, ``fp[0]`` (``left``)
+    below ``xp[0]`` and ``fp[-1]`` (``right``) above ``xp[-1]``. The segment of each
+    point is found from the values (a constant choice); within it the result is
+    differentiable in ``x``, ``xp`` and ``fp``."""
+    if period is not None:
+        raise TypeError("interp: period= is not supported")
+    tx, txp, tfp = as_tensor(x), as_tensor(xp), as_tensor(fp)
+    if txp.ndim != 1 or tfp.shape != txp.shape or txp.shape[0] < 2:
+        raise ValueError(
+            f"interp: xp and fp must be 1-D of one length >= 2, got {txp.shape}, {tfp.shape}"
+        )
+    grid = txp._value()
+    where_x = tx._value()
+    seg = np.clip(np.searchsorted(grid, where_x, side="right") - 1, 0, grid.size - 2)
+    x0, x1 = getitem(txp, seg), getitem(txp, seg + 1)
+    y0, y1 = getitem(tfp, seg), getitem(tfp, seg + 1)
+    inside = y0 + (tx - x0) * (y1 - y0) / (x1 - x0)
+    below = tfp[0] if left is None else left
+    above = tfp[-1] if right is None else right
+    return where(where_x > grid[-1], above, where(where_x < grid[0], below, inside))
+
+
+def gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int = 1) -> Any:
+    """``numpy.gradient`` with scalar spacings and ``edge_order=1``: central differences
+    inside, one-sided at the edges; a list for several axes, as NumPy."""
+    if edge_order != 1:
+        raise TypeError("gradient: only edge_order=1 is supported")
+    t = as_tensor(f)
+    axes = (
+        tuple(range(t.ndim))
+        if axis is None
+        else (axis if isinstance(axis, tuple | list) else (axis,))
+    )
+    axes = tuple(a % t.ndim for a in axes)
+    spacing = (
+        varargs
+        if len(varargs) == len(axes)
+        else varargs * len(axes)
+        if varargs
+        else (1.0,) * len(axes)
+    )
+    if len(spacing) != len(axes) or any(np.ndim(h) for h in spacing):
+        raise TypeError("gradient: only one scalar spacing per axis is supported")
+    out = []
+    for ax, h in zip(axes, spacing):
+        if t.shape[ax] < 2:
+            raise ValueError(f"gradient: axis {ax} needs at least 2 points, has {t.shape[ax]}")
+
+        def part(s: slice, ax: int = ax) -> Tensor:
+            index = [slice(None)] * t.ndim
+            index[ax] = s
+            return getitem(t, tuple(index))
+
+        first = (part(slice(1, 2)) - part(slice(0, 1))) / h
+        last = (part(slice(-1, None)) - part(slice(-2, -1))) / h
+        middle = (part(slice(2, None)) - part(slice(None, -2))) / (2.0 * h)
+        out.append(concatenate([first, middle, last], axis=ax))
+    return out[0] if len(out) == 1 else out
+
+
 for _row, _fn in (
     (FLIPUD, flipud), (FLIPLR, fliplr), (ROT90, rot90), (ROLLAXIS, rollaxis),
     (ATLEAST_1D, atleast_1d), (ATLEAST_2D, atleast_2d), (ATLEAST_3D, atleast_3d),
@@ -346,7 +462,8 @@ for _row, _fn in (
     (PERCENTILE, percentile), (PTP, ptp), (DIFF, diff), (TRAPEZOID, trapezoid),
     (POLYVAL, polyval), (CROSS, cross), (KRON, kron), (SINC, sinc), (DEG2RAD, deg2rad),
     (RAD2DEG, rad2deg), (NAN_TO_NUM, nan_to_num), (NANSUM, nansum), (NANMEAN, nanmean),
-    (NANMAX, nanmax), (NANMIN, nanmin),
+    (NANMAX, nanmax), (NANMIN, nanmin), (CONVOLVE, convolve), (CORRELATE, correlate),
+    (INTERP, interp), (GRADIENT, gradient),
 ):  # fmt: skip
     _row.front = _fn
 del _row, _fn

@@ -175,3 +175,30 @@ NANMIN = _row(
     "minimum ignoring NaN",
     ("all", lambda m, x: m.nanmin(m.where(_GAP, np.nan, x)), [(3, 4)]),
 )
+CONVOLVE = _row(
+    "convolve",
+    "discrete linear convolution of 1-D sequences (full, same, valid)",
+    ("full", lambda m, a, v: m.convolve(a, v), [(5,), (3,)]),
+    ("same, short first", lambda m, a, v: m.convolve(a, v, mode="same"), [(3,), (6,)]),
+    ("valid", lambda m, a, v: m.convolve(a, v, mode="valid"), [(6,), (3,)]),
+)
+CORRELATE = _row(
+    "correlate",
+    "cross-correlation of 1-D sequences (valid, same, full)",
+    ("valid", lambda m, a, v: m.correlate(a, v), [(6,), (3,)]),
+    ("same", lambda m, a, v: m.correlate(a, v, mode="same"), [(5,), (2,)]),
+    ("full", lambda m, a, v: m.correlate(a, v, mode="full"), [(4,), (3,)]),
+)
+INTERP = _row(
+    "interp",
+    "piecewise-linear interpolation, differentiable in x, xp and fp",
+    ("inside", lambda m, x, fp: m.interp(x * 0.4 + 1.5, np.arange(5.0), fp), [(6,), (5,)]),
+    ("edges", lambda m, x, fp: m.interp(x * 2.0 + 1.0, np.arange(4.0), fp), [(5,), (4,)]),
+)
+GRADIENT = _row(
+    "gradient",
+    "second-order central differences inside, first-order at the edges",
+    ("1-D, spacing", lambda m, f: m.gradient(f, 0.5), [(6,)]),
+    ("2-D, axis 0", lambda m, f: m.gradient(f, axis=0), [(4, 3)]),
+    ("2-D, both", lambda m, f: m.gradient(f)[1] * m.gradient(f)[0], [(3, 4)]),
+)
