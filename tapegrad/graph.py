@@ -24,7 +24,6 @@ the tape reuses. :func:`print_graph` and :func:`to_dot` draw the graph from a te
 
 from __future__ import annotations
 
-import itertools
 import linecache
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -251,10 +250,9 @@ class _NodeSpec(NamedTuple):
         grads = _cotangents(name, grads, self.outs)
         nin = len(self.ins)
         given = dict(zip(self.saved, saved))
-        for i, (shape, dtype) in itertools.chain(
-            ((i, self.ins[i][:2]) for i in self.saved if i < nin),
-            ((i, self.outs[i - nin]) for i in self.saved if i >= nin),
-        ):
+        operands = [(shape, dtype) for shape, dtype, _ in self.ins] + list(self.outs)
+        for i in self.saved:  # link order: inputs, then outputs
+            shape, dtype = operands[i]
             value = given[i]
             got = np.asarray(value).dtype if value is not None else None
             # (compare dtypes only for a value: numpy reads a None dtype as float64)

@@ -375,7 +375,7 @@ def vjp(f: Callable, *args: Any) -> tuple[np.ndarray, Callable]:
     value = rebuild([np.asarray(values_of(o)) for o in outs])
 
     def vjp_fn(cotangent: Any) -> tuple[Any, ...]:
-        cs = _cotangent_leaves(cotangent, outs, rebuild, "vjp")
+        cs = _cotangent_leaves(cotangent, outs, "vjp")
         for c in cs:
             if isinstance(c, Tensor) and c.requires_grad and is_grad_enabled():
                 raise RuntimeError(
@@ -400,7 +400,7 @@ def vjp(f: Callable, *args: Any) -> tuple[np.ndarray, Callable]:
     return value, vjp_fn
 
 
-def _cotangent_leaves(cotangent: Any, outs: list, rebuild: Callable, where: str) -> list:
+def _cotangent_leaves(cotangent: Any, outs: list, where: str) -> list:
     """The cotangent's leaves, one per output leaf, each of its output's shape."""
     cs, _ = flatten(cotangent)
     if len(cs) != len(outs):
@@ -433,10 +433,10 @@ def _pairing(outs: list, cs: list) -> Tensor:
 def _vjp_graph(f: Callable, args: tuple) -> tuple[Tensor, Callable]:
     args, groups, made = aliases(args, tuple(range(len(args))), "vjp")
     out = f(*args)
-    outs, rebuild = flatten(out)
+    outs, _ = flatten(out)
 
     def vjp_fn(cotangent: Any) -> tuple[Any, ...]:
-        cs = _cotangent_leaves(cotangent, outs, rebuild, "vjp")
+        cs = _cotangent_leaves(cotangent, outs, "vjp")
         if len(outs) == 1 and isinstance(outs[0], Tensor):
             c = cs[0] if isinstance(cs[0], Tensor) else np.asarray(cs[0], outs[0].dtype)
             return tuple(_graph_grads(outs[0], groups, made, "vjp", c))

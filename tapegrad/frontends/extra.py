@@ -428,13 +428,9 @@ def gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int = 1) -> An
         else (axis if isinstance(axis, tuple | list) else (axis,))
     )
     axes = tuple(a % t.ndim for a in axes)
-    spacing = (
-        varargs
-        if len(varargs) == len(axes)
-        else varargs * len(axes)
-        if varargs
-        else (1.0,) * len(axes)
-    )
+    if not varargs:
+        varargs = (1.0,)
+    spacing = varargs * len(axes) if len(varargs) == 1 else varargs  # one for all, or each
     if len(spacing) != len(axes) or any(np.ndim(h) for h in spacing):
         raise TypeError("gradient: only one scalar spacing per axis is supported")
     out = []
