@@ -49,8 +49,9 @@ def negative_log_marginal_likelihood(params, x, y):
 
 def posterior(params, x, y, xs):
     log_len, log_scale, log_noise = params
-    k = kernel(x, x, log_len, log_scale).numpy() + (np.exp(2 * log_noise) + 1e-8) * np.eye(len(x))
-    ks = kernel(xs, x, log_len, log_scale).numpy()
+    # plain parameters: the same kernel gives NumPy arrays (tapegrad.numpy is NumPy there)
+    k = kernel(x, x, log_len, log_scale) + (np.exp(2 * log_noise) + 1e-8) * np.eye(len(x))
+    ks = kernel(xs, x, log_len, log_scale)
     kss = np.exp(2 * log_scale)
     chol = np.linalg.cholesky(k)
     alpha = np.linalg.solve(chol.T, np.linalg.solve(chol, y))

@@ -20,6 +20,8 @@ from . import frontends as _frontends  # noqa: F401  (attaches each row's front 
 from . import graph as _graph
 from ._protocols import array_function, array_ufunc
 from .boundary import EQUIVALENTS
+from .frontends.elementwise import divmod as divmod_
+from .frontends.elementwise import floor_divide
 from .frontends.shape import reshape as reshape_copy
 from .ops import ROWS, Kind, Op
 from .tensors import Tensor, elementwise_function
@@ -76,6 +78,13 @@ for _op in ROWS:
     for _name in (_op.name, *_op.aliases):
         NAMESPACES[_op.namespace][_name] = _f
 del _op, _f, _name
+
+# Python's // and divmod: a composite of rows (exact NumPy values, gradient 0), not a row
+NAMESPACES["numpy"].update(floor_divide=floor_divide, divmod=divmod_)
+Tensor.__floordiv__ = lambda self, other: floor_divide(self, other)
+Tensor.__rfloordiv__ = lambda self, other: floor_divide(other, self)
+Tensor.__divmod__ = lambda self, other: divmod_(self, other)
+Tensor.__rdivmod__ = lambda self, other: divmod_(other, self)
 
 # NumPy's loops over object arrays call a method named like the ufunc on each element
 # (np.exp(np.array([t0, t1])) calls t0.exp()): the unary rows are also methods, as in
@@ -166,6 +175,8 @@ def _install_methods() -> None:
         ("__itruediv__", "true_divide", "/="),
         ("__ipow__", "power", "**="),
         ("__imatmul__", "matmul", "@="),
+        ("__ifloordiv__", "floor_divide", "//="),
+        ("__imod__", "remainder", "%="),
     ):
         setattr(Tensor, dunder, inplace(name, symbol))
 

@@ -4,10 +4,16 @@
 A NumPy function or ufunc tapegrad does not implement is computed by NumPy on the values
 when no tensor argument requires grad (the result is a plain NumPy array); when one does,
 it raises ``TypeError`` naming the function, so a gradient is never silently lost.
+
+The other direction, the drop-in contract: a published namespace function
+(``tapegrad.numpy.prod``, ``tapegrad.special.gammaln``) called without a tensor among its
+arguments is NumPy's or SciPy's own function, its result unchanged (:func:`publish`).
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 import inspect
 import sys
 from collections.abc import Callable
@@ -15,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from . import tensors
 from .tensors import Tensor, is_grad_enabled
 
 _REDUCE = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min"}
@@ -25,24 +32,81 @@ _REDUCE = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min"}
 # protocols, below them, need not import them.
 PUBLISHED: dict[str, dict[str, Any]] = {}
 
+# The namespaces that are drop-ins (issue 20, item 4), and the library each stands in for
+DROPIN = {"numpy": "numpy", "numpy.linalg": "numpy.linalg", "special": "scipy.special"}
+
 
 def publish(name: str, namespace: dict[str, Any]) -> None:
-    """Let NumPy's protocols find the functions of published namespace ``name``."""
+    """Let NumPy's protocols find the functions of published namespace ``name``; in a
+    drop-in namespace, make each public function (``__all__``) the library's function of
+    its name on arguments that hold no tensor (see :func:`dropin`)."""
+    library = DROPIN.get(name)
+    for key in namespace["__all__"] if library else ():
+        f = namespace[key]
+        if callable(f) and getattr(f, "__module__", "").startswith("tapegrad"):
+            namespace[key] = dropin(f, library, key)
     PUBLISHED[name] = namespace
+
+
+def dropin(f: Callable, library: str, name: str) -> Callable:
+    """``f`` where an argument holds a tensor (see :func:`holds_tensor`), else
+    ``library``'s function ``name`` on the same arguments, its result unchanged.
+
+    The recording function stays reachable as ``.on_tensors``: NumPy's protocols call
+    it, since they run only when NumPy has found a tensor."""
+    plain: list[Callable] = []
+
+    @functools.wraps(f)
+    def function(*args: Any, **kwargs: Any) -> Any:
+        for a in args:  # the common case first: a tensor argument
+            if type(a) is Tensor:
+                return f(*args, **kwargs)
+        if holds_tensor(args) or (kwargs and holds_tensor(kwargs)):
+            return f(*args, **kwargs)
+        if not plain:  # SciPy is imported on first use (~0.1 s)
+            # a name of tapegrad's alone (getitem) has no library function: itself
+            plain.append(getattr(importlib.import_module(library), name, f))
+        return plain[0](*args, **kwargs)
+
+    function.on_tensors = f
+    return function
+
+
+# leaves that hold nothing: skipped without a call (numbers are the bulk of data lists)
+_PLAIN = frozenset((float, int, bool, complex, str, type(None), np.float64, np.int64))
+
+
+def _leaves_match(obj: Any, test: Callable[[Any], bool]) -> bool:
+    """Whether ``test`` holds for ``obj`` or for a leaf inside it: list and tuple items,
+    dict values, elements of object arrays (where NumPy puts 0-d tensors)."""
+    if isinstance(obj, np.ndarray):
+        return obj.dtype == object and _leaves_match(obj.ravel().tolist(), test)
+    if isinstance(obj, list | tuple):
+        for o in obj:
+            if type(o) not in _PLAIN and _leaves_match(o, test):
+                return True
+        return False
+    if isinstance(obj, dict):
+        return _leaves_match(list(obj.values()), test)
+    return test(obj)
+
+
+def _is_tensor(obj: Any) -> bool:
+    device = tensors.DEVICE_TENSOR
+    return isinstance(obj, Tensor) or (device is not None and isinstance(obj, device))
+
+
+def holds_tensor(obj: Any) -> bool:
+    """Whether ``obj`` is a tensor (CPU or CUDA) or holds one (see ``_leaves_match``)."""
+    return _leaves_match(obj, _is_tensor)
+
+
+def _requires_grad(obj: Any) -> bool:
+    return _leaves_match(obj, lambda o: isinstance(o, Tensor) and o.requires_grad)
 
 
 def _namespaces() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     return PUBLISHED["numpy"], PUBLISHED["numpy.linalg"], PUBLISHED["special"]
-
-
-def _requires_grad(obj: Any) -> bool:
-    if isinstance(obj, Tensor):
-        return obj.requires_grad
-    if isinstance(obj, list | tuple):
-        return any(_requires_grad(o) for o in obj)
-    if isinstance(obj, dict):
-        return any(_requires_grad(o) for o in obj.values())
-    return False
 
 
 def _nested_values(obj: Any) -> Any:
@@ -69,7 +133,7 @@ def _lookup(name: str, *namespaces: dict[str, Any]) -> Callable | None:
     for ns in namespaces:
         f = ns.get(name)
         if callable(f) and getattr(f, "__module__", "").startswith("tapegrad"):
-            return f
+            return getattr(f, "on_tensors", f)  # NumPy found a tensor: record
     return None
 
 

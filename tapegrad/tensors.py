@@ -14,15 +14,18 @@ asked explicitly: ``.numpy()``, ``.detach()``, and ``.item()`` / ``float()`` / `
 in eager code. ``__array__`` (NumPy and SciPy functions tapegrad does not implement)
 raises instead, except that a 0-d tensor goes into NumPy's object arrays as itself, so
 ``np.array([t0, t1])`` keeps the graph (tapegrad ops accept such arrays);
-``float()`` raises when NumPy's or SciPy's own code calls it, or inside a transform or
-a capture. See :mod:`tapegrad.boundary`.
+``float()`` raises when NumPy's or SciPy's own code calls it, when an array stores it
+(``a[i] = t`` into a NumPy array), or inside a transform or a capture. See
+:mod:`tapegrad.boundary`.
 """
 
 from __future__ import annotations
 
+import dis
 import functools
 import itertools
 import math
+import sys
 import threading
 import weakref
 from collections.abc import Callable
@@ -297,12 +300,13 @@ class Tensor:
             tape = current_tape()
             if tape.grad_enabled:
                 name = library_caller(2)
-                if name is not None or tape.kind != EAGER:
-                    scope = (
-                        "a function being captured by tg.compile"
-                        if tape.kind == CAPTURE
-                        else "a function being differentiated (tg.grad, vjp, jacobian...)"
-                    )
+                if name is not None or tape.kind != EAGER or _storing(2):
+                    if tape.kind == CAPTURE:
+                        scope = "a function being captured by tg.compile"
+                    elif tape.kind != EAGER:
+                        scope = "a function being differentiated (tg.grad, vjp, jacobian...)"
+                    else:
+                        scope = STORE_SCOPE
                     raise scalar_error(what, self.shape, self.dtype, name, suggestion(name), scope)
         v = self._value()
         if v.size != 1:
@@ -396,6 +400,14 @@ class Tensor:
         if not shape:
             raise TypeError("len() of a 0-d tensor")
         return shape[0]
+
+    def __iter__(self) -> Any:
+        # as NumPy's: a 0-d tensor is not a sequence (numpy.zeros(t) then reads it as an
+        # integer, where iterating by __getitem__ would find no items: shape ())
+        shape = self.shape
+        if not shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(shape[0]))
 
     @property
     def requires_grad(self) -> bool:
@@ -532,12 +544,32 @@ class Tensor:
         return int(self._scalar("int()"))
 
     def __index__(self) -> int:
-        if self.dtype.kind not in "iub":
+        # NumPy's rule: only integer 0-d arrays are indices (not bools, not shape (1,))
+        if self.dtype.kind not in "iu" or self.shape:
             raise TypeError(
-                f"only integer tensors can be used as an index, not {self.dtype} "
-                f"(shape {self.shape})"
+                "only integer scalar tensors can be an index, not "
+                f"{self.dtype} of shape {self.shape}"
             )
         return int(self._scalar("an index"))
+
+
+# a[i] = t, a[i:j] = t: the instructions that make an array convert what it stores
+_STORE_OPS = frozenset(dis.opmap[n] for n in ("STORE_SUBSCR", "STORE_SLICE") if n in dis.opmap)
+STORE_SCOPE = (
+    "an assignment into a NumPy array (a[i] = t), which keeps only the number; make the "
+    "array a tensor (tg.tensor(a), tnp.zeros_like(t)) or build it with tnp.stack"
+)
+
+
+def _storing(depth: int) -> bool:
+    """Whether the frame ``depth`` levels above the caller is storing an item: there a
+    conversion to a number is the container's (a NumPy array's ``a[i] = t``), not an
+    explicit request like ``float(t)``, which that frame would be calling."""
+    try:
+        frame = sys._getframe(depth + 1)
+    except ValueError:
+        return False
+    return frame.f_code.co_code[frame.f_lasti] in _STORE_OPS
 
 
 _new = object.__new__

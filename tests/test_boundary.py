@@ -195,8 +195,9 @@ def test_object_arrays_of_tensors_keep_the_graph():
 def test_integer_index_and_size_conversions():
     i = tg.tensor(2)
     assert [10, 20, 30][i] == 30 and list(range(i)) == [0, 1]
-    with pytest.raises(TypeError, match="only integer tensors can be used as an index"):
-        [1, 2, 3][tg.tensor(1.0)]
+    for not_an_index in (tg.tensor(1.0), tg.tensor(True), tg.tensor([1])):  # as NumPy's
+        with pytest.raises(TypeError, match="only integer scalar tensors can be an index"):
+            [1, 2, 3][not_an_index]
 
 
 # --- creation functions --------------------------------------------------------------------

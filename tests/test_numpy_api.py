@@ -60,9 +60,10 @@ def test_asarray_needs_detach_and_out_is_refused():
 
 def test_namespace_fallbacks_and_constants():
     assert tnp.pi == np.pi and tnp.float32 is np.float32 and tnp.newaxis is None
-    z = tnp.zeros((2, 3))
+    z = tnp.zeros_like(tg.tensor(np.ones((2, 3))))  # of a tensor: a constant tensor
     assert isinstance(z, tg.Tensor) and z.shape == (2, 3) and not z.requires_grad
-    assert tnp.arange(3).dtype == np.int64
+    assert type(tnp.zeros((2, 3))) is np.ndarray  # of plain values: NumPy's own
+    assert tnp.arange(tg.tensor(3)).dtype == np.int64
     x = tg.tensor([1.0, 2.0], requires_grad=True)
     s = tnp.array([x[0], x[1] * 2, 3.0])  # lists holding tensors are stacked: graph kept
     assert s.requires_grad

@@ -1,12 +1,15 @@
 """``tapegrad.numpy``: NumPy's names, recording on Tensors.
 
-``import tapegrad.numpy as np`` and existing NumPy code records its operations: every
-differentiable function here comes from the op table (see ``docs/ops.md``); array
-creation functions (``zeros``, ``arange``...) and non-differentiable ones (``argmax``,
-``isnan``, ``logical_and``...) return constant tensors. Any other NumPy attribute is
-NumPy's own (``np.pi``, ``np.float32``, ``np.newaxis``); a NumPy function applied to a
-tensor that requires grad and that tapegrad cannot differentiate raises ``TypeError``
-rather than dropping the gradient.
+``import tapegrad.numpy as np`` and existing NumPy code runs unchanged, data preparation
+included. Every function here is NumPy's own where no argument is (or holds, in a list,
+tuple, dict or object array) a tensor: ``np.prod(x.shape[1:])`` is a Python-usable
+``numpy.int64``, ``np.array([1, 2])`` an ndarray, as in HIPS autograd. Given tensors, the
+differentiable functions record (they come from the op table, see ``docs/ops.md``);
+array creation functions (``zeros``, ``arange``...) and non-differentiable ones
+(``argmax``, ``isnan``, ``logical_and``...) give constant tensors. Any other NumPy
+attribute is NumPy's own (``np.pi``, ``np.float32``, ``np.newaxis``); a NumPy function
+applied to a tensor that requires grad and that tapegrad cannot differentiate raises
+``TypeError`` rather than dropping the gradient.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any
 import numpy as _np
 
 from .._namespace import NAMESPACES
-from .._protocols import publish
+from .._protocols import holds_tensor, publish
 from ..frontends.reduce import argmax, argmin  # noqa: F401  (published through the table too)
 from ..tensors import Tensor, as_tensor, is_grad_enabled, set_object_converter, tensor
 from . import linalg
@@ -126,29 +129,20 @@ isfinite = _float_test("isfinite", lambda x: (x - x) == 0)
 __all__ += ["isfinite", "isinf", "isnan"]
 
 
-def _contains_tensor(obj: Any) -> bool:
-    if isinstance(obj, Tensor):
-        return True
-    if isinstance(obj, list | tuple):
-        return builtins.any(_contains_tensor(o) for o in obj)
-    if isinstance(obj, _np.ndarray) and obj.dtype == object:
-        return builtins.any(_contains_tensor(o) for o in obj.flat)
-    return False
-
-
 def array(object: Any, dtype: Any = None, copy: bool = True) -> Tensor:
-    """A tensor from ``object``. Tensors (also inside nested lists, and inside the
-    object arrays NumPy makes of them, ``np.array([t0, t1])``) keep their place in the
-    graph, as in HIPS autograd: they are stacked."""
+    """A tensor from ``object`` holding tensors (published: NumPy's ``array`` for any
+    other). Tensors (also inside nested lists, and inside the object arrays NumPy makes
+    of them, ``np.array([t0, t1])``) keep their place in the graph, as in HIPS autograd:
+    they are stacked."""
     if isinstance(object, Tensor):
         t = object
     elif isinstance(object, _np.ndarray) and object.dtype == _np.object_:
-        if not _contains_tensor(object):
+        if not holds_tensor(object):
             return tensor(object.tolist(), dtype=dtype)
         ns = NAMESPACES["numpy"]
-        t = ns["reshape"](ns["stack"]([array(o) for o in object.ravel()]), object.shape)
-    elif isinstance(object, list | tuple) and _contains_tensor(object):
-        t = NAMESPACES["numpy"]["stack"]([array(o) for o in object])
+        t = ns["reshape"](ns["stack"]([as_tensor(o) for o in object.ravel()]), object.shape)
+    elif isinstance(object, list | tuple) and holds_tensor(object):
+        t = NAMESPACES["numpy"]["stack"]([as_tensor(o) for o in object])
     else:
         return tensor(object, dtype=dtype)
     return t if dtype is None else t.astype(dtype)

@@ -1,5 +1,6 @@
 """``tapegrad.numpy.linalg``: numpy.linalg's names, recording on Tensors (see
-``docs/ops.md``): ``inv det slogdet solve cholesky norm``, plus ``matmul``."""
+``docs/ops.md``): ``inv det slogdet solve cholesky norm``, plus ``matmul``. Given no
+tensor, each is numpy.linalg's own."""
 
 from __future__ import annotations
 
