@@ -13,7 +13,7 @@ array([0.90929743, 0.90929743, 0.90929743])
 
 from __future__ import annotations
 
-from . import numpy, special
+from . import numpy, scipy, special
 from .compile import compile
 from .dispatch import compile_all
 from .engine import backward_stats, detect_anomaly, is_anomaly_enabled
@@ -51,6 +51,7 @@ __all__ = [
     "no_grad",
     "numpy",
     "print_graph",
+    "scipy",
     "special",
     "tensor",
     "to_dot",

@@ -22,14 +22,28 @@ from tapegrad.kernels.linalg import (
     cholesky_fwd,
     det_bwd,
     det_fwd,
+    eig_bwd,
+    eig_fwd,
+    eigh_bwd,
+    eigh_fwd,
     inv_bwd,
     inv_fwd,
+    lu_factor_bwd,
+    lu_factor_fwd,
     matmul_bwd,
     matmul_fwd,
+    pinv_bwd,
+    pinv_fwd,
+    qr_bwd,
+    qr_fwd,
     slogdet_bwd,
     slogdet_fwd,
     solve_bwd,
     solve_fwd,
+    solve_triangular_bwd,
+    solve_triangular_fwd,
+    svd_bwd,
+    svd_fwd,
 )
 from tapegrad.kernels.reduce import (
     cumprod_bwd,
@@ -145,6 +159,16 @@ OP_tensordot = StaticRef("tensordot")
 OP_einsum = StaticRef("einsum")
 OP_trace = StaticRef("trace")
 OP_norm = StaticRef("norm")
+OP_eigvalsh = StaticRef("eigvalsh")
+OP_svdvals = StaticRef("svdvals")
+OP_eigvals = StaticRef("eigvals")
+OP_lstsq = StaticRef("lstsq")
+OP_matrix_power = StaticRef("matrix_power")
+OP_multi_dot = StaticRef("multi_dot")
+OP_lu_solve = StaticRef("lu_solve")
+OP_cho_factor = StaticRef("cho_factor")
+OP_cho_solve = StaticRef("cho_solve")
+OP_expm = StaticRef("expm")
 OP_var = StaticRef("var")
 OP_std = StaticRef("std")
 OP_average = StaticRef("average")
@@ -195,6 +219,31 @@ OP_convolve = StaticRef("convolve")
 OP_correlate = StaticRef("correlate")
 OP_interp = StaticRef("interp")
 OP_gradient = StaticRef("gradient")
+OP_partition = StaticRef("partition")
+OP_take_along_axis = StaticRef("take_along_axis")
+OP_select = StaticRef("select")
+OP_choose = StaticRef("choose")
+OP_compress = StaticRef("compress")
+OP_extract = StaticRef("extract")
+OP_dstack = StaticRef("dstack")
+OP_column_stack = StaticRef("column_stack")
+OP_real = StaticRef("real")
+OP_imag = StaticRef("imag")
+OP_conj = StaticRef("conj")
+OP_angle = StaticRef("angle")
+OP_real_if_close = StaticRef("real_if_close")
+OP_positive = StaticRef("positive")
+OP_fmod = StaticRef("fmod")
+OP_copysign = StaticRef("copysign")
+OP_nanprod = StaticRef("nanprod")
+OP_nancumsum = StaticRef("nancumsum")
+OP_nancumprod = StaticRef("nancumprod")
+OP_nanvar = StaticRef("nanvar")
+OP_nanstd = StaticRef("nanstd")
+OP_cov = StaticRef("cov")
+OP_corrcoef = StaticRef("corrcoef")
+OP_vander = StaticRef("vander")
+OP_cumulative_trapezoid = StaticRef("cumulative_trapezoid")
 
 def add__float64__fwd(node, tp):
     return binary_fwd(OP_add, np.float64, node, tp)
@@ -1186,6 +1235,118 @@ def cholesky__float32__fwd(node, tp):
 
 def cholesky__float32__bwd(node, tp):
     return cholesky_bwd(np.float32, node, tp)
+
+
+def eigh__float64__fwd(node, tp):
+    return eigh_fwd(np.float64, node, tp)
+
+
+def eigh__float64__bwd(node, tp):
+    return eigh_bwd(np.float64, node, tp)
+
+
+def eigh__float32__fwd(node, tp):
+    return eigh_fwd(np.float32, node, tp)
+
+
+def eigh__float32__bwd(node, tp):
+    return eigh_bwd(np.float32, node, tp)
+
+
+def svd__float64__fwd(node, tp):
+    return svd_fwd(np.float64, node, tp)
+
+
+def svd__float64__bwd(node, tp):
+    return svd_bwd(np.float64, node, tp)
+
+
+def svd__float32__fwd(node, tp):
+    return svd_fwd(np.float32, node, tp)
+
+
+def svd__float32__bwd(node, tp):
+    return svd_bwd(np.float32, node, tp)
+
+
+def qr__float64__fwd(node, tp):
+    return qr_fwd(np.float64, node, tp)
+
+
+def qr__float64__bwd(node, tp):
+    return qr_bwd(np.float64, node, tp)
+
+
+def qr__float32__fwd(node, tp):
+    return qr_fwd(np.float32, node, tp)
+
+
+def qr__float32__bwd(node, tp):
+    return qr_bwd(np.float32, node, tp)
+
+
+def eig__float64__fwd(node, tp):
+    return eig_fwd(np.float64, node, tp)
+
+
+def eig__float64__bwd(node, tp):
+    return eig_bwd(np.float64, node, tp)
+
+
+def eig__float32__fwd(node, tp):
+    return eig_fwd(np.float32, node, tp)
+
+
+def eig__float32__bwd(node, tp):
+    return eig_bwd(np.float32, node, tp)
+
+
+def pinv__float64__fwd(node, tp):
+    return pinv_fwd(np.float64, node, tp)
+
+
+def pinv__float64__bwd(node, tp):
+    return pinv_bwd(np.float64, node, tp)
+
+
+def pinv__float32__fwd(node, tp):
+    return pinv_fwd(np.float32, node, tp)
+
+
+def pinv__float32__bwd(node, tp):
+    return pinv_bwd(np.float32, node, tp)
+
+
+def solve_triangular__float64__fwd(node, tp):
+    return solve_triangular_fwd(np.float64, node, tp)
+
+
+def solve_triangular__float64__bwd(node, tp):
+    return solve_triangular_bwd(np.float64, node, tp)
+
+
+def solve_triangular__float32__fwd(node, tp):
+    return solve_triangular_fwd(np.float32, node, tp)
+
+
+def solve_triangular__float32__bwd(node, tp):
+    return solve_triangular_bwd(np.float32, node, tp)
+
+
+def lu_factor__float64__fwd(node, tp):
+    return lu_factor_fwd(np.float64, node, tp)
+
+
+def lu_factor__float64__bwd(node, tp):
+    return lu_factor_bwd(np.float64, node, tp)
+
+
+def lu_factor__float32__fwd(node, tp):
+    return lu_factor_fwd(np.float32, node, tp)
+
+
+def lu_factor__float32__bwd(node, tp):
+    return lu_factor_bwd(np.float32, node, tp)
 
 
 def sum__float64__fwd(node, tp):

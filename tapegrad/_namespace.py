@@ -18,7 +18,7 @@ from . import derivatives as _derivatives  # noqa: F401  (attaches recorded deri
 from . import engine, tensors
 from . import frontends as _frontends  # noqa: F401  (attaches each row's front end)
 from . import graph as _graph
-from ._protocols import array_function, array_ufunc
+from ._protocols import DROPIN, array_function, array_ufunc
 from .boundary import EQUIVALENTS
 from .frontends.elementwise import divmod as divmod_
 from .frontends.elementwise import floor_divide
@@ -31,6 +31,8 @@ NAMESPACES: dict[str, dict[str, Callable]] = {
     "numpy": {},
     "numpy.linalg": {},
     "special": {},
+    "scipy.linalg": {},
+    "scipy.integrate": {},
     "internal": {},  # rows only tapegrad itself calls (scatter_add: a gather's transpose)
 }
 
@@ -98,10 +100,9 @@ del _op
 install_views(NAMESPACES["numpy"])  # NumPy's view semantics for the public entry points
 
 # error messages name tapegrad's function for the NumPy / SciPy one a user called
-_LIBRARY = {"numpy": "numpy", "numpy.linalg": "numpy.linalg", "special": "scipy.special"}
 for _ns, _fns in NAMESPACES.items():
-    for _name in _fns if _ns in _LIBRARY else ():
-        EQUIVALENTS[f"{_LIBRARY[_ns]}.{_name}"] = f"tapegrad.{_ns}.{_name}"
+    for _name in _fns if _ns in DROPIN else ():
+        EQUIVALENTS[f"{DROPIN[_ns]}.{_name}"] = f"tapegrad.{_ns}.{_name}"
 del _ns, _fns, _name
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from . import tensors
+from .frontends.shape import ufunc_at
 from .tensors import Tensor, is_grad_enabled
 
 _REDUCE = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min"}
@@ -33,7 +34,13 @@ _REDUCE = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min"}
 PUBLISHED: dict[str, dict[str, Any]] = {}
 
 # The namespaces that are drop-ins (issue 20, item 4), and the library each stands in for
-DROPIN = {"numpy": "numpy", "numpy.linalg": "numpy.linalg", "special": "scipy.special"}
+DROPIN = {
+    "numpy": "numpy",
+    "numpy.linalg": "numpy.linalg",
+    "special": "scipy.special",
+    "scipy.linalg": "scipy.linalg",
+    "scipy.integrate": "scipy.integrate",
+}
 
 
 def publish(name: str, namespace: dict[str, Any]) -> None:
@@ -162,6 +169,8 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> An
         f = _lookup(ufunc.__name__, tnp if home == "numpy" else special)
         if f is not None:
             return f(*inputs)
+    if method == "at" and home == "numpy" and isinstance(inputs[0], Tensor):
+        return ufunc_at(ufunc.__name__, *inputs)  # np.add.at(t, indices, b)
     reduce = method == "reduce" and home == "numpy" and ufunc.__name__ in _REDUCE
     if reduce and set(kwargs) <= {"axis", "keepdims"}:
         return tnp[_REDUCE[ufunc.__name__]](

@@ -30,17 +30,32 @@ def _package(frame: FrameType) -> str:
 
 def _public_name(frame: FrameType) -> str:
     """``numpy.mean`` for ``numpy._core.fromnumeric.mean``: the shortest public module
-    that exports the function, else the module path without its private parts."""
+    that exports the function, else the module path without its private parts. A
+    decorator's wrapper (SciPy wraps functions to loop over stacks of matrices) is
+    named by the function it wraps."""
     module = frame.f_globals.get("__name__") or "?"
     name = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)
+    code = frame.f_code
+    if "<locals>" in name:
+        for v in frame.f_locals.values():
+            inner = getattr(v, "__code__", None)
+            qual = getattr(v, "__qualname__", "<locals>")
+            if inner is not None and "<locals>" not in qual and _package_of(v) in LIBRARIES:
+                module, name, code = v.__module__, qual, inner
+                break
     parts = [p for p in module.split(".") if not p.startswith("_")]
     for i in range(1, len(parts) + 1):
         home = sys.modules.get(".".join(parts[:i]))
         f = getattr(home, name, None) if "." not in name else None
         f = getattr(f, "_implementation", f)  # NumPy's __array_function__ dispatchers
-        if getattr(f, "__code__", None) is frame.f_code:
+        f = getattr(f, "__wrapped__", f)  # functools.wraps
+        if getattr(f, "__code__", None) is code:
             return ".".join([*parts[:i], name])
     return ".".join([*parts, name])
+
+
+def _package_of(fn: object) -> str:
+    return (getattr(fn, "__module__", None) or "").partition(".")[0]
 
 
 def library_caller(depth: int = 1) -> str | None:

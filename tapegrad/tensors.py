@@ -1172,9 +1172,8 @@ def general(
                 return result_handle(tape, r, ep)
             return tuple(result_handle(tape, r + j, ep) for j in range(visible))
         if r == E_LINALG:
-            what = "matrix is not positive definite" if op.name == "cholesky" else "singular matrix"
             shapes = ", ".join(str(t.shape) for t in inputs)
-            raise np.linalg.LinAlgError(f"{op.name}: {what} (input shapes {shapes})")
+            raise np.linalg.LinAlgError(f"{op.name}: {op.failure} (input shapes {shapes})")
         tape.fix(r)
         if r == E_SPACE:  # the headroom fix() keeps may be less than this op asks for
             nshape = sum(len(s) for _, s in outs)

@@ -61,6 +61,11 @@ def function(m: Any, op: Op) -> Callable:
         import tapegrad.special
 
         return getattr(tapegrad.special, op.name)
+    if op.namespace.startswith("scipy."):  # scipy.linalg, scipy.integrate
+        import importlib
+
+        home = importlib.import_module(op.namespace if m is np else "tapegrad." + op.namespace)
+        return getattr(home, op.name)
     if op.namespace == "numpy.linalg":
         return getattr(m.linalg, op.name)
     return getattr(m, op.name)

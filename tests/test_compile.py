@@ -50,7 +50,7 @@ def test_replay_equals_eager(case):
 
 # rows whose function reads the values in Python (a sort order, an interpolation
 # segment): tg.compile guards them
-READS_VALUES = {"sort", "median", "quantile", "percentile", "interp"}
+READS_VALUES = {"sort", "median", "quantile", "percentile", "interp", "partition"}
 
 
 def test_capture_counts_per_signature():

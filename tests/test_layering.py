@@ -82,7 +82,18 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("namespace builder, NumPy protocols, views", ["views", "_namespace", "_protocols"]),
     (
         "published namespaces, CUDA target",
-        ["numpy", "numpy.linalg", "special", "distributed", "cuda.kernels", "cuda"],
+        [
+            "numpy",
+            "numpy.linalg",
+            "special",
+            "scipy",
+            "scipy.linalg",
+            "scipy.special",
+            "scipy.integrate",
+            "distributed",
+            "cuda.kernels",
+            "cuda",
+        ],
     ),
     ("package, and the kernel warm-up tool that drives it", ["", "warmup"]),
 ]

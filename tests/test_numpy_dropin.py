@@ -165,6 +165,9 @@ _PLAIN_ARGS = [
     (numpy.ones((2, 3)), (3, 2)),
     (numpy.array([1, 0, 3]), numpy.float32),
     (0.5, numpy.array([0.0, 1.0]), numpy.array([1.0, 3.0])),
+    (numpy.array([1, 0]), [numpy.ones(2), numpy.zeros(2)]),  # choose
+    ([numpy.array([True, False])], [numpy.array([1.0, 2.0])]),  # select
+    (numpy.array([0.3, 0.5, 0.7]), numpy.array([2, 0]), 0),  # take_along_axis
 ]
 
 

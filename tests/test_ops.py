@@ -48,6 +48,9 @@ def test_gradient_float32(case):
         out.backward(gradient=v)
         grads[dtype] = [leaf.grad for leaf in leaves]
     for g32, g64 in zip(grads[np.float32], grads[np.float64], strict=True):
+        if g64 is None:  # an input the result does not depend on (copysign's y)
+            assert g32 is None
+            continue
         assert g32.dtype == np.float32
         scale = max(1.0, float(np.max(np.abs(g64), initial=0.0)))
         np.testing.assert_allclose(g32, g64, rtol=2e-4, atol=2e-5 * scale)

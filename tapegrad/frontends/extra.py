@@ -2,53 +2,93 @@
 
 from __future__ import annotations
 
+import builtins
 import math
+import operator
 from typing import Any
 
 import numpy as np
 
 from ..ops.extra import (
+    ANGLE,
     APPEND,
     ATLEAST_1D,
     ATLEAST_2D,
     ATLEAST_3D,
+    CHOOSE,
+    COLUMN_STACK,
+    COMPRESS,
+    CONJ,
     CONVOLVE,
+    COPYSIGN,
+    CORRCOEF,
     CORRELATE,
+    COV,
     CROSS,
+    CUMULATIVE_TRAPEZOID,
     DEG2RAD,
     DIFF,
     DSPLIT,
+    DSTACK,
+    EXTRACT,
     FLIPLR,
     FLIPUD,
+    FMOD,
     GRADIENT,
     HSPLIT,
+    IMAG,
     INTERP,
     KRON,
     MEDIAN,
     NAN_TO_NUM,
+    NANCUMPROD,
+    NANCUMSUM,
     NANMAX,
     NANMEAN,
     NANMIN,
+    NANPROD,
+    NANSTD,
     NANSUM,
+    NANVAR,
+    PARTITION,
     PERCENTILE,
     POLYVAL,
+    POSITIVE,
     PTP,
     QUANTILE,
     RAD2DEG,
+    REAL,
+    REAL_IF_CLOSE,
     ROLLAXIS,
     ROT90,
+    SELECT,
     SINC,
     SORT,
+    TAKE_ALONG_AXIS,
     TRAPEZOID,
     TRIL,
     TRIU,
+    VANDER,
     VSPLIT,
 )
 from ..tensors import Tensor, as_tensor
+from .reduce import cumprod, cumsum, std, var
 from .reduce import max as rmax
 from .reduce import min as rmin
+from .reduce import prod as rprod
 from .reduce import sum as rsum
-from .shape import concatenate, gather_positions, getitem, moveaxis, reshape, where
+from .shape import (
+    broadcast_to,
+    clip,
+    concatenate,
+    diagonal,
+    gather_positions,
+    getitem,
+    moveaxis,
+    reshape,
+    stack,
+    where,
+)
 
 
 def _rearranged(what: str, numpy_fn: Any) -> Any:
@@ -450,6 +490,284 @@ def gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int = 1) -> An
     return out[0] if len(out) == 1 else out
 
 
+# --- the rest of what HIPS autograd's numpy_vjps.py covers for real inputs, and more -------
+
+
+def _values(v: Any) -> Any:
+    """An index or condition's values (a tensor's are read: a guard while capturing)."""
+    return v._value() if isinstance(v, Tensor) else v
+
+
+def partition(
+    a: Any, kth: Any, axis: Any = -1, kind: str = "introselect", order: Any = None
+) -> Tensor:
+    """``numpy.partition``: the ``kth`` element(s) in sorted place, the others on the
+    correct side (the arrangement from ``numpy.argpartition`` of the values; the
+    gradient follows it)."""
+    if order is not None:
+        raise TypeError("partition: order= (structured arrays) is not supported")
+    t = as_tensor(a)
+    idx = np.argpartition(t._value(), kth, axis=axis, kind=kind)
+    if axis is None:
+        return gather_positions(t, lambda p: p.reshape(-1)[idx], what="partition")
+    return gather_positions(t, lambda p: np.take_along_axis(p, idx, axis=axis), what="partition")
+
+
+def take_along_axis(arr: Any, indices: Any, axis: Any = -1) -> Tensor:
+    """Gather along ``axis`` with an index array (``numpy.take_along_axis``)."""
+    idx = np.asarray(_values(indices))
+    return gather_positions(
+        arr, lambda p: np.take_along_axis(p, idx, axis=axis), what="take_along_axis"
+    )
+
+
+def select(condlist: Any, choicelist: Any, default: Any = 0) -> Tensor:
+    """Elementwise, the choice of the first true condition, else ``default``."""
+    if len(condlist) != len(choicelist):
+        raise ValueError("select: list of cases must be same length as list of conditions")
+    if not condlist:
+        raise ValueError("select with an empty condition list is not possible")
+    out = default  # a Python number stays weak in NumPy's promotion (float32 choices)
+    for cond, choice in reversed(list(zip(condlist, choicelist))):
+        out = where(cond, choice, out)
+    return out
+
+
+def choose(a: Any, choices: Any, out: Any = None, mode: str = "raise") -> Tensor:
+    """``numpy.choose``: each element from the choice its index in ``a`` names."""
+    if out is not None:
+        raise TypeError("choose: out= is not supported (tensors are immutable)")
+    idx = np.asarray(_values(a))
+    ts = [as_tensor(c) for c in choices]
+    shape = np.broadcast_shapes(idx.shape, *[t.shape for t in ts])
+    stacked = stack([broadcast_to(t, shape) for t in ts])
+    return gather_positions(stacked, lambda p: np.choose(idx, p, mode=mode), what="choose")
+
+
+def compress(condition: Any, a: Any, axis: Any = None, out: Any = None) -> Tensor:
+    """The slices of ``a`` along ``axis`` (flattened when None) where ``condition``."""
+    if out is not None:
+        raise TypeError("compress: out= is not supported (tensors are immutable)")
+    cond = np.asarray(_values(condition))
+    return gather_positions(a, lambda p: np.compress(cond, p, axis=axis), what="compress")
+
+
+def extract(condition: Any, arr: Any) -> Tensor:
+    """The elements of ``arr`` where ``condition`` is true, flattened."""
+    cond = np.asarray(_values(condition))
+    return gather_positions(arr, lambda p: np.extract(cond, p), what="extract")
+
+
+def dstack(tup: Any) -> Tensor:
+    """Stack along the third axis (inputs made at least 3-D, NumPy's way)."""
+    return concatenate([atleast_3d(t) for t in tup], axis=2)
+
+
+def column_stack(tup: Any) -> Tensor:
+    """1-D arrays as columns and 2-D arrays as they are, side by side."""
+    cols = [as_tensor(t) for t in tup]
+    return concatenate([t.reshape(-1, 1) if t.ndim < 2 else t for t in cols], axis=1)
+
+
+def _copy(t: Tensor) -> Tensor:
+    return t * 1 if t.dtype.kind in "fiu" else Tensor._external(t._value().copy())
+
+
+def real(val: Any) -> Tensor:
+    """The real part: a real input itself (NumPy returns a view)."""
+    return as_tensor(val)
+
+
+def imag(val: Any) -> Tensor:
+    """The imaginary part of a real input: zeros (not connected to it: its gradient
+    is zero)."""
+    t = as_tensor(val)
+    return Tensor._external(np.zeros(t.shape, t.dtype))
+
+
+def conj(x: Any) -> Tensor:
+    """Complex conjugate of a real input: a copy."""
+    return _copy(as_tensor(x))
+
+
+def angle(z: Any, deg: bool = False) -> Tensor:
+    """The argument of a real input, ``arctan2(0, z)``: pi where z < 0 (-0.0 included),
+    0 where z > 0, NaN at NaN; its gradient is 0."""
+    t = as_tensor(z)
+    zero = np.zeros(t.shape, np.result_type(t.dtype, np.float16))
+    out = np.arctan2(zero, t)
+    return out * (180.0 / np.pi) if deg else out
+
+
+def real_if_close(a: Any, tol: float = 100) -> Tensor:
+    """A real input itself."""
+    return as_tensor(a)
+
+
+def positive(x: Any) -> Tensor:
+    """``+x``: a copy."""
+    return _copy(as_tensor(x))
+
+
+def fmod(x1: Any, x2: Any) -> Tensor:
+    """C's remainder, with the sign of ``x1``: NumPy's ``remainder`` (exact, the sign of
+    ``x2``) less ``x2`` where the signs differ; ``x1`` itself for an infinite ``x2``.
+    Gradient 1 in x1 and -trunc(x1 / x2) in x2."""
+    a, b = as_tensor(x1), as_tensor(x2)
+    r = a % b
+    out = where(r == 0, r, where((a < 0) == (b < 0), r, r - b))
+    if out.dtype.kind == "f":
+        out = where(abs(b) == np.inf, where(abs(a) == np.inf, np.nan, a), out)
+    return out
+
+
+def copysign(x1: Any, x2: Any) -> Tensor:
+    """``|x1|`` with the sign of ``x2`` (-0.0 counts as negative, as in C; the sign of
+    a NaN ``x2`` is not read: it counts as positive). Floating point, as NumPy."""
+    a, b = as_tensor(x1), as_tensor(x2)
+    dtype = np.result_type(a.dtype, b.dtype, np.float16)
+    a = a if a.dtype == dtype else a.astype(dtype)
+    # -0.0 == 0 but 1 / -0.0 < 0: the sign bit, from recorded comparisons
+    negative = where(b == 0, 1.0 / where(b == 0, b, 1.0) < 0, b < 0)
+    return where(negative, -abs(a), abs(a))
+
+
+def _no_nan(t: Tensor, fill: float) -> Tensor:
+    """``t`` with NaN replaced by ``fill`` (integer and bool data hold none: as is)."""
+    return where(t != t, fill, t) if t.dtype.kind == "f" else t
+
+
+def nanprod(
+    a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False
+) -> Tensor:
+    """``numpy.nanprod``: NaN counted as 1."""
+    return rprod(_no_nan(as_tensor(a), 1.0), axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+
+
+def nancumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Tensor:
+    """``numpy.nancumsum``: NaN counted as 0."""
+    return cumsum(_no_nan(as_tensor(a), 0.0), axis=axis, dtype=dtype, out=out)
+
+
+def nancumprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Tensor:
+    """``numpy.nancumprod``: NaN counted as 1."""
+    return cumprod(_no_nan(as_tensor(a), 1.0), axis=axis, dtype=dtype, out=out)
+
+
+def _nan_moment(name: str, moment: Any) -> Any:
+    def fn(
+        a: Any,
+        axis: Any = None,
+        dtype: Any = None,
+        out: Any = None,
+        ddof: int = 0,
+        keepdims: bool = False,
+    ) -> Tensor:
+        t = as_tensor(a)
+        return moment(
+            t, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, where=t == t
+        )
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"``numpy.{name}``: of the values that are not NaN (``where=t == t``)."
+    return fn
+
+
+nanvar = _nan_moment("nanvar", var)
+nanstd = _nan_moment("nanstd", std)
+
+
+def cov(
+    m: Any,
+    y: Any = None,
+    rowvar: bool = True,
+    bias: bool = False,
+    ddof: Any = None,
+    fweights: Any = None,
+    aweights: Any = None,
+    *,
+    dtype: Any = None,
+) -> Tensor:
+    """Covariance matrix, as ``numpy.cov`` without weights: variables in rows (columns
+    with ``rowvar=False``), normalised by ``N - 1`` (``N`` with ``bias``, or
+    ``N - ddof``)."""
+    if fweights is not None or aweights is not None:
+        raise TypeError("cov: fweights= and aweights= are not supported")
+    x = atleast_2d(m)
+    if not rowvar and x.shape[0] != 1:
+        x = x.T
+    if y is not None:
+        yy = atleast_2d(y)
+        if not rowvar and yy.shape[0] != 1:
+            yy = yy.T
+        x = concatenate([x, yy], axis=0)
+    x = x.astype(np.result_type(x.dtype, np.float64) if dtype is None else dtype)  # NumPy's
+    if ddof is None:
+        ddof = 0 if bias else 1
+    n = x.shape[1]
+    d = x - rsum(x, axis=1, keepdims=True) * (1.0 / n)
+    c = d @ d.T / float(builtins.max(n - ddof, 0))  # NumPy's: inf (or NaN) past N
+    return c.reshape([s for s in c.shape if s != 1]) if 1 in c.shape else c
+
+
+def corrcoef(x: Any, y: Any = None, rowvar: bool = True, *, dtype: Any = None) -> Tensor:
+    """Pearson correlation coefficients: ``cov`` over the outer product of the standard
+    deviations, clipped to [-1, 1] as NumPy does."""
+    c = cov(x, y, rowvar, dtype=dtype)
+    if c.ndim == 0:
+        return c / c
+    s = np.sqrt(diagonal(c))
+    r = c / s.reshape(-1, 1) / s.reshape(1, -1)
+    return clip(r, -1.0, 1.0)
+
+
+def vander(x: Any, N: Any = None, increasing: bool = False) -> Tensor:
+    """Vandermonde matrix: column j is ``x ** (N - 1 - j)`` (``x ** j`` if increasing)."""
+    t = as_tensor(x)
+    if t.ndim != 1:
+        raise ValueError("vander: x must be a one-dimensional array or sequence.")
+    n = t.shape[0] if N is None else operator.index(N)
+    powers = np.arange(n) if increasing else np.arange(n - 1, -1, -1)
+    dtype = np.promote_types(t.dtype, int)  # NumPy's: float32 becomes float64
+    return t.astype(dtype).reshape(-1, 1) ** powers.astype(dtype)
+
+
+def cumulative_trapezoid(
+    y: Any, x: Any = None, dx: float = 1.0, axis: int = -1, initial: Any = None
+) -> Tensor:
+    """Running integral by the trapezoidal rule (``scipy.integrate``); ``x`` 1-D along
+    ``axis`` or of y's shape; ``initial`` None or 0 (prepended)."""
+    t = as_tensor(y)
+    ax = axis % t.ndim
+    n = t.shape[ax]
+
+    def part(v: Tensor, s: slice) -> Tensor:
+        index = [slice(None)] * v.ndim
+        index[ax if v.ndim == t.ndim else 0] = s
+        return getitem(v, tuple(index))
+
+    if x is None:
+        d = dx
+    else:
+        xs = as_tensor(x)
+        if xs.ndim == 1:
+            if xs.shape[0] != n:
+                raise ValueError(
+                    f"cumulative_trapezoid: x of length {xs.shape[0]} along an axis of {n}"
+                )
+            d = part(xs, slice(1, None)) - part(xs, slice(None, -1))
+            d = d.reshape([n - 1 if i == ax else 1 for i in range(t.ndim)])
+        else:
+            d = part(xs, slice(1, None)) - part(xs, slice(None, -1))
+    res = cumsum(d * (part(t, slice(1, None)) + part(t, slice(None, -1))) * 0.5, axis=ax)
+    if initial is None:
+        return res
+    if initial != 0:
+        raise ValueError("cumulative_trapezoid: `initial` must be `None` or `0`.")
+    zero_shape = [1 if i == ax else s for i, s in enumerate(res.shape)]
+    return concatenate([np.zeros(zero_shape, res.dtype), res], axis=ax)
+
+
 for _row, _fn in (
     (FLIPUD, flipud), (FLIPLR, fliplr), (ROT90, rot90), (ROLLAXIS, rollaxis),
     (ATLEAST_1D, atleast_1d), (ATLEAST_2D, atleast_2d), (ATLEAST_3D, atleast_3d),
@@ -459,7 +777,14 @@ for _row, _fn in (
     (POLYVAL, polyval), (CROSS, cross), (KRON, kron), (SINC, sinc), (DEG2RAD, deg2rad),
     (RAD2DEG, rad2deg), (NAN_TO_NUM, nan_to_num), (NANSUM, nansum), (NANMEAN, nanmean),
     (NANMAX, nanmax), (NANMIN, nanmin), (CONVOLVE, convolve), (CORRELATE, correlate),
-    (INTERP, interp), (GRADIENT, gradient),
+    (INTERP, interp), (GRADIENT, gradient), (PARTITION, partition),
+    (TAKE_ALONG_AXIS, take_along_axis), (SELECT, select), (CHOOSE, choose),
+    (COMPRESS, compress), (EXTRACT, extract), (DSTACK, dstack), (COLUMN_STACK, column_stack),
+    (REAL, real), (IMAG, imag), (CONJ, conj), (ANGLE, angle), (REAL_IF_CLOSE, real_if_close),
+    (POSITIVE, positive), (FMOD, fmod), (COPYSIGN, copysign), (NANPROD, nanprod),
+    (NANCUMSUM, nancumsum), (NANCUMPROD, nancumprod), (NANVAR, nanvar), (NANSTD, nanstd),
+    (COV, cov), (CORRCOEF, corrcoef), (VANDER, vander),
+    (CUMULATIVE_TRAPEZOID, cumulative_trapezoid),
 ):  # fmt: skip
     _row.front = _fn
 del _row, _fn

@@ -6,35 +6,59 @@ from __future__ import annotations
 import functools
 import math
 import operator
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..layout import DTYPE_CODE, NP_DTYPES, promote
 from ..ops.linalg import (
+    CHO_FACTOR,
+    CHO_SOLVE,
     CHOLESKY,
     DET,
     DOT,
+    EIG,
+    EIGH,
+    EIGVALS,
+    EIGVALSH,
     EINSUM,
+    EXPM,
     INNER,
     INV,
+    LSTSQ,
+    LU_FACTOR,
+    LU_SOLVE,
     MATMUL,
+    MATRIX_POWER,
+    MULTI_DOT,
     NORM,
     OUTER,
+    PINV,
+    QR,
     SLOGDET,
     SOLVE,
+    SOLVE_TRIANGULAR,
+    SVD,
+    SVDVALS,
     TENSORDOT,
     TRACE,
     VDOT,
 )
 from ..shapes import matmul_layout, normalize_axes
 from ..tape import current_tape
-from ..tensors import Tensor, as_tensor, general
+from ..tensors import Tensor, as_tensor, general, is_grad_enabled
 from .reduce import max as _max
 from .reduce import min as _min
 from .reduce import safe_sqrt
 from .reduce import sum as _sum
-from .shape import astype, broadcast_to, diagonal, gather_positions
+from .shape import (
+    astype,
+    broadcast_to,
+    diagonal,
+    gather_positions,
+    moveaxis,
+    swapaxes,
+)
 
 
 def matmul(x: Any, y: Any) -> Tensor:
@@ -171,14 +195,17 @@ def _parse_einsum(subscripts: str, shapes: list[tuple[int, ...]]) -> tuple[list[
     return expanded, out
 
 
-def einsum(subscripts: str, *operands: Any, optimize: Any = False) -> Tensor:
-    """Einstein summation (``numpy.einsum`` subscripts, with ``...`` and implicit output).
+def einsum(subscripts: Any, *operands: Any, optimize: Any = False) -> Tensor:
+    """Einstein summation (``numpy.einsum`` subscripts, with ``...`` and implicit output;
+    or the interleaved form ``einsum(x, [0, 1], y, [1, 2], [0, 2])``).
 
     Repeated letters within an operand take a diagonal; letters only one operand has and
     the output does not are summed first; then operands are contracted pairwise, left
     to right, each pair as one (batched) matrix product.
     """
 
+    if not isinstance(subscripts, str):  # einsum(op0, sublist0, op1, sublist1, ..., [out])
+        subscripts, operands = _sublists(subscripts, *operands)
     ts = [as_tensor(o) for o in operands]
     specs, out = _parse_einsum(subscripts, [t.shape for t in ts])
     cur: list[tuple[Tensor, str]] = []
@@ -205,6 +232,36 @@ def einsum(subscripts: str, *operands: Any, optimize: Any = False) -> Tensor:
         t = _sum(t, axis=drop)
         spec = "".join(c for c in spec if c in out)
     return t.transpose([spec.index(c) for c in out]) if spec != out else t
+
+
+_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"  # NumPy's: 0 is 'A'
+
+
+def _sublist(sub: Any) -> str:
+    """``[0, 1, Ellipsis]`` -> ``"ab..."`` (NumPy's subscripts are ints below 52)."""
+    out = []
+    for s in sub:
+        if s is Ellipsis:
+            out.append("...")
+        elif isinstance(s, int | np.integer) and 0 <= s < len(_LETTERS):
+            out.append(_LETTERS[s])
+        else:
+            raise ValueError(f"einsum: subscript {s!r} is not an int in [0, 52) or Ellipsis")
+    return "".join(out)
+
+
+def _sublists(first: Any, *rest: Any) -> tuple[str, list]:
+    """The interleaved call ``einsum(op0, sublist0, op1, sublist1, ..., [sublistout])``
+    as subscripts and operands."""
+    args = [first, *rest]
+    operands, specs = args[0::2], args[1::2]
+    out = None
+    if len(operands) > len(specs):  # an odd count: the last one is the output sublist
+        out = operands.pop()
+    subscripts = ",".join(_sublist(s) for s in specs)
+    if out is not None:
+        subscripts += "->" + _sublist(out)
+    return subscripts, operands
 
 
 def _contract(a: Tensor, la: str, b: Tensor, lb: str, keep: str) -> tuple[Tensor, str]:
@@ -264,16 +321,11 @@ def det(a: Any) -> Tensor:
     return general(DET, dt, [t], [(dt, batch)], [nb, n])
 
 
-class SlogdetResult(tuple):
+class SlogdetResult(NamedTuple):
     """(sign, logabsdet), as ``numpy.linalg.slogdet`` returns (the sign is constant)."""
 
-    @property
-    def sign(self) -> Tensor:
-        return self[0]
-
-    @property
-    def logabsdet(self) -> Tensor:
-        return self[1]
+    sign: Tensor
+    logabsdet: Tensor
 
 
 def slogdet(a: Any) -> SlogdetResult:
@@ -282,33 +334,44 @@ def slogdet(a: Any) -> SlogdetResult:
     batch, n = _square_stack(t, "slogdet")
     nb = math.prod(batch)
     sign, logdet = general(SLOGDET, dt, [t], [(dt, batch), (dt, batch)], [nb, n], visible=2)
-    return SlogdetResult((sign.detach(), logdet))
+    return SlogdetResult(sign.detach(), logdet)
+
+
+def _system(a: Any, b: Any, what: str) -> tuple[Tensor, Tensor, bool, tuple, int, int, int]:
+    """The operands of a solve ``a x = b`` (``what``): ``a`` a (stack of) square
+    matrices, ``b`` a vector when 1-D, else a stack of (n, k) matrices (NumPy 2's rule),
+    batch axes broadcast, a common float dtype. Returns ``(a, rhs, b was a vector,
+    batch, n, k, dtype code)``, a and rhs broadcast to (batch, n, n) and (batch, n, k)."""
+    ta, tb = as_tensor(a), as_tensor(b)
+    batch, n = _square_stack(ta, what)
+    vector = tb.ndim == 1
+    rhs = tb.reshape(-1, 1) if vector else tb
+    if rhs.ndim < 2 or rhs.shape[-2] != n:
+        raise ValueError(
+            f"{what}: shapes of a {ta.shape} {ta.dtype} and b {tb.shape} {tb.dtype} "
+            "are incompatible"
+        )
+    try:
+        out_batch = np.broadcast_shapes(batch, rhs.shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"{what}: batch dimensions of a {ta.shape} and b {tb.shape} do not broadcast"
+        ) from None
+    k = rhs.shape[-1]
+    dtype = np.result_type(ta.dtype, rhs.dtype, np.float32)
+    ta = broadcast_to(astype(ta, dtype), (*out_batch, n, n))
+    rhs = broadcast_to(astype(rhs, dtype), (*out_batch, n, k))
+    return ta, rhs, vector, out_batch, n, k, DTYPE_CODE[np.dtype(dtype)]
 
 
 def solve(a: Any, b: Any) -> Tensor:
     """Solve ``a x = b``; ``b`` is a vector when 1-D, else a stack of matrices
     (NumPy 2 rules); batch axes broadcast."""
 
-    ta, tb = as_tensor(a), as_tensor(b)
-    batch, n = _square_stack(ta, "solve")
-    vector = tb.ndim == 1
-    rhs = tb.reshape(n, 1) if vector else tb
-    if rhs.ndim < 2 or rhs.shape[-2] != n:
-        raise ValueError(f"solve: b of shape {tb.shape} does not match a of shape {ta.shape}")
-    try:
-        out_batch = np.broadcast_shapes(batch, rhs.shape[:-2])
-    except ValueError:
-        raise ValueError(
-            f"solve: batch dimensions of {ta.shape} and {tb.shape} do not broadcast"
-        ) from None
-    k = rhs.shape[-1]
-    dtype = np.result_type(ta.dtype, rhs.dtype, np.float32)
-    ta = broadcast_to(astype(ta, dtype), (*out_batch, n, n))
-    rhs = broadcast_to(astype(rhs, dtype), (*out_batch, n, k))
-    dt = DTYPE_CODE[np.dtype(dtype)]
+    ta, rhs, vector, out_batch, n, k, dt = _system(a, b, "solve")
     nb = math.prod(out_batch)
     x = general(SOLVE, dt, [ta, rhs], [(dt, (*out_batch, n, k))], [nb, n, k])
-    return x.reshape(n) if vector else x
+    return x.reshape(*out_batch, n) if vector else x
 
 
 def cholesky(a: Any) -> Tensor:
@@ -366,13 +429,550 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> T
     elif ord in (np.inf, -np.inf):  # max / min absolute row sum
         sums = _sum(a, axis=col, keepdims=True)
         r = (_max if ord == np.inf else _min)(sums, axis=row, keepdims=True)
+    elif ord in (2, -2, "nuc"):  # largest / smallest / sum of the singular values
+        s = svdvals(moveaxis(t, (row, col), (-2, -1)))
+        if s.shape[-1] == 0:  # an empty matrix: NumPy's 0
+            r = _sum(s, axis=-1)
+        else:
+            r = (
+                _max(s, axis=-1)
+                if ord == 2
+                else _min(s, axis=-1)
+                if ord == -2
+                else _sum(s, axis=-1)
+            )
+        return r.reshape(_keep_shape(t.shape, axes)) if keepdims else r
     else:
-        raise NotImplementedError(
-            f"norm: ord={ord!r} for matrices needs singular values, "
-            "which tapegrad does not differentiate yet"
-        )
+        raise ValueError(f"norm: invalid norm order {ord!r} for matrices")
     if not keepdims:
         r = r.reshape([n for d, n in enumerate(r.shape) if d not in axes])
+    return r
+
+
+def _keep_shape(shape: tuple[int, ...], axes: Any) -> tuple[int, ...]:
+    return tuple(1 if d in axes else n for d, n in enumerate(shape))
+
+
+def _mT(t: Tensor) -> Tensor:
+    return swapaxes(t, -1, -2)
+
+
+def _lower_symmetric(t: Tensor, what: str) -> Tensor:
+    """The symmetric matrix ``t``'s lower triangle stands for (``hermitian=True``:
+    NumPy then reads that triangle only)."""
+    n = _square_stack(t, what)[1]
+    lower = np.tril(np.ones((n, n), t.dtype))
+    return t * lower + _mT(t * (lower - np.eye(n, dtype=t.dtype)))
+
+
+def _requires_grad(*ts: Tensor) -> bool:
+    return any(t.requires_grad for t in ts) and is_grad_enabled()
+
+
+def _matrices(a: Any, what: str) -> tuple[Tensor, int, tuple[int, ...], int, int]:
+    """A float tensor of (a stack of) matrices: (tensor, dtype code, batch, rows, cols)."""
+    t, dt = _float(as_tensor(a))
+    if t.ndim < 2:
+        raise np.linalg.LinAlgError(
+            f"{what}: {t.ndim}-dimensional array given. Array must be at least two-dimensional"
+        )
+    return t, dt, t.shape[:-2], t.shape[-2], t.shape[-1]
+
+
+# --- decompositions ----------------------------------------------------------------------------
+
+
+class EighResult(NamedTuple):
+    """(eigenvalues, eigenvectors), as ``numpy.linalg.eigh`` returns."""
+
+    eigenvalues: Tensor
+    eigenvectors: Tensor
+
+
+class EigResult(NamedTuple):
+    """(eigenvalues, eigenvectors), as ``numpy.linalg.eig`` returns (real here)."""
+
+    eigenvalues: Tensor
+    eigenvectors: Tensor
+
+
+def _constants(result: Any) -> Any:
+    """A NumPy result (an array or a tuple of them and ints) as constant tensors: what
+    an empty input gives (nothing there to differentiate)."""
+    if isinstance(result, tuple):
+        return tuple(_constants(r) for r in result)
+    return Tensor._external(result) if isinstance(result, np.ndarray) else result
+
+
+def _visible(outs: tuple, visible: int) -> Any:
+    return outs[0] if visible == 1 else outs[:visible]
+
+
+def _eigh(a: Any, uplo: str, what: str, visible: int) -> Any:
+    t, dt = _float(as_tensor(a))
+    batch, n = _square_stack(t, what)
+    if uplo not in ("L", "U"):
+        raise ValueError(f"{what}: UPLO argument must be 'L' or 'U' (got {uplo!r})")
+    if t.size == 0:
+        return _visible(_constants(tuple(np.linalg.eigh(t._value()))), visible)
+    if uplo == "U":  # the upper triangle of a is the lower one of a^T
+        t = _mT(t)
+    outs = [(dt, (*batch, n)), (dt, t.shape)]
+    return general(EIGH, dt, [t], outs, [math.prod(batch), n], visible=visible)
+
+
+def eigh(a: Any, UPLO: str = "L") -> EighResult:
+    """Eigenvalues (ascending) and eigenvectors of (a stack of) symmetric matrices; only
+    the ``UPLO`` triangle is read.
+
+    The gradient assumes a symmetric input (it is symmetrised, as in PyTorch and JAX).
+    Eigenvectors of a repeated eigenvalue are not unique: a loss that depends on them
+    there has no gradient, and the backward gives inf or NaN. Losses of the
+    eigenvalues alone (``eigvalsh``) have finite gradients everywhere. An eigenvector's
+    sign is arbitrary; a loss should not depend on it.
+    """
+    return EighResult(*_eigh(a, UPLO, "eigh", 2))
+
+
+def eigvalsh(a: Any, UPLO: str = "L") -> Tensor:
+    """Eigenvalues (ascending) of (a stack of) symmetric matrices (finite gradients for
+    repeated eigenvalues)."""
+    return _eigh(a, UPLO, "eigvalsh", 1)
+
+
+class SVDResult(NamedTuple):
+    """(U, S, Vh), as ``numpy.linalg.svd`` returns."""
+
+    U: Tensor
+    S: Tensor
+    Vh: Tensor
+
+
+def _svd(a: Any, what: str, visible: int, hermitian: bool = False) -> Any:
+    t, dt, batch, m, n = _matrices(a, what)
+    k = min(m, n)
+    if t.size == 0:
+        u, s_, vh = np.linalg.svd(t._value(), full_matrices=False)
+        return _visible(_constants((s_, u, vh)), visible)
+    if hermitian:
+        t = _lower_symmetric(t, what)
+    outs = [(dt, (*batch, k)), (dt, (*batch, m, k)), (dt, (*batch, k, n))]
+    return general(SVD, dt, [t], outs, [math.prod(batch), m, n], visible=visible)
+
+
+def svd(
+    a: Any, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool = False
+) -> Any:
+    """Singular value decomposition ``a = U @ diag(S) @ Vh`` of (a stack of) matrices.
+
+    Differentiable in its thin form: for a non-square input that requires grad, pass
+    ``full_matrices=False`` (the extra columns NumPy's full form adds are not unique).
+    Singular vectors of a repeated singular value are not unique either: a loss that
+    depends on them there gets inf or NaN; losses of the values alone (``svdvals``,
+    ``compute_uv=False``) are finite. ``hermitian=True`` reads the lower triangle only,
+    as NumPy (the singular values are NumPy's; the vectors may differ in sign).
+    """
+    if not compute_uv:
+        return _svd(a, "svdvals", 1, hermitian)
+    t = as_tensor(a)
+    if full_matrices and t.ndim >= 2 and t.shape[-1] != t.shape[-2]:
+        if _requires_grad(t):
+            raise NotImplementedError(
+                f"svd: full_matrices=True of a non-square {t.shape} {t.dtype} matrix is not "
+                "differentiable (its extra singular vectors are not unique); pass "
+                "full_matrices=False"
+            )
+        u, s_, vh = np.linalg.svd(t._value(), full_matrices=True)
+        return SVDResult(*(Tensor._external(v) for v in (u, s_, vh)))
+    s_, u, vh = _svd(t, "svd", 3, hermitian)
+    return SVDResult(u, s_, vh)
+
+
+def svdvals(x: Any, /) -> Tensor:
+    """Singular values (descending) of (a stack of) matrices."""
+    return _svd(x, "svdvals", 1)
+
+
+class QRResult(NamedTuple):
+    """(Q, R), as ``numpy.linalg.qr`` returns."""
+
+    Q: Tensor
+    R: Tensor
+
+
+def qr(a: Any, mode: str = "reduced") -> Any:
+    """QR decomposition of (a stack of) matrices: ``mode`` ``'reduced'`` (Q (m, k),
+    R (k, n), k = min(m, n)), ``'r'`` (R alone) or ``'complete'`` (the same for
+    m <= n; for tall matrices Q's extra columns are not unique, so not differentiable).
+    Differentiable for tall, square and wide matrices of full rank."""
+    t, dt, batch, m, n = _matrices(a, "qr")
+    if mode not in ("reduced", "r", "complete", "raw"):
+        raise ValueError(f"qr: unrecognized mode {mode!r}")
+    if mode == "raw" or (mode == "complete" and m > n):
+        if _requires_grad(t):
+            raise NotImplementedError(
+                f"qr: mode={mode!r} of a {t.shape} {t.dtype} matrix is not differentiable; "
+                "use mode='reduced'"
+            )
+        out = np.linalg.qr(t._value(), mode=mode)
+        return QRResult(*(Tensor._external(np.asarray(v)) for v in out))
+    if t.size == 0:
+        q, r = np.linalg.qr(t._value(), mode="reduced")
+        return _constants(r) if mode == "r" else QRResult(*_constants((q, r)))
+    k = min(m, n)
+    outs = [(dt, (*batch, m, k)), (dt, (*batch, k, n))]
+    q, r = general(QR, dt, [t], outs, [math.prod(batch), m, n], visible=2)
+    return r if mode == "r" else QRResult(q, r)
+
+
+def _eig(a: Any, what: str, visible: int) -> Any:
+    t, dt = _float(as_tensor(a))
+    batch, n = _square_stack(t, what)
+    if t.size == 0:
+        return _visible(_constants(tuple(np.linalg.eig(t._value()))), visible)
+    outs = [(dt, (*batch, n)), (dt, t.shape)]
+    return general(EIG, dt, [t], outs, [math.prod(batch), n], visible=visible)
+
+
+def eig(a: Any) -> EigResult:
+    """Eigenvalues and unit eigenvectors of (a stack of) real matrices whose eigenvalues
+    are real; a matrix with complex eigenvalues raises ``LinAlgError``. Repeated
+    eigenvalues make the eigenvectors' gradient diverge; their sign is arbitrary."""
+    return EigResult(*_eig(a, "eig", 2))
+
+
+def eigvals(a: Any) -> Tensor:
+    """Eigenvalues of (a stack of) real matrices whose eigenvalues are real."""
+    return _eig(a, "eigvals", 1)
+
+
+_NO_VALUE = object()
+
+
+def pinv(a: Any, rcond: Any = None, hermitian: bool = False, *, rtol: Any = _NO_VALUE) -> Tensor:
+    """Moore-Penrose pseudo-inverse of (a stack of) matrices; singular values at most
+    ``rcond * max(s)`` count as zero (NumPy's defaults: ``rcond=1e-15``, or
+    ``rtol=None`` for ``max(m, n) * eps``). The gradient is that of the pseudo-inverse
+    at constant rank (Golub and Pereyra), finite for repeated singular values."""
+    t, dt, batch, m, n = _matrices(a, "pinv")
+    if rcond is not None and rtol is not _NO_VALUE:
+        raise ValueError("pinv: `rtol` and `rcond` can't be both set.")
+    if rcond is None:
+        rcond = 1e-15 if rtol is _NO_VALUE else rtol
+        if rcond is None:
+            rcond = max(m, n) * np.finfo(t.dtype).eps
+    if np.ndim(rcond) != 0:
+        raise TypeError(f"pinv: rcond must be a scalar in tapegrad (got shape {np.shape(rcond)})")
+    if t.size == 0:
+        return _constants(np.linalg.pinv(t._value()))
+    if hermitian:
+        t = _lower_symmetric(t, "pinv")
+    return general(PINV, dt, [t], [(dt, (*batch, n, m))], [math.prod(batch), m, n], [float(rcond)])
+
+
+def lstsq(a: Any, b: Any, rcond: Any = None) -> tuple:
+    """Least-squares solution of ``a x = b`` as ``numpy.linalg.lstsq``: ``(x,
+    residuals, rank, s)``. ``x = pinv(a, rcond) @ b`` (the minimum-norm solution;
+    ``rcond=None`` is ``eps * max(m, n)``); residuals (for full column rank and m > n)
+    and singular values are differentiable too; rank is an int."""
+    ta, _, batch, m, n = _matrices(a, "lstsq")
+    tb = as_tensor(b)
+    if batch:
+        raise np.linalg.LinAlgError(
+            f"lstsq: {ta.ndim}-dimensional array given. Array must be two-dimensional"
+        )
+    if tb.ndim not in (1, 2) or tb.shape[0] != m:
+        raise np.linalg.LinAlgError(
+            f"lstsq: incompatible dimensions (a {ta.shape} {ta.dtype}, b {tb.shape} {tb.dtype})"
+        )
+    eps = np.finfo(ta.dtype).eps
+    if rcond is None:
+        rcond = eps * max(m, n)
+    elif rcond < 0:  # LAPACK's (and NumPy's old default -1): machine precision
+        rcond = eps
+    if ta.size == 0 or tb.size == 0:
+        return _constants(np.linalg.lstsq(ta._value(), tb._value(), rcond=rcond))
+    s = svdvals(ta)
+    big = s > rcond * _max(s) if s.size else s > 0
+    rank = int(_sum(big)) if s.size else 0  # a guard while capturing
+    x = matmul(pinv(ta, rcond), tb)
+    if rank == n and m > n:
+        r = tb - matmul(ta, x)
+        residuals = _sum(r * r, axis=0).reshape(-1)
+    else:
+        residuals = Tensor._external(np.empty(0, x.dtype))
+    return x, residuals, rank, s
+
+
+def matrix_power(a: Any, n: int) -> Tensor:
+    """``a`` to the integer power ``n`` (matrix products by repeated squaring, in
+    NumPy's order; ``n < 0`` inverts first, ``n == 0`` is the identity)."""
+    t = as_tensor(a)
+    k = _square_stack(t, "matrix_power")[1]
+    try:
+        n = operator.index(n)
+    except TypeError:
+        raise TypeError("matrix_power: exponent must be an integer") from None
+    if n == 0:
+        eye = np.broadcast_to(np.eye(k, dtype=t.dtype), t.shape).copy()
+        return Tensor._external(eye)
+    n0 = n
+    if n < 0:
+        t, n = inv(t), -n
+    if n == 1:
+        return t * 1 if n0 > 0 else t  # a new tensor, as NumPy returns a copy
+    if n == 2:
+        return matmul(t, t)
+    if n == 3:
+        return matmul(matmul(t, t), t)
+    result = z = None
+    while n > 0:
+        z = t if z is None else matmul(z, z)
+        n, bit = divmod(n, 2)
+        if bit:
+            result = z if result is None else matmul(result, z)
+    return result
+
+
+def _chain_order(dims: list[int]) -> list[list[int]]:
+    """The cheapest parenthesisation of a chain of matrices ``dims[i] x dims[i + 1]``
+    (the textbook dynamic programme NumPy uses): ``split[i][j]``."""
+    n = len(dims) - 1
+    cost = [[0] * n for _ in range(n)]
+    split = [[0] * n for _ in range(n)]
+    for span in range(1, n):
+        for i in range(n - span):
+            j = i + span
+            cost[i][j] = math.inf
+            for s in range(i, j):
+                c = cost[i][s] + cost[s + 1][j] + dims[i] * dims[s + 1] * dims[j + 1]
+                if c < cost[i][j]:
+                    cost[i][j], split[i][j] = c, s
+    return split
+
+
+def multi_dot(arrays: Any, *, out: Any = None) -> Tensor:
+    """The product of two or more matrices in the order of fewest multiplications
+    (``numpy.linalg.multi_dot``); the first may be a 1-D row and the last a 1-D
+    column."""
+    if out is not None:
+        raise TypeError("multi_dot: out= is not supported (tensors are immutable)")
+    ts = [as_tensor(a) for a in arrays]
+    if len(ts) < 2:
+        raise ValueError("multi_dot: expecting at least two arrays.")
+    if len(ts) == 2:
+        return dot(ts[0], ts[1])
+    first, last = ts[0].ndim == 1, ts[-1].ndim == 1
+    if first:
+        ts[0] = ts[0].reshape(1, -1)
+    if last:
+        ts[-1] = ts[-1].reshape(-1, 1)
+    for t in ts:
+        if t.ndim != 2:
+            raise ValueError(
+                f"multi_dot: {t.ndim}-dimensional array given. Array must be two-dimensional"
+            )
+    split = _chain_order([t.shape[0] for t in ts] + [ts[-1].shape[1]])
+
+    def product(i: int, j: int) -> Tensor:
+        if i == j:
+            return ts[i]
+        return matmul(product(i, split[i][j]), product(split[i][j] + 1, j))
+
+    r = product(0, len(ts) - 1)
+    if first and last:
+        return r.reshape(())
+    if first or last:
+        return r.reshape(-1)
+    return r
+
+
+# --- scipy.linalg ---------------------------------------------------------------------------
+
+
+def _trans_code(trans: Any) -> int:
+    codes = {0: 0, 1: 1, 2: 1, "N": 0, "T": 1, "C": 1}
+    if trans not in codes:
+        raise ValueError(f"solve_triangular: incorrect trans value {trans!r}")
+    return codes[trans]
+
+
+def solve_triangular(
+    a: Any,
+    b: Any,
+    trans: Any = 0,
+    lower: bool = False,
+    unit_diagonal: bool = False,
+    overwrite_b: bool = False,
+    check_finite: bool = True,
+) -> Tensor:
+    """Solve ``op(a) x = b`` for a (stack of) triangular ``a`` (``scipy.linalg``): only
+    the ``lower`` (or upper) triangle is read, its diagonal taken as ones with
+    ``unit_diagonal``; ``trans`` 0/'N', 1/'T' or 2/'C' (the same for real input). ``b``
+    is a vector when 1-D, else a stack of matrices; stacks broadcast."""
+    ta, rhs, vector, out_batch, n, k, dt = _system(a, b, "solve_triangular")
+    ip = [
+        math.prod(out_batch),
+        n,
+        k,
+        int(bool(lower)),
+        _trans_code(trans),
+        int(bool(unit_diagonal)),
+    ]
+    x = general(SOLVE_TRIANGULAR, dt, [ta, rhs], [(dt, (*out_batch, n, k))], ip)
+    return x.reshape(*out_batch, n) if vector else x
+
+
+def lu_factor(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> tuple:
+    """LU decomposition with partial pivoting of (a stack of) square matrices, as
+    ``scipy.linalg.lu_factor``: ``(lu, piv)``, L's strict lower triangle (unit
+    diagonal) and U packed in ``lu``, ``piv`` the 0-based row interchanges (an int32
+    array: the pivots are piecewise constant). Differentiable in ``lu`` for
+    non-singular matrices."""
+    t, dt = _float(as_tensor(a))
+    batch, n = _square_stack(t, "lu_factor")
+    outs = [(dt, t.shape), (dt, (*batch, n))]
+    lu, piv = general(LU_FACTOR, dt, [t], outs, [math.prod(batch), n], visible=2)
+    return lu, piv.numpy().astype(np.int32)  # a guard while capturing
+
+
+def row_permutation(piv: np.ndarray) -> np.ndarray:
+    """Rows of ``P A`` (``perm[..., i]`` is the row of A at row i) from LAPACK's
+    sequence of interchanges."""
+    piv = np.asarray(piv)
+    n = piv.shape[-1]
+    perm = np.broadcast_to(np.arange(n), piv.shape).copy()
+    flat, fpiv = perm.reshape(-1, n), piv.reshape(-1, n)
+    for row, swaps in zip(flat, fpiv):
+        for i, p in enumerate(swaps):
+            row[i], row[p] = row[p], row[i]
+    return perm
+
+
+def take_rows(t: Any, perm: np.ndarray) -> Tensor:
+    """The rows of (a stack of) matrices ``t`` in the order ``perm`` (``(..., n)``, one
+    order per matrix); stack axes broadcast."""
+    t = as_tensor(t)
+    shape = np.broadcast_shapes(perm.shape[:-1] + t.shape[-2:], t.shape)
+    if t.shape != shape:
+        t = broadcast_to(t, shape)
+    idx = np.broadcast_to(perm[..., None], shape)
+    return gather_positions(t, lambda p: np.take_along_axis(p, idx, axis=-2), what="lu_solve")
+
+
+def lu_solve(
+    lu_and_piv: tuple,
+    b: Any,
+    trans: int = 0,
+    overwrite_b: bool = False,
+    check_finite: bool = True,
+) -> Tensor:
+    """Solve ``a x = b`` (``trans`` 0) or ``a^T x = b`` (1, 2) from ``lu_factor(a)``:
+    a row permutation and two triangular solves."""
+    lu, piv = lu_and_piv
+    tb = as_tensor(b)
+    t = _trans_code(trans)
+    perm = row_permutation(piv)
+    rhs = tb.reshape(-1, 1) if tb.ndim == 1 else tb  # a vector for every matrix of a stack
+    if t == 0:  # P A = L U:  x = U^-1 L^-1 P b
+        y = solve_triangular(lu, take_rows(rhs, perm), lower=True, unit_diagonal=True)
+        x = solve_triangular(lu, y, lower=False)
+    else:  # A^T = U^T L^T P:  x = P^T L^-T U^-T b
+        z = solve_triangular(lu, rhs, trans=1, lower=False)
+        y = solve_triangular(lu, z, trans=1, lower=True, unit_diagonal=True)
+        x = take_rows(y, np.argsort(perm, axis=-1))
+    return x.reshape(x.shape[:-1]) if tb.ndim == 1 else x
+
+
+def cho_factor(
+    a: Any, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True
+) -> tuple:
+    """Cholesky factor for :func:`cho_solve`, as ``scipy.linalg.cho_factor``: ``(c,
+    lower)``, ``c`` upper (``a = c^T c``, the upper triangle of ``a`` read) or lower
+    (``a = c c^T``). SciPy leaves arbitrary values in the other triangle; here it
+    holds zeros."""
+    t = as_tensor(a)
+    c = cholesky(t) if lower else _mT(cholesky(_mT(t)))
+    return c, bool(lower)
+
+
+def cho_solve(
+    c_and_lower: tuple, b: Any, overwrite_b: bool = False, check_finite: bool = True
+) -> Tensor:
+    """Solve ``a x = b`` from ``cho_factor(a)``: two triangular solves."""
+    c, lower = c_and_lower
+    tb = as_tensor(b)
+    rhs = tb.reshape(-1, 1) if tb.ndim == 1 else tb  # a vector for every matrix of a stack
+    y = solve_triangular(c, rhs, trans=0 if lower else 1, lower=lower)
+    x = solve_triangular(c, y, trans=1 if lower else 0, lower=lower)
+    return x.reshape(x.shape[:-1]) if tb.ndim == 1 else x
+
+
+# Pade 13 coefficients and the 1-norm bound that needs no scaling (Higham 2005, table 2.3)
+_PADE13 = (
+    64764752532480000.0,
+    32382376266240000.0,
+    7771770303897600.0,
+    1187353796428800.0,
+    129060195264000.0,
+    10559470521600.0,
+    670442572800.0,
+    33522128640.0,
+    1323241920.0,
+    40840800.0,
+    960960.0,
+    16380.0,
+    182.0,
+    1.0,
+)
+_THETA13 = 5.371920351148152
+
+
+def expm(A: Any) -> Tensor:
+    """Matrix exponential of (a stack of) square matrices: the [13/13] Pade approximant
+    with scaling and squaring (Higham 2005), written in recorded ops, so its gradient
+    is the derivative of the same approximation: the Frechet derivative to working
+    accuracy (Al-Mohy and Higham 2009 compute it the same way).
+
+    The number of squarings ``s`` comes from the 1-norm (the largest of a stack): a
+    value read, so a compiled program replays while ``s`` stays the same.
+    """
+    t, _ = _float(as_tensor(A))
+    n = _square_stack(t, "expm")[1]
+    if t.size == 0:
+        return t * 1.0
+    eye = np.eye(n, dtype=t.dtype)
+    norm1 = _max(_sum(abs(t.detach()), axis=-2))
+    # s = max(0, ceil(log2(|A|_1 / theta13))), recorded: while capturing, only s is
+    # read (a guard), so the program replays for every A with the same s
+    scale = float(np.maximum(np.ceil(np.log2(norm1 / _THETA13)), 0.0))
+    if not math.isfinite(scale):  # NaN or inf in the input: a NaN result, not a failed solve
+        return t * np.nan
+    s = int(scale)
+    if s:
+        t = t * (0.5**s)
+    b = _PADE13
+    a2 = matmul(t, t)
+    a4 = matmul(a2, a2)
+    a6 = matmul(a4, a2)
+    u = matmul(
+        t,
+        matmul(a6, b[13] * a6 + b[11] * a4 + b[9] * a2)
+        + b[7] * a6
+        + b[5] * a4
+        + b[3] * a2
+        + b[1] * eye,
+    )
+    v = (
+        matmul(a6, b[12] * a6 + b[10] * a4 + b[8] * a2)
+        + b[6] * a6
+        + b[4] * a4
+        + b[2] * a2
+        + b[0] * eye
+    )
+    r = solve(v - u, u + v)
+    for _ in range(s):
+        r = matmul(r, r)
     return r
 
 
@@ -391,3 +991,20 @@ SLOGDET.front = slogdet
 SOLVE.front = solve
 CHOLESKY.front = cholesky
 NORM.front = norm
+EIGH.front = eigh
+EIGVALSH.front = eigvalsh
+SVD.front = svd
+SVDVALS.front = svdvals
+QR.front = qr
+EIG.front = eig
+EIGVALS.front = eigvals
+PINV.front = pinv
+LSTSQ.front = lstsq
+MATRIX_POWER.front = matrix_power
+MULTI_DOT.front = multi_dot
+SOLVE_TRIANGULAR.front = solve_triangular
+LU_FACTOR.front = lu_factor
+LU_SOLVE.front = lu_solve
+CHO_FACTOR.front = cho_factor
+CHO_SOLVE.front = cho_solve
+EXPM.front = expm

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import builtins
 import functools
 import math
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..layout import DTYPE_CODE, FLOAT_CODES
-from ..ops.elementwise import SQRT
+from ..ops.elementwise import MAXIMUM, MINIMUM, SQRT
 from ..ops.reduce import (
     ARGMAX,
     ARGMIN,
@@ -28,6 +29,7 @@ from ..ops.reduce import (
 from ..ops.table import Op
 from ..shapes import normalize_axes, reduced_shape
 from ..tensors import Tensor, as_tensor, elementwise, general
+from .shape import where as _where
 
 
 def _no_out(op: str, out: Any) -> None:
@@ -72,38 +74,142 @@ def _reduce(op: Op, x: Any, axis: Any, keepdims: bool, kind: str, out: Any = Non
     return general(op, dt, [t], [(dt, out_shape)], params, [scale])
 
 
+_NO_VALUE = np._NoValue  # NumPy's "not given" for initial= and where=
+
+
+def _masked(op: str, t: Tensor, where: Any, fill: Any) -> Tensor:
+    """``t`` with the elements outside ``where`` (broadcast to t) replaced by ``fill``:
+    NumPy's ``where=`` of a reduction (the excluded elements, NaN included, get no
+    gradient). ``where`` is a boolean array or tensor (not differentiable)."""
+    try:
+        fits = np.broadcast_shapes(np.shape(where), t.shape) == t.shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"{op}: where= of shape {np.shape(where)} does not broadcast to {t.shape}")
+    return _where(where, t, np.asarray(fill, t.dtype) if t.dtype.kind == "f" else fill)
+
+
+def _as_dtype(v: Any, t: Tensor) -> Any:
+    """``initial`` as NumPy uses it: cast to the array's dtype (2.5 is 2 for integers,
+    a float64 stays float32 for float32 data); a tensor keeps its graph."""
+    if isinstance(v, Tensor):
+        return v if v.dtype == t.dtype else v.astype(t.dtype)
+    return np.asarray(v).astype(t.dtype)
+
+
+def _count(where: Any, t: Tensor, axis: Any, keepdims: bool) -> Any:
+    """How many elements ``where`` selects per result (a constant of the mask)."""
+    w = where._value() if isinstance(where, Tensor) else np.asarray(where)
+    return np.sum(np.broadcast_to(w, t.shape), axis=axis, keepdims=keepdims).astype(t.dtype)
+
+
 def sum(
-    a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False
+    a: Any,
+    axis: Any = None,
+    dtype: Any = None,
+    out: Any = None,
+    keepdims: bool = False,
+    initial: Any = _NO_VALUE,
+    where: Any = _NO_VALUE,
 ) -> Tensor:
-    """Sum over ``axis`` (None: all; int or tuple of ints), as ``numpy.sum``."""
-    r = _reduce(SUM, a, axis, keepdims, "sum", out)
+    """Sum over ``axis`` (None: all; int or tuple of ints), as ``numpy.sum``, with its
+    ``initial`` (added) and ``where`` (elements left out)."""
+    t = as_tensor(a)
+    if where is not _NO_VALUE:
+        t = _masked("sum", t, where, 0)
+    r = _reduce(SUM, t, axis, keepdims, "sum", out)
+    if initial is not _NO_VALUE:
+        r = r + _as_dtype(initial, t)
     return r if dtype is None else r.astype(dtype)
 
 
 def mean(
-    a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False
+    a: Any,
+    axis: Any = None,
+    dtype: Any = None,
+    out: Any = None,
+    keepdims: bool = False,
+    *,
+    where: Any = _NO_VALUE,
 ) -> Tensor:
-    """Arithmetic mean over ``axis``, as ``numpy.mean``."""
-    r = _reduce(MEAN, a, axis, keepdims, "mean", out)
+    """Arithmetic mean over ``axis``, as ``numpy.mean`` (``where``: of the selected
+    elements only)."""
+    if where is not _NO_VALUE:
+        t = as_tensor(a)
+        total = sum(t, axis=axis, out=out, keepdims=keepdims, where=where)
+        r = total / _count(where, t, axis, keepdims)
+    else:
+        r = _reduce(MEAN, a, axis, keepdims, "mean", out)
     return r if dtype is None else r.astype(dtype)
 
 
 def prod(
-    a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False
+    a: Any,
+    axis: Any = None,
+    dtype: Any = None,
+    out: Any = None,
+    keepdims: bool = False,
+    initial: Any = _NO_VALUE,
+    where: Any = _NO_VALUE,
 ) -> Tensor:
-    """Product over ``axis``; the gradient is exact with zeros in the input."""
-    r = _reduce(PROD, a, axis, keepdims, "prod", out)
+    """Product over ``axis``; the gradient is exact with zeros in the input. ``initial``
+    multiplies, ``where`` leaves elements out, as NumPy."""
+    t = as_tensor(a)
+    if where is not _NO_VALUE:
+        t = _masked("prod", t, where, 1)
+    r = _reduce(PROD, t, axis, keepdims, "prod", out)
+    if initial is not _NO_VALUE:
+        r = r * _as_dtype(initial, t)
     return r if dtype is None else r.astype(dtype)
 
 
-def max(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> Tensor:
-    """Maximum over ``axis``; tied maxima share the gradient equally."""
-    return _reduce(MAX, a, axis, keepdims, "max", out)
+def _extreme(
+    op: Op, a: Any, axis: Any, out: Any, keepdims: bool, initial: Any, where: Any
+) -> Tensor:
+    t = as_tensor(a)
+    if initial is not _NO_VALUE:
+        initial = _as_dtype(initial, t)
+        if t.size == 0:  # only the initial value: NumPy returns it
+            _, shape, _ = _reduction.__wrapped__(t.shape, axis, bool(keepdims), op.name)
+            return Tensor._external(np.full(shape, initial))
+    if where is not _NO_VALUE:
+        if initial is _NO_VALUE:
+            raise ValueError(
+                f"{op.name}: reduction operation '{op.name}' does not have an identity, so to "
+                "use a where mask one has to specify 'initial'"
+            )
+        t = _masked(op.name, t, where, initial)
+    r = _reduce(op, t, axis, keepdims, op.name, out)
+    if initial is not _NO_VALUE and where is _NO_VALUE:
+        r = elementwise(MAXIMUM if op is MAX else MINIMUM, r, initial)
+    return r
 
 
-def min(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> Tensor:
-    """Minimum over ``axis``; tied minima share the gradient equally."""
-    return _reduce(MIN, a, axis, keepdims, "min", out)
+def max(
+    a: Any,
+    axis: Any = None,
+    out: Any = None,
+    keepdims: bool = False,
+    initial: Any = _NO_VALUE,
+    where: Any = _NO_VALUE,
+) -> Tensor:
+    """Maximum over ``axis``; tied maxima share the gradient equally. ``initial`` takes
+    part in the maximum; ``where`` (with ``initial``) leaves elements out."""
+    return _extreme(MAX, a, axis, out, keepdims, initial, where)
+
+
+def min(
+    a: Any,
+    axis: Any = None,
+    out: Any = None,
+    keepdims: bool = False,
+    initial: Any = _NO_VALUE,
+    where: Any = _NO_VALUE,
+) -> Tensor:
+    """Minimum over ``axis``; tied minima share the gradient equally. ``initial`` and
+    ``where`` as in :func:`max`."""
+    return _extreme(MIN, a, axis, out, keepdims, initial, where)
 
 
 def _cumulative(op: Op, a: Any, axis: Any, kind: str) -> Tensor:
@@ -146,14 +252,26 @@ def var(
     out: Any = None,
     ddof: int = 0,
     keepdims: bool = False,
+    *,
+    where: Any = _NO_VALUE,
+    mean: Any = _NO_VALUE,
 ) -> Tensor:
-    """Variance: mean squared deviation from the mean, divided by ``n - ddof``."""
+    """Variance: mean squared deviation from the mean, divided by ``n - ddof``
+    (``where``: of the selected elements; ``mean``: a precomputed mean, keepdims-shaped)."""
     _no_out("var", out)
     t = as_tensor(a) if dtype is None else as_tensor(a).astype(dtype)
     axes = normalize_axes(axis, t.ndim, "var")
-    n = math.prod([t.shape[d] for d in axes])
-    d = t - mean(t, axis=axes, keepdims=True)
-    return sum(d * d, axis=axes, keepdims=keepdims) * (1.0 / (n - ddof) if n > ddof else np.nan)
+    if where is _NO_VALUE:
+        n = math.prod([t.shape[d] for d in axes])
+        m = _mean(t, axis=axes, keepdims=True) if mean is _NO_VALUE else mean
+        d = t - m
+        # NumPy divides by max(n - ddof, 0): inf (or NaN) past n, with a warning
+        return sum(d * d, axis=axes, keepdims=keepdims) / float(builtins.max(n - ddof, 0))
+    n = np.maximum(_count(where, t, axes, keepdims) - ddof, 0)
+    t = _masked("var", t, where, 0)  # first: a NaN left out must not reach d * d
+    m = _mean(t, axis=axes, keepdims=True, where=where) if mean is _NO_VALUE else mean
+    d = t - m
+    return sum(d * d, axis=axes, keepdims=keepdims, where=where) / n
 
 
 def std(
@@ -163,10 +281,15 @@ def std(
     out: Any = None,
     ddof: int = 0,
     keepdims: bool = False,
+    *,
+    where: Any = _NO_VALUE,
+    mean: Any = _NO_VALUE,
 ) -> Tensor:
     """Standard deviation: sqrt(var); its gradient where the variance is 0 is 0."""
     _no_out("std", out)
-    return safe_sqrt(var(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims))
+    return safe_sqrt(
+        var(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims, where=where, mean=mean)
+    )
 
 
 def average(
@@ -228,3 +351,6 @@ STD.front = std
 AVERAGE.front = average
 ARGMAX.front = argmax
 ARGMIN.front = argmin
+
+
+_mean = mean  # var's own keyword argument is called mean

@@ -43,7 +43,14 @@ from ..ops.shape import (
 from ..record import cast_slot
 from ..shapes import normalize_shape
 from ..tape import current_tape, normalize_array
-from ..tensors import Tensor, as_tensor, bind_operand, general, result_handle
+from ..tensors import (
+    Tensor,
+    as_tensor,
+    bind_operand,
+    general,
+    is_grad_enabled,
+    result_handle,
+)
 
 
 def astype(x: Any, dtype: Any) -> Tensor:
@@ -471,6 +478,34 @@ def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None) -> Tenso
     return t
 
 
+def _selection(x: Tensor, key: Any, value: Any, what: str) -> tuple[Any, np.ndarray, Tensor]:
+    """For an in-place write ``what`` of ``value`` at ``x[key]``: the index, the flat
+    positions it selects (shaped as the selection) and the value as a tensor, after
+    NumPy's index and broadcast checks (and the in-place checks of ``x``)."""
+    x._begin_inplace(what)
+    k = _index_values(key)
+    pos = np.arange(x.size, dtype=np.int64).reshape(x.shape)
+    try:
+        target = pos[k]
+    except (IndexError, ValueError, TypeError) as e:
+        raise type(e)(f"{what}: {e} (tensor of shape {x.shape})") from None
+    v = as_tensor(value)
+    try:
+        np.broadcast_to(_view(v.shape), target.shape)
+    except ValueError:
+        raise ValueError(
+            f"{what}: could not broadcast value of shape {v.shape} into "
+            f"selection of shape {target.shape}"
+        ) from None
+    if x.dtype.kind != "f" and v.requires_grad and is_grad_enabled():
+        raise TypeError(
+            f"{what}: writes a tensor that requires grad ({v.shape} {v.dtype}) into an "
+            f"integer tensor ({x.shape} {x.dtype}), which cannot hold its gradient; cast "
+            "the target to a float dtype, or pass .detach()"
+        )
+    return k, target, v
+
+
 def setitem(x: Tensor, key: Any, value: Any) -> None:
     """``x[key] = value``: the handle ``x`` now holds a new, recorded value.
 
@@ -479,22 +514,8 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
     values that were kept and to the assigned ones that survived. Other tensors that
     held x's old value keep it (the tape's values are never modified in place).
     """
-    x._begin_inplace("setitem")
-    k = _index_values(key)
+    k, target, v = _selection(x, key, value, "setitem")
     n = x.size
-    pos = np.arange(n, dtype=np.int64).reshape(x.shape)
-    try:
-        target = pos[k]
-    except (IndexError, ValueError, TypeError) as e:
-        raise type(e)(f"setitem: {e} (tensor of shape {x.shape})") from None
-    v = as_tensor(value)
-    try:
-        np.broadcast_to(_view(v.shape), target.shape)
-    except ValueError:
-        raise ValueError(
-            f"setitem: could not broadcast value of shape {v.shape} into "
-            f"selection of shape {target.shape}"
-        ) from None
     if x.dtype.kind != "f":  # integer / bool data: NumPy assigns, nothing to record
         data = x._value().copy()
         data[k] = v._value()
@@ -505,6 +526,24 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
     perm[k] = n + np.arange(target.size, dtype=np.int64).reshape(target.shape)
     both = concatenate([x.reshape(-1), v])
     x._inplace(gather_positions(both, lambda p: p[perm.reshape(-1)]).reshape(x.shape), "setitem")
+
+
+def ufunc_at(name: str, x: Tensor, indices: Any, b: Any) -> None:
+    """``numpy.add.at(x, indices, b)`` (and ``subtract.at``) on a tensor: unbuffered
+    in place, so repeated indices add up every time; ``x`` now holds a new, recorded
+    value (the gradient reaches the old values and ``b``, summed over repeats)."""
+    if name not in ("add", "subtract"):
+        raise TypeError(f"{name}.at: only add.at and subtract.at are supported on tensors")
+    k, target, v = _selection(x, indices, b, f"{name}.at")
+    if x.dtype.kind != "f":  # integer data: NumPy adds, nothing to record
+        data = x._value().copy()
+        getattr(np, name).at(data, k, v._value())
+        x._inplace(Tensor._external(data), f"{name}.at")
+        return
+    v = broadcast_to(astype(v, x.dtype), target.shape).reshape(-1)
+    if name == "subtract":
+        v = -v
+    x._inplace(x + scatter_add(v, target.reshape(-1), x.shape), f"{name}.at")
 
 
 # each row's public function

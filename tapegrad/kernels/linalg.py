@@ -21,6 +21,7 @@ from ..layout import (
     in_data,
     in_grad,
     needs_grad,
+    node_fp,
     node_ip,
     out_data,
     out_grad,
@@ -333,4 +334,437 @@ def cholesky_bwd(dt, node, tp):
             _mat(gx, b, n, n)[:, :] += 0.5 * (s + s.T)
     except Exception:
         return E_LINALG
+    return OK
+
+
+# --- decompositions ------------------------------------------------------------------------
+# Their backward formulas divide by differences of eigenvalues (singular values squared):
+# a term whose numerator is exactly zero is zero (eigvalsh / svdvals alone, where the
+# vectors get no gradient, stay finite for repeated values); a non-zero one over a zero
+# gap is the true divergence and gives inf, as in PyTorch and JAX.
+
+
+@jit
+def _over(num, den):
+    return 0.0 if num == 0.0 else num / den
+
+
+@jit
+def _eigen_fwd(dt, node, tp, symmetric):
+    """Eigenvalues and eigenvectors of each matrix of the stack: ``eigh`` (ascending,
+    the lower triangle read, NumPy's ``UPLO='L'``) or ``eig`` (unit eigenvectors; a
+    matrix with complex eigenvalues fails: E_LINALG, the front end names the cause)."""
+    h = header(tp)
+    batch, n = _stack(h, node)
+    x = in_data(h, node, 0, dt)
+    w = out_data(h, node, 0, dt)
+    v = out_data(h, node, 1, dt)
+    try:
+        for b in range(batch):
+            if symmetric:
+                wb, vb = np.linalg.eigh(_mat(x, b, n, n))
+            else:
+                wb, vb = np.linalg.eig(_mat(x, b, n, n))
+            w[b * n : (b + 1) * n] = wb
+            _mat(v, b, n, n)[:, :] = vb
+    except Exception:
+        return E_LINALG
+    return OK
+
+
+@jit
+def eigh_fwd(dt, node, tp):
+    return _eigen_fwd(dt, node, tp, True)
+
+
+@jit
+def eigh_bwd(dt, node, tp):
+    """gA = V (diag(gw) + sym(F o V^T gV)) V^T, F_ij = 1 / (w_j - w_i) off the diagonal
+    (from A V = V W: V^T dA V = dW + W C - C W with dV = V C); symmetrised, since only
+    symmetric inputs have eigh's meaning (PyTorch and JAX do the same)."""
+    h = header(tp)
+    batch, n = _stack(h, node)
+    w = out_data(h, node, 0, dt)
+    v = out_data(h, node, 1, dt)
+    gw = out_grad(h, node, 0, dt)
+    gv = out_grad(h, node, 1, dt)
+    gx = in_grad(h, node, 0, dt)
+    for b in range(batch):
+        vb = _mat(v, b, n, n)
+        m = np.dot(vb.T, _mat(gv, b, n, n))
+        inner = np.zeros_like(m)
+        for i in range(n):
+            inner[i, i] = gw[b * n + i]
+            for j in range(n):
+                if i != j:  # F is antisymmetric: sym(F o m)_ij = F_ij (m_ij - m_ji) / 2
+                    inner[i, j] = _over(0.5 * (m[i, j] - m[j, i]), w[b * n + j] - w[b * n + i])
+        _mat(gx, b, n, n)[:, :] += np.dot(np.dot(vb, inner), vb.T)
+    return OK
+
+
+@jit
+def svd_fwd(dt, node, tp):
+    """Thin SVD ``A = U diag(S) Vh``; outputs (S, U, Vh) -- S first, so that svdvals is
+    the first output alone."""
+    h = header(tp)
+    ip = node_ip(h, node)
+    batch, m, n = ip[0], ip[1], ip[2]
+    k = min(m, n)
+    x = in_data(h, node, 0, dt)
+    s = out_data(h, node, 0, dt)
+    u = out_data(h, node, 1, dt)
+    vh = out_data(h, node, 2, dt)
+    try:
+        for b in range(batch):
+            ub, sb, vhb = np.linalg.svd(_mat(x, b, m, n), full_matrices=False)
+            s[b * k : (b + 1) * k] = sb
+            _mat(u, b, m, k)[:, :] = ub
+            _mat(vh, b, k, n)[:, :] = vhb
+    except Exception:
+        return E_LINALG
+    return OK
+
+
+@jit
+def svd_bwd(dt, node, tp):
+    """gA = U M Vh + (I - U U^T) gU S^-1 Vh + U S^-1 gVh (I - V Vh), with
+    M = diag(gS) + (J + J^T) S + S (K + K^T), J = F o U^T gU, K = F o Vh gVh^T,
+    F_ij = 1 / (s_j^2 - s_i^2) off the diagonal (Townsend 2016; the transpose of
+    JAX's JVP rule). The projections vanish for square matrices; 1/s is taken as 0
+    where s = 0 (JAX's choice)."""
+    h = header(tp)
+    ip = node_ip(h, node)
+    batch, m, n = ip[0], ip[1], ip[2]
+    k = min(m, n)
+    s = out_data(h, node, 0, dt)
+    u = out_data(h, node, 1, dt)
+    vh = out_data(h, node, 2, dt)
+    gs = out_grad(h, node, 0, dt)
+    gu = out_grad(h, node, 1, dt)
+    gvh = out_grad(h, node, 2, dt)
+    gx = in_grad(h, node, 0, dt)
+    for b in range(batch):
+        ub = _mat(u, b, m, k)
+        vhb = _mat(vh, b, k, n)
+        gub = _mat(gu, b, m, k)
+        gvhb = _mat(gvh, b, k, n)
+        sb = s[b * k : (b + 1) * k]
+        j = np.dot(ub.T, gub)
+        kk = np.dot(vhb, gvhb.T)
+        mm = np.zeros_like(j)
+        sinv = np.zeros_like(sb)
+        for i in range(k):
+            sinv[i] = 0.0 if sb[i] == 0.0 else 1.0 / sb[i]
+            mm[i, i] = gs[b * k + i]
+            for c in range(k):
+                if i != c:
+                    num = (j[i, c] - j[c, i]) * sb[c] + sb[i] * (kk[i, c] - kk[c, i])
+                    mm[i, c] = _over(num, sb[c] * sb[c] - sb[i] * sb[i])
+        out = np.dot(np.dot(ub, mm), vhb)
+        if m > k:  # (gU - U J) S^-1 Vh
+            out += np.dot((gub - np.dot(ub, j)) * sinv, vhb)
+        if n > k:  # U S^-1 (gVh - K^T Vh)
+            out += np.dot(ub * sinv, gvhb - np.dot(kk.T, vhb))
+        _mat(gx, b, m, n)[:, :] += out
+    return OK
+
+
+@jit
+def qr_fwd(dt, node, tp):
+    """Reduced QR: Q (m, k), R (k, n), k = min(m, n)."""
+    h = header(tp)
+    ip = node_ip(h, node)
+    batch, m, n = ip[0], ip[1], ip[2]
+    k = min(m, n)
+    x = in_data(h, node, 0, dt)
+    q = out_data(h, node, 0, dt)
+    r = out_data(h, node, 1, dt)
+    try:
+        for b in range(batch):
+            qb, rb = np.linalg.qr(_mat(x, b, m, n))
+            _mat(q, b, m, k)[:, :] = qb
+            _mat(r, b, k, n)[:, :] = rb
+    except Exception:
+        return E_LINALG
+    return OK
+
+
+@jit
+def qr_bwd(dt, node, tp):
+    """For m >= n: gA = (Q N + gQ) R^-T with M = Q^T gQ - gR R^T and
+    N = tril(M - M^T, -1) - M (the transpose of JAX's JVP rule). A wide A = [X | Y] is
+    Q [U | V] with Q, U the QR of the square X and V = Q^T Y: gY = Q gV, and X gets
+    the square rule with gQ + Y gV^T."""
+    h = header(tp)
+    ip = node_ip(h, node)
+    batch, m, n = ip[0], ip[1], ip[2]
+    k = min(m, n)
+    x = in_data(h, node, 0, dt)
+    q = out_data(h, node, 0, dt)
+    r = out_data(h, node, 1, dt)
+    gq = out_grad(h, node, 0, dt)
+    gr = out_grad(h, node, 1, dt)
+    gx = in_grad(h, node, 0, dt)
+    try:
+        for b in range(batch):
+            qb = _mat(q, b, m, k)
+            rb = _mat(r, b, k, n)
+            grb = _mat(gr, b, k, n)
+            gxb = _mat(gx, b, m, n)
+            gqb = _mat(gq, b, m, k).copy()
+            if n > k:  # (slices copied: np.dot wants contiguous operands)
+                grv = np.ascontiguousarray(grb[:, k:])
+                gqb += np.dot(np.ascontiguousarray(_mat(x, b, m, n)[:, k:]), grv.T)
+                gxb[:, k:] += np.dot(qb, grv)
+            rk = np.ascontiguousarray(rb[:, :k])
+            mm = np.dot(qb.T, gqb) - np.dot(np.ascontiguousarray(grb[:, :k]), rk.T)
+            nn = -mm
+            for i in range(k):
+                for c in range(i):
+                    nn[i, c] += mm[i, c] - mm[c, i]
+            z = np.dot(qb, nn) + gqb  # gA = Z R^-T:  R gA^T = Z^T
+            gxb[:, :k] += np.linalg.solve(rk, np.ascontiguousarray(z.T)).T
+    except Exception:
+        return E_LINALG
+    return OK
+
+
+@jit
+def eig_fwd(dt, node, tp):
+    return _eigen_fwd(dt, node, tp, False)
+
+
+@jit
+def eig_bwd(dt, node, tp):
+    """gA = V^-T (diag(gw) + F o (G - V^T V diag(G))) V^T, G = V^T gV,
+    F_ij = 1 / (w_j - w_i): from A V = V W with dV = V C, where C's diagonal keeps
+    each eigenvector at unit length (NumPy's normalisation)."""
+    h = header(tp)
+    batch, n = _stack(h, node)
+    w = out_data(h, node, 0, dt)
+    v = out_data(h, node, 1, dt)
+    gw = out_grad(h, node, 0, dt)
+    gv = out_grad(h, node, 1, dt)
+    gx = in_grad(h, node, 0, dt)
+    try:
+        for b in range(batch):
+            vb = _mat(v, b, n, n)
+            g = np.dot(vb.T, _mat(gv, b, n, n))
+            vtv = np.dot(vb.T, vb)
+            inner = np.zeros_like(g)
+            for i in range(n):
+                inner[i, i] = gw[b * n + i]
+                for c in range(n):
+                    if i != c:
+                        num = g[i, c] - vtv[i, c] * g[c, c]
+                        inner[i, c] = _over(num, w[b * n + c] - w[b * n + i])
+            vt = np.ascontiguousarray(vb.T)
+            _mat(gx, b, n, n)[:, :] += np.linalg.solve(vt, np.dot(inner, vt))
+    except Exception:
+        return E_LINALG
+    return OK
+
+
+@jit
+def pinv_fwd(dt, node, tp):
+    """Moore-Penrose inverse from the thin SVD, singular values at most
+    ``rcond * max(s)`` dropped (NumPy's rule); ``fp = [rcond]``."""
+    h = header(tp)
+    ip = node_ip(h, node)
+    batch, m, n = ip[0], ip[1], ip[2]
+    rcond = node_fp(h, node)[0]
+    x = in_data(h, node, 0, dt)
+    out = out_data(h, node, 0, dt)
+    try:
+        for b in range(batch):
+            if m == 0 or n == 0:
+                continue
+            ub, sb, vhb = np.linalg.svd(_mat(x, b, m, n), full_matrices=False)
+            cut = rcond * np.max(sb)
+            for i in range(sb.size):
+                sb[i] = 1.0 / sb[i] if sb[i] > cut else 0.0
+            _mat(out, b, n, m)[:, :] = np.dot(vhb.T * sb, ub.T)
+    except Exception:
+        return E_LINALG
+    return OK
+
+
+@jit
+def pinv_bwd(dt, node, tp):
+    """dX = -X dA X + X X^T dA^T (I - A X) + (I - X A) dA^T X^T X (Golub and Pereyra
+    1973; constant rank), so gA = -X^T G X^T + (I - A X) G^T X X^T
+    + X^T X G^T (I - X A). Unlike a route through the SVD it stays finite for
+    repeated singular values."""
+    h = header(tp)
+    ip = node_ip(h, node)
+    batch, m, n = ip[0], ip[1], ip[2]
+    x = in_data(h, node, 0, dt)
+    out = out_data(h, node, 0, dt)
+    g = out_grad(h, node, 0, dt)
+    gx = in_grad(h, node, 0, dt)
+    for b in range(batch):
+        a = _mat(x, b, m, n)
+        p = _mat(out, b, n, m)
+        gb = _mat(g, b, n, m)
+        gt = np.ascontiguousarray(gb.T)
+        r = -np.dot(np.dot(p.T, gb), p.T)
+        t = np.dot(gt, np.dot(p, p.T))  # G^T X X^T (m, n)
+        r += t - np.dot(a, np.dot(p, t))
+        t = np.dot(np.dot(p.T, p), gt)  # X^T X G^T (m, n)
+        r += t - np.dot(np.dot(t, p), a)
+        _mat(gx, b, m, n)[:, :] += r
+    return OK
+
+
+# --- triangular solves and LU ----------------------------------------------------------------
+
+
+@jit
+def tri_solve(a, rhs, out, n, k, lower, trans, unit):
+    """``out = op(a)^-1 rhs`` for triangular ``a`` (n, n) and ``rhs`` (n, k), ``op``
+    the transpose when ``trans``; only ``a``'s triangle is read, and its diagonal is
+    taken as ones when ``unit``. Substitution row by row, the inner loop along the
+    contiguous right-hand sides. False for a zero on the diagonal (singular)."""
+    low = lower != trans  # op(a) is lower triangular
+    for step in range(n):
+        i = step if low else n - 1 - step
+        for c in range(k):
+            out[i, c] = rhs[i, c]
+        lo, hi = (0, i) if low else (i + 1, n)
+        for j in range(lo, hi):
+            t = a[j, i] if trans else a[i, j]
+            if t != 0.0:
+                for c in range(k):
+                    out[i, c] -= t * out[j, c]
+        if not unit:
+            d = a[i, i]
+            if d == 0.0:
+                return False
+            for c in range(k):
+                out[i, c] /= d
+    return True
+
+
+@jit
+def solve_triangular_fwd(dt, node, tp):
+    """``ip = [batch, n, k, lower, trans, unit_diagonal]``."""
+    h = header(tp)
+    ip = node_ip(h, node)
+    batch, n, k = ip[0], ip[1], ip[2]
+    a = in_data(h, node, 0, dt)
+    rhs = in_data(h, node, 1, dt)
+    out = out_data(h, node, 0, dt)
+    for b in range(batch):
+        if not tri_solve(
+            _mat(a, b, n, n), _mat(rhs, b, n, k), _mat(out, b, n, k), n, k, ip[3], ip[4], ip[5]
+        ):
+            return E_LINALG
+    return OK
+
+
+@jit
+def solve_triangular_bwd(dt, node, tp):
+    """x = op(A)^-1 b: gb = op(A)^-T g, and gA = -gb x^T (or -x gb^T when op
+    transposes) on the triangle the solve read (without the diagonal when it is taken
+    as ones)."""
+    h = header(tp)
+    ip = node_ip(h, node)
+    batch, n, k = ip[0], ip[1], ip[2]
+    lower, trans, unit = ip[3], ip[4], ip[5]
+    a = in_data(h, node, 0, dt)
+    out = out_data(h, node, 0, dt)
+    g = out_grad(h, node, 0, dt)
+    want_a = needs_grad(h, node, 0)
+    want_b = needs_grad(h, node, 1)
+    ga = in_grad(h, node, 0, dt) if want_a else a
+    gb = in_grad(h, node, 1, dt) if want_b else a
+    for b in range(batch):
+        ab = _mat(a, b, n, n)
+        gbb = np.empty((n, k), dtype=a.dtype)
+        if not tri_solve(ab, _mat(g, b, n, k), gbb, n, k, lower, 1 - trans, unit):
+            return E_LINALG
+        if want_b:
+            _mat(gb, b, n, k)[:, :] += gbb
+        if want_a:
+            xb = _mat(out, b, n, k)
+            gab = _mat(ga, b, n, n)
+            for i in range(n):
+                lo, hi = (0, i + 1) if lower else (i, n)
+                for j in range(lo, hi):
+                    if unit and i == j:
+                        continue
+                    acc = 0.0
+                    for c in range(k):
+                        acc += gbb[j, c] * xb[i, c] if trans else gbb[i, c] * xb[j, c]
+                    gab[i, j] -= acc
+    return OK
+
+
+@jit
+def lu_factor_fwd(dt, node, tp):
+    """LU with partial pivoting, LAPACK's ``getrf`` packing: L (unit diagonal, strict
+    lower triangle) and U in one matrix; pivots (0-based row swaps, in order) as the
+    second output. A zero pivot leaves its column as it is (LAPACK goes on too)."""
+    h = header(tp)
+    batch, n = _stack(h, node)
+    x = in_data(h, node, 0, dt)
+    lu = out_data(h, node, 0, dt)
+    piv = out_data(h, node, 1, dt)
+    for b in range(batch):
+        a = _mat(lu, b, n, n)
+        a[:, :] = _mat(x, b, n, n)
+        for c in range(n):
+            p = c
+            for i in range(c + 1, n):
+                if abs(a[i, c]) > abs(a[p, c]):
+                    p = i
+            piv[b * n + c] = p
+            if p != c:
+                for j in range(n):
+                    a[c, j], a[p, j] = a[p, j], a[c, j]
+            d = a[c, c]
+            if d == 0.0:
+                continue
+            for i in range(c + 1, n):
+                a[i, c] /= d
+            for i in range(c + 1, n):
+                f = a[i, c]
+                if f != 0.0:
+                    for j in range(c + 1, n):
+                        a[i, j] -= f * a[c, j]
+    return OK
+
+
+@jit
+def lu_factor_bwd(dt, node, tp):
+    """P A = L U: gA = P^T L^-T (tril(L^T gL, -1) + triu(gU U^T)) U^-T, with gL and gU
+    the strict lower and the upper part of the packed gradient (the transpose of
+    dL = L tril(X, -1), dU = triu(X) U, X = L^-1 P dA U^-1)."""
+    h = header(tp)
+    batch, n = _stack(h, node)
+    lu = out_data(h, node, 0, dt)
+    piv = out_data(h, node, 1, dt)
+    g = out_grad(h, node, 0, dt)
+    gx = in_grad(h, node, 0, dt)
+    for b in range(batch):
+        a = _mat(lu, b, n, n)
+        gb = _mat(g, b, n, n)
+        low = np.tril(a, -1) + np.eye(n, dtype=a.dtype)
+        up = np.triu(a)
+        z = np.tril(np.dot(low.T, np.tril(gb, -1)), -1) + np.triu(np.dot(np.triu(gb), up.T))
+        y = np.empty_like(z)  # L^-T Z
+        if not tri_solve(a, z, y, n, n, 1, 1, 1):
+            return E_LINALG
+        yt = np.ascontiguousarray(y.T)
+        wt = np.empty_like(z)  # (Y U^-T)^T = U^-1 Y^T
+        if not tri_solve(a, yt, wt, n, n, 0, 0, 0):
+            return E_LINALG
+        w = wt.T
+        # rows of P A are rows of A swapped in order: undo the swaps backwards
+        for c in range(n - 1, -1, -1):
+            p = int(piv[b * n + c])
+            if p != c:
+                for j in range(n):
+                    w[c, j], w[p, j] = w[p, j], w[c, j]
+        _mat(gx, b, n, n)[:, :] += w
     return OK

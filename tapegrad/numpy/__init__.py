@@ -22,6 +22,7 @@ import numpy as _np
 from .._namespace import NAMESPACES
 from .._protocols import holds_tensor, publish
 from ..frontends.reduce import argmax, argmin  # noqa: F401  (published through the table too)
+from ..frontends.shape import ufunc_at
 from ..tensors import Tensor, as_tensor, is_grad_enabled, set_object_converter, tensor
 from . import linalg
 
@@ -275,3 +276,19 @@ def __getattr__(name: str) -> Any:
 
 
 publish("numpy", globals())
+
+
+def _at(name: str) -> Any:
+    def at(a: Any, indices: Any, b: Any = None) -> None:
+        """``numpy.{name}.at``: unbuffered in place (repeated indices accumulate); on a
+        tensor ``a`` a recorded op (gradients reach a's old values and ``b``)."""
+        if isinstance(a, Tensor):
+            return ufunc_at(name, a, indices, b)
+        return getattr(_np, name).at(a, indices, b)
+
+    at.__doc__ = at.__doc__.format(name=name)
+    return at
+
+
+add.at = _at("add")  # noqa: F821 (published from the op table above)
+subtract.at = _at("subtract")  # noqa: F821

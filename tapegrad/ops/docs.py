@@ -63,6 +63,8 @@ def render() -> str:
             "numpy": "tnp",
             "numpy.linalg": "tnp.linalg",
             "special": "tapegrad.special",
+            "scipy.linalg": "tapegrad.scipy.linalg",
+            "scipy.integrate": "tapegrad.scipy.integrate",
             "internal": "(internal)",
         }
         name = f"{qual[op.namespace]}.{op.name}"

@@ -10,11 +10,12 @@ ops they are written in, and the generated tests check them like every other row
 
 from __future__ import annotations
 
+import types
 from typing import Any
 
 import numpy as np
 
-from .table import Kind, Op
+from .table import ROWS, Kind, Op
 
 
 def _cases(*entries: Any) -> Any:
@@ -201,4 +202,169 @@ GRADIENT = _row(
     ("1-D, spacing", lambda m, f: m.gradient(f, 0.5), [(6,)]),
     ("2-D, axis 0", lambda m, f: m.gradient(f, axis=0), [(4, 3)]),
     ("2-D, both", lambda m, f: m.gradient(f)[1] * m.gradient(f)[0], [(3, 4)]),
+)
+
+
+# --- the rest of what HIPS autograd's numpy_vjps.py covers for real inputs, and more -------
+
+PARTITION = _row(
+    "partition",
+    "the k-th element in its sorted place, smaller ones before, larger after (a "
+    "permutation from the values)",
+    ("kth=2", lambda m, x: m.partition(x, 2)[2] * m.sort(m.partition(x, 2)), [(5,)]),
+    ("kth list, axis 0", lambda m, x: m.sort(m.partition(x, [0, 2], axis=0), axis=0), [(4, 3)]),
+)
+TAKE_ALONG_AXIS = _row(
+    "take_along_axis",
+    "gather with an index array along an axis (argsort / argmax results)",
+    (
+        "axis 1",
+        lambda m, x: m.take_along_axis(x, np.array([[0, 2], [1, 1], [2, 0]]), axis=1),
+        [(3, 3)],
+    ),
+    ("flattened", lambda m, x: m.take_along_axis(x, np.array([5, 0, 5]), axis=None), [(2, 3)]),
+)
+SELECT = _row(
+    "select",
+    "the choice of the first true condition, elementwise (nested where)",
+    (
+        "two conditions",
+        lambda m, x, y: m.select([x > 0.5, x < -0.5], [x * y, x - y], default=0.25),
+        [(6,), (6,)],
+    ),
+)
+CHOOSE = _row(
+    "choose",
+    "elementwise pick among choices by an index array",
+    ("two choices", lambda m, x, y: m.choose(np.array([0, 1, 1, 0]), [x, y]), [(4,), (4,)]),
+)
+COMPRESS = _row(
+    "compress",
+    "the slices where a condition holds, along an axis",
+    ("axis 0", lambda m, x: m.compress([True, False, True], x, axis=0), [(3, 2)]),
+    ("flattened", lambda m, x: m.compress([False, True, True], x), [(2, 2)]),
+)
+EXTRACT = _row(
+    "extract",
+    "the elements where a condition holds (flattened)",
+    ("mask", lambda m, x: m.extract(np.array([[1, 0, 1], [0, 1, 0]]), x), [(2, 3)]),
+)
+DSTACK = _row(
+    "dstack",
+    "stack along the third axis",
+    ("1-D and 2-D", lambda m, x, y: m.dstack([x, y]), [(3,), (1, 3)]),
+)
+COLUMN_STACK = _row(
+    "column_stack",
+    "1-D arrays as columns, 2-D ones as they are",
+    ("vector and matrix", lambda m, x, y: m.column_stack([x, y]), [(3,), (3, 2)]),
+)
+REAL = _row(
+    "real", "the real part (the input itself)", ("2-D", lambda m, x: m.real(x) * x, [(2, 3)])
+)
+IMAG = _row("imag", "the imaginary part (zeros)", ("2-D", lambda m, x: m.imag(x) + x, [(2, 3)]))
+CONJ = _row(
+    "conj",
+    "complex conjugate (a copy)",
+    ("2-D", lambda m, x: m.conj(x) * 2.0, [(2, 3)]),
+    aliases=("conjugate",),
+)
+ANGLE = _row(
+    "angle",
+    "the argument: 0 or pi (deg: 180); gradient 0",
+    ("degrees", lambda m, x: m.angle(x, deg=True) + x, [(5,)]),
+)
+REAL_IF_CLOSE = _row(
+    "real_if_close",
+    "the input itself (real input)",
+    ("1-D", lambda m, x: m.real_if_close(x) ** 2, [(4,)]),
+)
+POSITIVE = _row("positive", "+x (a copy)", ("1-D", lambda m, x: m.positive(x) * x, [(4,)]))
+FMOD = _row(
+    "fmod",
+    "C's remainder: x - y trunc(x / y) (the sign of x)",
+    ("x and y", lambda m, x, y: m.fmod(x * 3.0, y + 3.0), [(6,), (6,)]),
+)
+COPYSIGN = _row(
+    "copysign",
+    "|x| with the sign of y (gradient sign(x) sign(y) in x, 0 in y)",
+    ("broadcast", lambda m, x, y: m.copysign(x, y), [(2, 3), (3,)]),
+)
+NANPROD = _row(
+    "nanprod",
+    "product ignoring NaN",
+    ("axis 1", lambda m, x: m.nanprod(m.where(_GAP, np.nan, x), axis=1), [(3, 4)]),
+)
+NANCUMSUM = _row(
+    "nancumsum",
+    "cumulative sum, NaN counted as 0",
+    ("axis 1", lambda m, x: m.nancumsum(m.where(_GAP, np.nan, x), axis=1), [(3, 4)]),
+)
+NANCUMPROD = _row(
+    "nancumprod",
+    "cumulative product, NaN counted as 1",
+    ("flattened", lambda m, x: m.nancumprod(m.where(_GAP, np.nan, x)), [(2, 4)]),
+)
+NANVAR = _row(
+    "nanvar",
+    "variance ignoring NaN",
+    ("axis 1, ddof 1", lambda m, x: m.nanvar(m.where(_GAP, np.nan, x), axis=1, ddof=1), [(3, 4)]),
+)
+NANSTD = _row(
+    "nanstd",
+    "standard deviation ignoring NaN",
+    ("all", lambda m, x: m.nanstd(m.where(_GAP, np.nan, x)), [(3, 4)]),
+)
+COV = _row(
+    "cov",
+    "covariance matrix of variables in rows (or columns: rowvar=False); no weights",
+    ("rows", lambda m, x: m.cov(x), [(3, 5)]),
+    (
+        "columns, two arrays, bias",
+        lambda m, x, y: m.cov(x, y, rowvar=False, bias=True),
+        [(6, 2), (6,)],
+    ),
+)
+CORRCOEF = _row(
+    "corrcoef",
+    "Pearson correlation coefficients (cov scaled by the standard deviations)",
+    ("rows", lambda m, x: m.corrcoef(x), [(3, 6)]),
+)
+VANDER = _row(
+    "vander",
+    "Vandermonde matrix: powers of x in columns",
+    ("N=3", lambda m, x: m.vander(x, 3), [(4,)]),
+    ("increasing", lambda m, x: m.vander(x, increasing=True), [(3,)]),
+)
+
+
+def _integrate(m: Any) -> Any:
+    """scipy.integrate next to numpy; next to tapegrad.numpy, tapegrad's functions of
+    its names."""
+    if m is np:
+        import scipy.integrate
+
+        return scipy.integrate
+    return types.SimpleNamespace(
+        **{op.name: op.front for op in ROWS if op.namespace == "scipy.integrate" and op.front}
+    )
+
+
+CUMULATIVE_TRAPEZOID = Op(
+    "cumulative_trapezoid",
+    Kind.COMPOSITE,
+    None,
+    None,
+    "running integral by the trapezoidal rule (scipy.integrate; initial None or 0)",
+    namespace="scipy.integrate",
+    cases=_cases(
+        ("dx", lambda m, y: _integrate(m).cumulative_trapezoid(y, dx=0.5), [(6,)]),
+        (
+            "x, axis 0, initial 0",
+            lambda m, y, x: _integrate(m).cumulative_trapezoid(
+                y, m.cumsum(x + 3.0), axis=0, initial=0
+            ),
+            [(5, 2), (5,)],
+        ),
+    ),
 )

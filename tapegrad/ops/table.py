@@ -94,7 +94,7 @@ class Op:
         a generated one).
     array_saves
         For array rows, which operands the backward reads (``x``/``y``/``z``: inputs 0-2,
-        ``out``: output 0; default: all), for the in-place version check.
+        ``out``/``out1``: outputs 0-1; default: all), for the in-place version check.
     namespace
         Where the function is published: ``numpy`` (``tapegrad.numpy``),
         ``numpy.linalg`` or ``special`` (``tapegrad.special``, SciPy's names);
@@ -122,6 +122,9 @@ class Op:
         kernel instead of NumPy's ufunc.
     vector_range
         See ``vector``.
+    failure
+        For array rows whose kernels call LAPACK: what a failure (``E_LINALG``) means,
+        in the ``numpy.linalg.LinAlgError`` the front end raises.
     vjp, jvp
         For array rows, the derivative as recorded ops, attached by
         :mod:`tapegrad.derivatives` (the compiled ``bwd`` kernel stays the first-order
@@ -151,6 +154,7 @@ class Op:
     vector: tuple[Callable, Callable] | None = None
     vector_range: float = 0.0
     arith: bool = False
+    failure: str = "singular matrix"
     vjp: Callable | None = None
     jvp: Callable | None = None
     code: int = field(default=-1, init=False)
@@ -191,7 +195,7 @@ class Op:
         (in-place safety)."""
         names = self.saves if self.kind in ELEMENTWISE else self.array_saves
         if self.kind is not Kind.ARRAY or names is not None:
-            bits = {"x": 1, "y": 2, "z": 4, "out": 1 << OUTPUT_BIT0}
+            bits = {"x": 1, "y": 2, "z": 4, "out": 1 << OUTPUT_BIT0, "out1": 2 << OUTPUT_BIT0}
             return sum(bits[n] for n in (names or ()))
         return (1 << OUTPUT_BIT0) - 1 | ((1 << 31) - 1) << OUTPUT_BIT0
 

@@ -1,0 +1,15 @@
+"""``tapegrad.scipy``: SciPy's names, recording on Tensors.
+
+``tapegrad.scipy.linalg`` (``expm``, ``solve_triangular``, ``cho_factor``/``cho_solve``,
+``lu_factor``/``lu_solve``, and NumPy's linear algebra under SciPy's names),
+``tapegrad.scipy.special`` (``tapegrad.special``) and ``tapegrad.scipy.integrate``
+(``cumulative_trapezoid``). On plain (non-tensor) arguments each is SciPy's own.
+SciPy's own functions are not ufuncs, so ``scipy.linalg.expm(t)`` cannot be
+intercepted on a tensor: it raises, naming the tapegrad function to call instead.
+"""
+
+from __future__ import annotations
+
+from . import integrate, linalg, special
+
+__all__ = ["integrate", "linalg", "special"]
