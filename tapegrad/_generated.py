@@ -20,6 +20,8 @@ from tapegrad.kernels.elementwise import (
 from tapegrad.kernels.linalg import (
     cholesky_bwd,
     cholesky_fwd,
+    convolve_bwd,
+    convolve_fwd,
     det_bwd,
     det_fwd,
     eig_bwd,
@@ -215,7 +217,6 @@ OP_nansum = StaticRef("nansum")
 OP_nanmean = StaticRef("nanmean")
 OP_nanmax = StaticRef("nanmax")
 OP_nanmin = StaticRef("nanmin")
-OP_convolve = StaticRef("convolve")
 OP_correlate = StaticRef("correlate")
 OP_interp = StaticRef("interp")
 OP_gradient = StaticRef("gradient")
@@ -1235,6 +1236,22 @@ def cholesky__float32__fwd(node, tp):
 
 def cholesky__float32__bwd(node, tp):
     return cholesky_bwd(np.float32, node, tp)
+
+
+def convolve__float64__fwd(node, tp):
+    return convolve_fwd(np.float64, node, tp)
+
+
+def convolve__float64__bwd(node, tp):
+    return convolve_bwd(np.float64, node, tp)
+
+
+def convolve__float32__fwd(node, tp):
+    return convolve_fwd(np.float32, node, tp)
+
+
+def convolve__float32__bwd(node, tp):
+    return convolve_bwd(np.float32, node, tp)
 
 
 def eigh__float64__fwd(node, tp):

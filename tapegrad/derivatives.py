@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from .frontends.linalg import (
+    convolution,
     inv,
     matmul,
     row_permutation,
@@ -780,6 +781,31 @@ def _lu_factor_jvp(node: NodeView, tangents: list) -> list:
     return [matmul(low, x * strict) + matmul(x * upper, lu * upper), None]
 
 
+def _convolve_vjp(node: NodeView, grads: list) -> list:
+    # out[k] = sum_i a[k + lo - i] v[i]: ga is g convolved with v reversed from offset
+    # m - 1 - lo (length n), gv is g convolved with a reversed from n - 1 - lo (length m)
+    n, m, lo, _ = node.ip
+    a, v = node.ins
+    g = grads[0]
+    ga = convolution(g, flip(v, 0), m - 1 - lo, n) if node.needs[0] else None
+    gv = convolution(g, flip(a, 0), n - 1 - lo, m) if node.needs[1] else None
+    return [ga, gv]
+
+
+def _convolve_jvp(node: NodeView, tangents: list) -> list:
+    # bilinear: d out = conv(da, v) + conv(a, dv), the same window
+    _, _, lo, length = node.ip
+    a, v = node.ins
+    ta, tv = tangents
+    total = None
+    if ta is not None:
+        total = convolution(ta, v, lo, length)
+    if tv is not None:
+        term = convolution(a, tv, lo, length)
+        total = term if total is None else total + term
+    return [total]
+
+
 ARRAY_RULES: dict[str, tuple[Rule, Rule]] = {
     "astype": (_astype_vjp, _astype_jvp),
     "reshape": (_reshape_vjp, _reshape_jvp),
@@ -801,6 +827,7 @@ ARRAY_RULES: dict[str, tuple[Rule, Rule]] = {
     "pinv": (_pinv_vjp, _pinv_jvp),
     "solve_triangular": (_solve_triangular_vjp, _solve_triangular_jvp),
     "lu_factor": (_lu_factor_vjp, _lu_factor_jvp),
+    "convolve": (_convolve_vjp, _convolve_jvp),
     "sum": (_sum_vjp, _sum_jvp),
     "mean": (_sum_vjp, _sum_jvp),
     "prod": (_prod_vjp, _prod_jvp),

@@ -166,3 +166,32 @@ def test_writing_a_gradient_into_an_integer_tensor_is_refused():
     n = tg.tensor(np.zeros(3, np.int64))
     with pytest.raises(TypeError, match="setitem: writes a tensor that requires grad"):
         n[0] = b[0]
+
+
+def test_quantiles_of_data_with_nan_are_nan_like_numpy():
+    x = RNG.standard_normal((3, 6))
+    x[1, 2] = np.nan
+    for f in (
+        lambda m, a: m.median(a, axis=1),
+        lambda m, a: m.quantile(a, [0.1, 0.5], axis=1),
+        lambda m, a: m.percentile(a, 30),
+    ):
+        np.testing.assert_allclose(f(tnp, tg.tensor(x)).numpy(), f(np, x), rtol=1e-12)
+    leaf = tg.tensor(x, requires_grad=True)
+    tnp.sum(tnp.median(leaf, axis=1)[::2]).backward()  # rows without NaN: finite gradients
+    assert np.all(np.isfinite(leaf.grad))
+
+
+def test_convolve_of_long_signals_matches_numpy_and_differences():
+    a, v = RNG.standard_normal(1000), RNG.standard_normal(7)
+    for mode in ("full", "same", "valid"):
+        np.testing.assert_allclose(
+            tnp.convolve(tg.tensor(a), tg.tensor(v), mode).numpy(), np.convolve(a, v, mode)
+        )
+        np.testing.assert_allclose(
+            tnp.correlate(tg.tensor(v), tg.tensor(a), mode).numpy(), np.correlate(v, a, mode)
+        )
+    check_grads(lambda a, v: tnp.sum(tnp.convolve(a, v, "same") ** 2), [a[:40], v])
+    check_grads(lambda a, v: tnp.sum(tnp.convolve(a, v, "valid") ** 2), [a[:40], v], order=2)
+    ints = tnp.convolve(tg.tensor(np.arange(5)), tg.tensor(np.arange(3)))
+    np.testing.assert_array_equal(ints.numpy(), np.convolve(np.arange(5), np.arange(3)))

@@ -19,7 +19,6 @@ from ..ops.extra import (
     COLUMN_STACK,
     COMPRESS,
     CONJ,
-    CONVOLVE,
     COPYSIGN,
     CORRCOEF,
     CORRELATE,
@@ -72,6 +71,7 @@ from ..ops.extra import (
     VSPLIT,
 )
 from ..tensors import Tensor, as_tensor
+from .linalg import convolve
 from .reduce import cumprod, cumsum, std, var
 from .reduce import max as rmax
 from .reduce import min as rmin
@@ -160,17 +160,16 @@ dsplit = _splitter("dsplit", np.dsplit)
 
 def sort(a: Any, axis: Any = -1, kind: Any = None, order: Any = None) -> Tensor:
     """Sorted along ``axis`` (flattened when None). The order comes from the values (a
-    constant permutation); the gradient goes back through it (ties: NumPy's stable
-    order)."""
+    constant permutation, ``numpy.argsort`` with ``kind``); the gradient goes back
+    through it (tied values: whichever order argsort gives, a valid subgradient)."""
     if order is not None:
         raise TypeError("sort: order= (structured arrays) is not supported")
     t = as_tensor(a)
     values = t._value()
     if axis is None:
-        return gather_positions(
-            t, lambda p: p.reshape(-1)[np.argsort(values, axis=None, kind="stable")]
-        )
-    order_ = np.argsort(values, axis=axis, kind="stable")
+        order_ = np.argsort(values, axis=None, kind=kind)
+        return gather_positions(t, lambda p: p.reshape(-1)[order_], what="sort")
+    order_ = np.argsort(values, axis=axis, kind=kind)
     return gather_positions(t, lambda p: np.take_along_axis(p, order_, axis=axis), what="sort")
 
 
@@ -201,8 +200,9 @@ def quantile(
     method: str = "linear",
     keepdims: bool = False,
 ) -> Tensor:
-    """``numpy.quantile`` with its default (``linear``) method: the sorted values at
-    ``(n - 1) q``, interpolated between the two neighbours. Differentiable in ``a``."""
+    """``numpy.quantile`` with its default (``linear``) method: the order statistics at
+    ``(n - 1) q`` (from a partition of the values), interpolated between the two
+    neighbours. Differentiable in ``a``."""
     if out is not None or method != "linear":
         raise TypeError("quantile: only method='linear' and no out= are supported")
     t = as_tensor(a)
@@ -210,15 +210,19 @@ def quantile(
     if np.any((qs < 0) | (qs > 1)):
         raise ValueError("quantile: q must be in [0, 1]")
     flat, _ = _axes_last(t, axis)
-    s = sort(flat, axis=-1)
-    n = s.shape[-1]
+    n = flat.shape[-1]
     pos = qs * (n - 1)
     lo = np.floor(pos).astype(np.int64)
     hi = np.minimum(lo + 1, n - 1)
+    # only these order statistics are needed: a partition (O(n)) puts them in place
+    s = partition(flat, np.unique(np.concatenate([lo.reshape(-1), hi.reshape(-1)])), axis=-1)
     frac = (pos - lo).astype(t.dtype)
     below = getitem(s, (..., lo.reshape(-1)))
     above = getitem(s, (..., hi.reshape(-1)))
     r = below + (above - below) * frac.reshape(-1)  # (..., len(q))
+    if t.dtype.kind == "f":  # a NaN anywhere along the axis makes it NaN, as in NumPy
+        has_nan = rsum(where(flat != flat, 1.0, 0.0), axis=-1, keepdims=True) > 0
+        r = where(has_nan, np.nan, r)
     r = moveaxis(r, -1, 0) if qs.ndim else r[..., 0]
     r = reshape(r, qs.shape + r.shape[1:]) if qs.ndim else r
     if keepdims:
@@ -380,43 +384,6 @@ def nanmean(
     t = as_tensor(a)
     count = rsum(where(t != t, 0.0, np.ones((), t.dtype)), axis=axis, keepdims=keepdims)
     return nansum(t, axis=axis, keepdims=keepdims) / count
-
-
-def _full_convolution(a: Tensor, v: Tensor) -> Tensor:
-    """``out[k] = sum_i a[k - i] v[i]``, length ``n + m - 1``: a gather of the shifted
-    copies of ``a`` (zeros outside it) times ``v``."""
-    n, m = a.shape[0], v.shape[0]
-    k = np.arange(n + m - 1)[:, None] - np.arange(m)[None, :]
-    windows = gather_positions(
-        a,
-        lambda p: np.where((k >= 0) & (k < n), p[np.clip(k, 0, n - 1)], -1),
-        fill=0.0,
-        what="convolve",
-    )
-    return windows @ v
-
-
-def _window(full: Tensor, n: int, m: int, mode: str, what: str) -> Tensor:
-    """NumPy's ``same`` / ``valid`` part of a full convolution of lengths ``n``, ``m``."""
-    if mode == "full":
-        return full
-    short, long = min(n, m), max(n, m)
-    if mode == "same":
-        start = (short - 1) // 2
-        return full[start : start + long]
-    if mode == "valid":
-        return full[short - 1 : long]
-    raise ValueError(f"{what}: mode must be 'full', 'same' or 'valid', got {mode!r}")
-
-
-def convolve(a: Any, v: Any, mode: str = "full") -> Tensor:
-    """``numpy.convolve`` of 1-D sequences; differentiable in both."""
-    ta, tv = as_tensor(a), as_tensor(v)
-    if ta.ndim != 1 or tv.ndim != 1 or not ta.size or not tv.size:
-        raise ValueError(f"convolve: needs non-empty 1-D sequences, got {ta.shape} and {tv.shape}")
-    n, m = ta.shape[0], tv.shape[0]
-    full = _full_convolution(ta, tv) if n >= m else _full_convolution(tv, ta)
-    return _window(full, n, m, mode, "convolve")
 
 
 def correlate(a: Any, v: Any, mode: str = "valid") -> Tensor:
@@ -776,7 +743,7 @@ for _row, _fn in (
     (PERCENTILE, percentile), (PTP, ptp), (DIFF, diff), (TRAPEZOID, trapezoid),
     (POLYVAL, polyval), (CROSS, cross), (KRON, kron), (SINC, sinc), (DEG2RAD, deg2rad),
     (RAD2DEG, rad2deg), (NAN_TO_NUM, nan_to_num), (NANSUM, nansum), (NANMEAN, nanmean),
-    (NANMAX, nanmax), (NANMIN, nanmin), (CONVOLVE, convolve), (CORRELATE, correlate),
+    (NANMAX, nanmax), (NANMIN, nanmin), (CORRELATE, correlate),
     (INTERP, interp), (GRADIENT, gradient), (PARTITION, partition),
     (TAKE_ALONG_AXIS, take_along_axis), (SELECT, select), (CHOOSE, choose),
     (COMPRESS, compress), (EXTRACT, extract), (DSTACK, dstack), (COLUMN_STACK, column_stack),

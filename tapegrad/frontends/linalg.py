@@ -15,6 +15,7 @@ from ..ops.linalg import (
     CHO_FACTOR,
     CHO_SOLVE,
     CHOLESKY,
+    CONVOLVE,
     DET,
     DOT,
     EIG,
@@ -976,6 +977,40 @@ def expm(A: Any) -> Tensor:
     return r
 
 
+# --- 1-D convolution -------------------------------------------------------------------------
+
+
+def convolution(a: Any, v: Any, lo: int, length: int) -> Tensor:
+    """``out[k] = sum_i a[k + lo - i] v[i]`` for ``k < length`` (the terms inside ``a``):
+    the full convolution of 1-D float tensors from offset ``lo`` (one node)."""
+    ta, tv = as_tensor(a), as_tensor(v)
+    dtype = np.result_type(ta.dtype, tv.dtype)
+    dt = DTYPE_CODE[dtype]
+    ta, tv = astype(ta, dtype), astype(tv, dtype)
+    ip = [ta.shape[0], tv.shape[0], lo, length]
+    return general(CONVOLVE, dt, [ta, tv], [(dt, (length,))], ip)
+
+
+def convolve(a: Any, v: Any, mode: str = "full") -> Tensor:
+    """``numpy.convolve`` of 1-D sequences; differentiable in both. The longer sequence
+    plays ``a`` (convolution commutes; NumPy's 'same' keeps the longer length)."""
+    ta, tv = as_tensor(a), as_tensor(v)
+    if ta.ndim != 1 or tv.ndim != 1 or not ta.size or not tv.size:
+        raise ValueError(
+            f"convolve: needs non-empty 1-D sequences, got {ta.shape} {ta.dtype} and "
+            f"{tv.shape} {tv.dtype}"
+        )
+    if tv.shape[0] > ta.shape[0]:
+        ta, tv = tv, ta
+    n, m = ta.shape[0], tv.shape[0]
+    windows = {"full": (0, n + m - 1), "same": ((m - 1) // 2, n), "valid": (m - 1, n - m + 1)}
+    if mode not in windows:
+        raise ValueError(f"convolve: mode must be 'full', 'same' or 'valid', got {mode!r}")
+    if np.result_type(ta.dtype, tv.dtype).kind != "f":  # integers: NumPy computes
+        return Tensor._external(np.convolve(ta._value(), tv._value(), mode))
+    return convolution(ta, tv, *windows[mode])
+
+
 # each row's public function
 MATMUL.front = matmul
 DOT.front = dot
@@ -991,6 +1026,7 @@ SLOGDET.front = slogdet
 SOLVE.front = solve
 CHOLESKY.front = cholesky
 NORM.front = norm
+CONVOLVE.front = convolve
 EIGH.front = eigh
 EIGVALSH.front = eigvalsh
 SVD.front = svd

@@ -176,13 +176,6 @@ NANMIN = _row(
     "minimum ignoring NaN",
     ("all", lambda m, x: m.nanmin(m.where(_GAP, np.nan, x)), [(3, 4)]),
 )
-CONVOLVE = _row(
-    "convolve",
-    "discrete linear convolution of 1-D sequences (full, same, valid)",
-    ("full", lambda m, a, v: m.convolve(a, v), [(5,), (3,)]),
-    ("same, short first", lambda m, a, v: m.convolve(a, v, mode="same"), [(3,), (6,)]),
-    ("valid", lambda m, a, v: m.convolve(a, v, mode="valid"), [(6,), (3,)]),
-)
 CORRELATE = _row(
     "correlate",
     "cross-correlation of 1-D sequences (valid, same, full)",

@@ -11,6 +11,8 @@ import numpy as np
 from ..kernels.linalg import (
     cholesky_bwd,
     cholesky_fwd,
+    convolve_bwd,
+    convolve_fwd,
     det_bwd,
     det_fwd,
     eig_bwd,
@@ -292,6 +294,22 @@ NORM = Op(
             lambda m, x: _la(m).norm(x, "nuc", axis=(0, 2), keepdims=True),
             [(3, 2, 4)],
         ),
+    ),
+)
+
+
+CONVOLVE = Op(
+    "convolve",
+    Kind.ARRAY,
+    convolve_fwd,
+    convolve_bwd,
+    "discrete linear convolution of 1-D sequences (full, same, valid)",
+    array_saves=("x", "y"),
+    cases=_cases(
+        ("full", lambda m, a, v: m.convolve(a, v), [(5,), (3,)]),
+        ("same, short first", lambda m, a, v: m.convolve(a, v, mode="same"), [(3,), (6,)]),
+        ("valid", lambda m, a, v: m.convolve(a, v, mode="valid"), [(6,), (3,)]),
+        ("same, even lengths", lambda m, a, v: m.convolve(a, v, mode="same"), [(6,), (4,)]),
     ),
 )
 
