@@ -195,3 +195,23 @@ def test_convolve_of_long_signals_matches_numpy_and_differences():
     check_grads(lambda a, v: tnp.sum(tnp.convolve(a, v, "valid") ** 2), [a[:40], v], order=2)
     ints = tnp.convolve(tg.tensor(np.arange(5)), tg.tensor(np.arange(3)))
     np.testing.assert_array_equal(ints.numpy(), np.convolve(np.arange(5), np.arange(3)))
+
+
+def test_python_numbers_stay_weak_and_float32_stays_float32():
+    x = np.array([3.5, -2.0, np.inf, 0.7], np.float32)
+    for got, want in (
+        (tnp.fmod(5.0, tg.tensor(x)), np.fmod(5.0, x)),
+        (tnp.fmod(tg.tensor(x[[0, 1, 3]]), 0.7), np.fmod(x[[0, 1, 3]], 0.7)),
+        (tnp.copysign(tg.tensor(x), -1.0), np.copysign(x, -1.0)),
+    ):
+        assert got.dtype == want.dtype == np.float32
+        np.testing.assert_array_equal(got.numpy(), want)
+    import scipy.linalg as sla
+
+    import tapegrad.scipy.linalg as tsla
+
+    a = (RNG.standard_normal((3, 3)) + 3 * np.eye(3)).astype(np.float32)
+    b = RNG.standard_normal(3).astype(np.float32)
+    got = tsla.solve(tg.tensor(a), b, assume_a="sym")
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got.numpy(), sla.solve(a, b, assume_a="sym"), rtol=1e-5)

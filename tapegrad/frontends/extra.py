@@ -580,19 +580,30 @@ def fmod(x1: Any, x2: Any) -> Tensor:
     """C's remainder, with the sign of ``x1``: NumPy's ``remainder`` (exact, the sign of
     ``x2``) less ``x2`` where the signs differ; ``x1`` itself for an infinite ``x2``.
     Gradient 1 in x1 and -trunc(x1 / x2) in x2."""
-    a, b = as_tensor(x1), as_tensor(x2)
+    a, b = _weak(x1), _weak(x2)
     r = a % b
     out = where(r == 0, r, where((a < 0) == (b < 0), r, r - b))
     if out.dtype.kind == "f":
-        out = where(abs(b) == np.inf, where(abs(a) == np.inf, np.nan, a), out)
+        inner = (
+            (np.nan if abs(a) == np.inf else a)
+            if type(a) in (int, float)
+            else where(abs(a) == np.inf, np.nan, a)
+        )
+        out = where(abs(b) == np.inf, inner, out)
     return out
+
+
+def _weak(x: Any) -> Any:
+    """A Python number stays one (weak in NumPy's promotion: float32 data stays
+    float32); anything else becomes a tensor."""
+    return x if type(x) in (int, float) else as_tensor(x)
 
 
 def copysign(x1: Any, x2: Any) -> Tensor:
     """``|x1|`` with the sign of ``x2`` (-0.0 counts as negative, as in C; the sign of
     a NaN ``x2`` is not read: it counts as positive). Floating point, as NumPy."""
-    a, b = as_tensor(x1), as_tensor(x2)
-    dtype = np.result_type(a.dtype, b.dtype, np.float16)
+    a, b = as_tensor(x1), _weak(x2)
+    dtype = np.result_type(a.dtype, b if isinstance(b, int | float) else b.dtype, np.float16)
     a = a if a.dtype == dtype else a.astype(dtype)
     # -0.0 == 0 but 1 / -0.0 < 0: the sign bit, from recorded comparisons
     negative = where(b == 0, 1.0 / where(b == 0, b, 1.0) < 0, b < 0)

@@ -59,10 +59,10 @@ def solve(
     if kind in _SYM | _POS:
         if kind in _POS:
             return cho_solve(cho_factor(a, lower=lower), b)  # noqa: F821
-        n = as_tensor(a).shape[-1]
-        keep = np.tril(np.ones((n, n))) if lower else np.triu(np.ones((n, n)))
-        half = a * keep
-        return _np["solve"](half + swapaxes(half * (1.0 - np.eye(n)), -1, -2), b)
+        ta = as_tensor(a)
+        n, ones = ta.shape[-1], np.ones((ta.shape[-1],) * 2, ta.dtype)
+        half = ta * (np.tril(ones) if lower else np.triu(ones))  # the triangle read
+        return _np["solve"](half + swapaxes(half * (ones - np.eye(n, dtype=ta.dtype)), -1, -2), b)
     raise NotImplementedError(f"scipy.linalg.solve: assume_a={assume_a!r} is not supported")
 
 
