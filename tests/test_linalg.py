@@ -490,3 +490,22 @@ def test_eigh_and_cholesky_forward_mode_is_the_transpose_of_reverse():
 def test_expm_of_nan_is_nan():
     out = tsla.expm(tg.tensor(np.array([[np.nan, 0.0], [0.0, 1.0]])))
     assert np.isnan(out.numpy()).any()
+
+
+def test_scipy_namespaces_are_drop_ins():
+    import scipy.integrate
+
+    import tapegrad.scipy.integrate as tsi
+    import tapegrad.scipy.special as tss
+    import tapegrad.special
+
+    assert tss.gammaln is tapegrad.special.gammaln
+    a = np.array([[0.5, 1.0], [0.0, 2.0]])
+    for got, want in (
+        (tsla.expm(a), sla.expm(a)),
+        (tsla.solve_triangular(a, np.ones(2)), sla.solve_triangular(a, np.ones(2))),
+        (tsla.lu_factor(a)[0], sla.lu_factor(a)[0]),
+        (tsi.cumulative_trapezoid(a[0]), scipy.integrate.cumulative_trapezoid(a[0])),
+    ):
+        assert type(got) is np.ndarray
+        np.testing.assert_array_equal(got, want)
