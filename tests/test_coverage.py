@@ -215,3 +215,21 @@ def test_python_numbers_stay_weak_and_float32_stays_float32():
     got = tsla.solve(tg.tensor(a), b, assume_a="sym")
     assert got.dtype == np.float32
     np.testing.assert_allclose(got.numpy(), sla.solve(a, b, assume_a="sym"), rtol=1e-5)
+
+
+def test_second_hostile_pass():
+    a = np.array([-7, -4, 0, 3, 5])  # integers: interpolated in float64, as NumPy
+    for got, want in (
+        (tnp.quantile(tg.tensor(a), [0.1, 0.5, 0.77]), np.quantile(a, [0.1, 0.5, 0.77])),
+        (tnp.median(tg.tensor(np.array([3, 1, 2]))), np.median(np.array([3, 1, 2]))),
+        (tnp.percentile(tg.tensor(a), 33, keepdims=True), np.percentile(a, 33, keepdims=True)),
+    ):
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-12)
+    x = np.array([5.5, -5.5, -2.0], np.float32)  # exact, like C's fmod, in float32 too
+    np.testing.assert_array_equal(tnp.fmod(0.7, tg.tensor(x)).numpy(), np.fmod(0.7, x))
+    assert tnp.copysign(2.0, tg.tensor(np.ones(3, np.float32))).dtype == np.float32
+    assert tnp.fmod(True, tg.tensor(np.ones(2, np.float32))).dtype == np.float32
+    check_grads(
+        lambda x: tnp.sum(tnp.fmod(x, 1.5) * tnp.copysign(x, -1.0)), [np.array([3.4, -2.2])]
+    )

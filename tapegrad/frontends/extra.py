@@ -206,6 +206,8 @@ def quantile(
     if out is not None or method != "linear":
         raise TypeError("quantile: only method='linear' and no out= are supported")
     t = as_tensor(a)
+    if t.dtype.kind != "f":  # integer data: interpolated in float64, as NumPy
+        t = t.astype(np.float64)
     qs = np.asarray(q, dtype=float)
     if np.any((qs < 0) | (qs > 1)):
         raise ValueError("quantile: q must be in [0, 1]")
@@ -578,36 +580,48 @@ def positive(x: Any) -> Tensor:
 
 def fmod(x1: Any, x2: Any) -> Tensor:
     """C's remainder, with the sign of ``x1``: NumPy's ``remainder`` (exact, the sign of
-    ``x2``) less ``x2`` where the signs differ; ``x1`` itself for an infinite ``x2``.
-    Gradient 1 in x1 and -trunc(x1 / x2) in x2."""
+    ``x2``) less ``x2`` where the signs differ (in float64 for float32 data, so that
+    the difference is exact too); ``x1`` itself for an infinite ``x2``. Gradient 1 in
+    x1 and -trunc(x1 / x2) in x2. A zero result is +0.0 (NumPy: the sign of x1)."""
     a, b = _weak(x1), _weak(x2)
+    dtype = np.result_type(*(v if type(v) in (bool, int, float) else v.dtype for v in (a, b)))
+    if dtype == np.float32:  # NumPy rounds a Python number to float32 first
+        a, b = (
+            float(np.float32(v)) if type(v) in (bool, int, float) else v.astype(np.float64)
+            for v in (a, b)
+        )
     r = a % b
     out = where(r == 0, r, where((a < 0) == (b < 0), r, r - b))
     if out.dtype.kind == "f":
         inner = (
             (np.nan if abs(a) == np.inf else a)
-            if type(a) in (int, float)
+            if type(a) in (bool, int, float)
             else where(abs(a) == np.inf, np.nan, a)
         )
         out = where(abs(b) == np.inf, inner, out)
-    return out
+    return out if out.dtype == dtype else out.astype(dtype)
 
 
 def _weak(x: Any) -> Any:
     """A Python number stays one (weak in NumPy's promotion: float32 data stays
     float32); anything else becomes a tensor."""
-    return x if type(x) in (int, float) else as_tensor(x)
+    return x if type(x) in (bool, int, float) else as_tensor(x)
 
 
 def copysign(x1: Any, x2: Any) -> Tensor:
     """``|x1|`` with the sign of ``x2`` (-0.0 counts as negative, as in C; the sign of
     a NaN ``x2`` is not read: it counts as positive). Floating point, as NumPy."""
-    a, b = as_tensor(x1), _weak(x2)
-    dtype = np.result_type(a.dtype, b if isinstance(b, int | float) else b.dtype, np.float16)
-    a = a if a.dtype == dtype else a.astype(dtype)
-    # -0.0 == 0 but 1 / -0.0 < 0: the sign bit, from recorded comparisons
-    negative = where(b == 0, 1.0 / where(b == 0, b, 1.0) < 0, b < 0)
-    return where(negative, -abs(a), abs(a))
+    a, b = _weak(x1), _weak(x2)
+    weak = (bool, int, float)
+    dtype = np.result_type(*(v if type(v) in weak else v.dtype for v in (a, b)), np.float16)
+    if type(a) not in weak and a.dtype != dtype:
+        a = a.astype(dtype)
+    if type(b) in weak:  # one sign for all
+        negative = b < 0 or (b == 0 and math.copysign(1.0, b) < 0)
+    else:  # -0.0 == 0 but 1 / -0.0 < 0: the sign bit, from recorded comparisons
+        negative = where(b == 0, 1.0 / where(b == 0, b, 1.0) < 0, b < 0)
+    out = where(negative, -abs(a), abs(a))
+    return out if out.dtype == dtype else out.astype(dtype)
 
 
 def _no_nan(t: Tensor, fill: float) -> Tensor:
