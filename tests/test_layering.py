@@ -90,6 +90,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "scipy.linalg",
             "scipy.special",
             "scipy.integrate",
+            "scipy.stats",
             "distributed",
             "cuda.kernels",
             "cuda",

@@ -10,6 +10,6 @@ intercepted on a tensor: it raises, naming the tapegrad function to call instead
 
 from __future__ import annotations
 
-from . import integrate, linalg, special
+from . import integrate, linalg, special, stats
 
-__all__ = ["integrate", "linalg", "special"]
+__all__ = ["integrate", "linalg", "special", "stats"]
