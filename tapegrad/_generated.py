@@ -184,6 +184,23 @@ OP_gammaln = StaticRef("gammaln")
 OP_digamma = StaticRef("digamma")
 OP_polygamma = StaticRef("polygamma")
 OP_xlogy = StaticRef("xlogy")
+OP_ndtr = StaticRef("ndtr")
+OP_log_ndtr = StaticRef("log_ndtr")
+OP_ndtri = StaticRef("ndtri")
+OP_erfinv = StaticRef("erfinv")
+OP_erfcinv = StaticRef("erfcinv")
+OP_erfcx = StaticRef("erfcx")
+OP_gamma = StaticRef("gamma")
+OP_betaln = StaticRef("betaln")
+OP_beta = StaticRef("beta")
+OP_xlog1py = StaticRef("xlog1py")
+OP_i0 = StaticRef("i0")
+OP_i1 = StaticRef("i1")
+OP_i0e = StaticRef("i0e")
+OP_i1e = StaticRef("i1e")
+OP_gammainc = StaticRef("gammainc")
+OP_gammaincc = StaticRef("gammaincc")
+OP_multigammaln = StaticRef("multigammaln")
 OP_logsumexp = StaticRef("logsumexp")
 OP_softmax = StaticRef("softmax")
 OP_flipud = StaticRef("flipud")
@@ -1604,6 +1621,262 @@ def xlogy__float32__fwd(node, tp):
 
 def xlogy__float32__bwd(node, tp):
     return binary_bwd(OP_xlogy, np.float32, node, tp)
+
+
+def ndtr__float64__fwd(node, tp):
+    return unary_fwd(OP_ndtr, np.float64, node, tp)
+
+
+def ndtr__float64__bwd(node, tp):
+    return unary_bwd(OP_ndtr, np.float64, node, tp)
+
+
+def ndtr__float32__fwd(node, tp):
+    return unary_fwd(OP_ndtr, np.float32, node, tp)
+
+
+def ndtr__float32__bwd(node, tp):
+    return unary_bwd(OP_ndtr, np.float32, node, tp)
+
+
+def log_ndtr__float64__fwd(node, tp):
+    return unary_fwd(OP_log_ndtr, np.float64, node, tp)
+
+
+def log_ndtr__float64__bwd(node, tp):
+    return unary_bwd(OP_log_ndtr, np.float64, node, tp)
+
+
+def log_ndtr__float32__fwd(node, tp):
+    return unary_fwd(OP_log_ndtr, np.float32, node, tp)
+
+
+def log_ndtr__float32__bwd(node, tp):
+    return unary_bwd(OP_log_ndtr, np.float32, node, tp)
+
+
+def ndtri__float64__fwd(node, tp):
+    return unary_fwd(OP_ndtri, np.float64, node, tp)
+
+
+def ndtri__float64__bwd(node, tp):
+    return unary_bwd(OP_ndtri, np.float64, node, tp)
+
+
+def ndtri__float32__fwd(node, tp):
+    return unary_fwd(OP_ndtri, np.float32, node, tp)
+
+
+def ndtri__float32__bwd(node, tp):
+    return unary_bwd(OP_ndtri, np.float32, node, tp)
+
+
+def erfinv__float64__fwd(node, tp):
+    return unary_fwd(OP_erfinv, np.float64, node, tp)
+
+
+def erfinv__float64__bwd(node, tp):
+    return unary_bwd(OP_erfinv, np.float64, node, tp)
+
+
+def erfinv__float32__fwd(node, tp):
+    return unary_fwd(OP_erfinv, np.float32, node, tp)
+
+
+def erfinv__float32__bwd(node, tp):
+    return unary_bwd(OP_erfinv, np.float32, node, tp)
+
+
+def erfcinv__float64__fwd(node, tp):
+    return unary_fwd(OP_erfcinv, np.float64, node, tp)
+
+
+def erfcinv__float64__bwd(node, tp):
+    return unary_bwd(OP_erfcinv, np.float64, node, tp)
+
+
+def erfcinv__float32__fwd(node, tp):
+    return unary_fwd(OP_erfcinv, np.float32, node, tp)
+
+
+def erfcinv__float32__bwd(node, tp):
+    return unary_bwd(OP_erfcinv, np.float32, node, tp)
+
+
+def erfcx__float64__fwd(node, tp):
+    return unary_fwd(OP_erfcx, np.float64, node, tp)
+
+
+def erfcx__float64__bwd(node, tp):
+    return unary_bwd(OP_erfcx, np.float64, node, tp)
+
+
+def erfcx__float32__fwd(node, tp):
+    return unary_fwd(OP_erfcx, np.float32, node, tp)
+
+
+def erfcx__float32__bwd(node, tp):
+    return unary_bwd(OP_erfcx, np.float32, node, tp)
+
+
+def gamma__float64__fwd(node, tp):
+    return unary_fwd(OP_gamma, np.float64, node, tp)
+
+
+def gamma__float64__bwd(node, tp):
+    return unary_bwd(OP_gamma, np.float64, node, tp)
+
+
+def gamma__float32__fwd(node, tp):
+    return unary_fwd(OP_gamma, np.float32, node, tp)
+
+
+def gamma__float32__bwd(node, tp):
+    return unary_bwd(OP_gamma, np.float32, node, tp)
+
+
+def betaln__float64__fwd(node, tp):
+    return binary_fwd(OP_betaln, np.float64, node, tp)
+
+
+def betaln__float64__bwd(node, tp):
+    return binary_bwd(OP_betaln, np.float64, node, tp)
+
+
+def betaln__float32__fwd(node, tp):
+    return binary_fwd(OP_betaln, np.float32, node, tp)
+
+
+def betaln__float32__bwd(node, tp):
+    return binary_bwd(OP_betaln, np.float32, node, tp)
+
+
+def beta__float64__fwd(node, tp):
+    return binary_fwd(OP_beta, np.float64, node, tp)
+
+
+def beta__float64__bwd(node, tp):
+    return binary_bwd(OP_beta, np.float64, node, tp)
+
+
+def beta__float32__fwd(node, tp):
+    return binary_fwd(OP_beta, np.float32, node, tp)
+
+
+def beta__float32__bwd(node, tp):
+    return binary_bwd(OP_beta, np.float32, node, tp)
+
+
+def xlog1py__float64__fwd(node, tp):
+    return binary_fwd(OP_xlog1py, np.float64, node, tp)
+
+
+def xlog1py__float64__bwd(node, tp):
+    return binary_bwd(OP_xlog1py, np.float64, node, tp)
+
+
+def xlog1py__float32__fwd(node, tp):
+    return binary_fwd(OP_xlog1py, np.float32, node, tp)
+
+
+def xlog1py__float32__bwd(node, tp):
+    return binary_bwd(OP_xlog1py, np.float32, node, tp)
+
+
+def i0__float64__fwd(node, tp):
+    return unary_fwd(OP_i0, np.float64, node, tp)
+
+
+def i0__float64__bwd(node, tp):
+    return unary_bwd(OP_i0, np.float64, node, tp)
+
+
+def i0__float32__fwd(node, tp):
+    return unary_fwd(OP_i0, np.float32, node, tp)
+
+
+def i0__float32__bwd(node, tp):
+    return unary_bwd(OP_i0, np.float32, node, tp)
+
+
+def i1__float64__fwd(node, tp):
+    return unary_fwd(OP_i1, np.float64, node, tp)
+
+
+def i1__float64__bwd(node, tp):
+    return unary_bwd(OP_i1, np.float64, node, tp)
+
+
+def i1__float32__fwd(node, tp):
+    return unary_fwd(OP_i1, np.float32, node, tp)
+
+
+def i1__float32__bwd(node, tp):
+    return unary_bwd(OP_i1, np.float32, node, tp)
+
+
+def i0e__float64__fwd(node, tp):
+    return unary_fwd(OP_i0e, np.float64, node, tp)
+
+
+def i0e__float64__bwd(node, tp):
+    return unary_bwd(OP_i0e, np.float64, node, tp)
+
+
+def i0e__float32__fwd(node, tp):
+    return unary_fwd(OP_i0e, np.float32, node, tp)
+
+
+def i0e__float32__bwd(node, tp):
+    return unary_bwd(OP_i0e, np.float32, node, tp)
+
+
+def i1e__float64__fwd(node, tp):
+    return unary_fwd(OP_i1e, np.float64, node, tp)
+
+
+def i1e__float64__bwd(node, tp):
+    return unary_bwd(OP_i1e, np.float64, node, tp)
+
+
+def i1e__float32__fwd(node, tp):
+    return unary_fwd(OP_i1e, np.float32, node, tp)
+
+
+def i1e__float32__bwd(node, tp):
+    return unary_bwd(OP_i1e, np.float32, node, tp)
+
+
+def gammainc__float64__fwd(node, tp):
+    return binary_fwd(OP_gammainc, np.float64, node, tp)
+
+
+def gammainc__float64__bwd(node, tp):
+    return binary_bwd(OP_gammainc, np.float64, node, tp)
+
+
+def gammainc__float32__fwd(node, tp):
+    return binary_fwd(OP_gammainc, np.float32, node, tp)
+
+
+def gammainc__float32__bwd(node, tp):
+    return binary_bwd(OP_gammainc, np.float32, node, tp)
+
+
+def gammaincc__float64__fwd(node, tp):
+    return binary_fwd(OP_gammaincc, np.float64, node, tp)
+
+
+def gammaincc__float64__bwd(node, tp):
+    return binary_bwd(OP_gammaincc, np.float64, node, tp)
+
+
+def gammaincc__float32__fwd(node, tp):
+    return binary_fwd(OP_gammaincc, np.float32, node, tp)
+
+
+def gammaincc__float32__bwd(node, tp):
+    return binary_bwd(OP_gammaincc, np.float32, node, tp)
 
 
 def log_softmax__float64__fwd(node, tp):

@@ -38,6 +38,9 @@ CONTINUOUS = [
     ("t", "pdf", X, (7.0,)),
     ("gamma", "logpdf", POS, (2.5, 0.0, 1.5)),
     ("gamma", "pdf", POS, (0.7,)),
+    *[("gamma", m, POS, (2.5, 0.1, 1.5)) for m in ("cdf", "sf", "logcdf", "logsf")],
+    ("vonmises", "logpdf", X / 10, (2.5, 0.3)),
+    ("vonmises", "pdf", X / 10, (0.4,)),
     ("beta", "logpdf", UNIT, (2.5, 1.5)),
     ("beta", "pdf", UNIT, (0.8, 3.0)),
 ]
@@ -53,6 +56,10 @@ def test_values_match_scipy(dist, method, x, params):
 @pytest.mark.parametrize("dist, method, x, params", CONTINUOUS, ids=lambda v: str(v)[:12])
 def test_gradients_in_x_and_parameters(dist, method, x, params):
     f = getattr(getattr(ts, dist), method)
+    if dist == "gamma" and method != "logpdf" and method != "pdf":  # no derivative in a
+        a, *rest = params
+        f = lambda x, *p, f=f: f(x, a, *p)  # noqa: E731
+        params = tuple(rest)
     logpdf = getattr(ss, dist).logpdf
     inside = np.isfinite(logpdf(x - 1e-3, *params)) & np.isfinite(logpdf(x + 1e-3, *params))
     xs = x[inside & (np.abs(x) < 6) & (np.abs(x - 0.5) > 1e-3)]  # away from kinks (laplace)
@@ -108,6 +115,15 @@ def test_discrete_match_scipy_and_differentiate_in_parameters(dist, k, params):
         return tnp.sum(f(ks, *full))
 
     check_grads(loss, [np.float64(params[i]) for i in cont])
+
+
+def test_poisson_cdf_and_sf():
+    k = np.array([-1.0, 0.0, 2.0, 2.7, 10.0, 40.0])
+    for method in ("cdf", "sf"):
+        got = getattr(ts.poisson, method)(tg.tensor(k), 3.2).numpy()
+        np.testing.assert_allclose(got, getattr(ss.poisson, method)(k, 3.2), rtol=1e-12)
+        f = getattr(ts.poisson, method)
+        check_grads(lambda mu, f=f: tnp.sum(f(k, mu)), [np.float64(3.2)])
 
 
 def test_multivariate_normal_and_dirichlet():

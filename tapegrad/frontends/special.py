@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -10,8 +11,10 @@ import numpy as np
 from ..layout import DTYPE_CODE, FLOAT_CODES
 from ..ops.elementwise import EXP, LOG
 from ..ops.special import (
+    GAMMALN,
     LOG_SOFTMAX,
     LOGSUMEXP,
+    MULTIGAMMALN,
     SOFTMAX,
 )
 from ..shapes import normalize_axes
@@ -62,6 +65,23 @@ def log_softmax(x: Any, axis: Any = None) -> Tensor:
 
 
 # each row's public function
+def multigammaln(a: Any, d: int) -> Tensor:
+    """log Gamma_d(a) = d (d - 1) / 4 log(pi) + sum_j gammaln(a - j / 2), j < d (SciPy's
+    ``multigammaln``; ``d`` an integer; NaN where ``a <= (d - 1) / 2``, where SciPy
+    raises)."""
+    d = int(d)
+    if d < 1:
+        raise ValueError(f"multigammaln: d must be a positive integer, got {d}")
+    t = as_tensor(a)
+    total = elementwise(GAMMALN, t)
+    for j in range(1, d):
+        total = total + elementwise(GAMMALN, t - 0.5 * j)
+    # SciPy raises where a <= (d - 1) / 2; a NaN there keeps the check in the graph
+    # (no value read, so a compiled program stays valid)
+    return where(t > 0.5 * (d - 1), total + d * (d - 1) / 4.0 * math.log(math.pi), np.nan)
+
+
 LOGSUMEXP.front = logsumexp
+MULTIGAMMALN.front = multigammaln
 SOFTMAX.front = softmax
 LOG_SOFTMAX.front = log_softmax

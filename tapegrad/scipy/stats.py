@@ -2,17 +2,17 @@
 
 ``norm.logpdf(x, loc, scale)`` and the like, with SciPy's names, parameters and values,
 differentiable in ``x`` and every continuous parameter. Each method is written in
-tapegrad ops (logs of densities in their stable forms: ``log_ndtr``'s tails, ``xlogy``,
-``log1p``); on plain (non-tensor) arguments it is SciPy's own method. Outside the
+tapegrad ops (logs of densities in their stable forms: ``special.log_ndtr``, ``xlogy``,
+``xlog1py``, ``betaln``); on plain (non-tensor) arguments it is SciPy's own method. Outside the
 support a log-density is ``-inf`` (its gradient 0, with no NaN from the branch not
 taken), as SciPy's value.
 
-Here so far (issue 22 adds the rest): the densities and log-densities of ``norm expon
-laplace cauchy logistic lognorm uniform t gamma beta multivariate_normal dirichlet``,
-the mass functions of ``poisson bernoulli binom nbinom``, and ``cdf sf logcdf logsf``
-of ``norm expon laplace cauchy logistic lognorm uniform``. The distribution functions
-of ``t gamma beta`` and the discrete ones need incomplete gamma and beta functions,
-which tapegrad does not have yet.
+Here so far: the densities and log-densities of ``norm expon laplace cauchy logistic
+lognorm uniform t gamma beta vonmises multivariate_normal dirichlet``, the mass
+functions of ``poisson bernoulli binom nbinom``, ``cdf sf logcdf logsf`` of ``norm
+expon laplace cauchy logistic lognorm gamma`` (``uniform``: ``cdf sf``), ``cdf sf`` of
+``poisson``. The distribution functions of ``t beta binom nbinom`` need the incomplete
+beta function, which tapegrad does not have yet.
 """
 
 from __future__ import annotations
@@ -36,38 +36,14 @@ _sla = NAMESPACES["scipy.linalg"]
 where, log, log1p, exp, expm1 = _np["where"], _np["log"], _np["log1p"], _np["exp"], _np["expm1"]
 clip, floor, arctan, absolute = _np["clip"], _np["floor"], _np["arctan"], _np["absolute"]
 maximum, minimum, asum = _np["maximum"], _np["minimum"], _np["sum"]
-erfc, gammaln, xlogy = _sp["erfc"], _sp["gammaln"], _sp["xlogy"]
+gammaln, xlogy, xlog1py = _sp["gammaln"], _sp["xlogy"], _sp["xlog1py"]
+ndtr, log_ndtr, betaln = _sp["ndtr"], _sp["log_ndtr"], _sp["betaln"]
+gammainc, gammaincc, i0e = _sp["gammainc"], _sp["gammaincc"], _sp["i0e"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
-_SQRT2 = math.sqrt(2.0)
 
 
 # --- pieces ---------------------------------------------------------------------------------
-
-
-def ndtr(z: Any) -> Any:
-    """The standard normal CDF, ``erfc(-z / sqrt(2)) / 2`` (relative accuracy in both
-    tails)."""
-    return 0.5 * erfc(-z / _SQRT2)
-
-
-def log_ndtr(z: Any) -> Any:
-    """log of the standard normal CDF: ``log1p(-ndtr(-z))`` above 0 (a log near 1 would
-    lose digits), ``log(ndtr(z))`` down to -37, and below, where ``ndtr`` underflows,
-    the asymptotic series ``-z^2/2 - log(-z) - log(2 pi)/2 + log(sum_k (-1)^k
-    (2k-1)!! / z^(2k))`` (six terms: 1e-16 relative at -37). Each branch sees its
-    input clipped to its range, so the branches not taken contribute neither NaN nor
-    gradient."""
-    high = _at_least(z, 0.0)
-    mid = clip(z, -37.0, 0.0)
-    low = _at_most(z, -37.0)
-    r2 = 1.0 / (low * low)
-    series, term = 1.0, 1.0
-    for k in range(1, 7):
-        term = term * (-(2 * k - 1)) * r2
-        series = series + term
-    tail = -0.5 * low * low - log(-low) - 0.5 * _LOG_2PI + log(series)
-    return where(z >= 0.0, log1p(-ndtr(-high)), where(z > -37.0, log(ndtr(mid)), tail))
 
 
 def _at_least(z: Any, lo: float) -> Any:
@@ -309,8 +285,51 @@ def _gamma_log_density(z: Any, a: Any) -> Any:
     return xlogy(a - 1.0, z) - z - gammaln(a)
 
 
+def _gamma_methods() -> dict[str, Callable]:
+    """The gamma distribution: its CDF is the regularized incomplete gamma function
+    (differentiable in x, loc and scale; its derivative in the shape a is NaN)."""
+    methods = _shaped(_gamma_log_density, lambda z: z >= 0, 1)
+
+    def tail(upper: bool, logs: bool) -> Callable:
+        def f(x: Any, a: Any, loc: Any = 0.0, scale: Any = 1.0) -> Any:
+            z = _standard(x, loc, scale)
+            zs = _at_least(z, 0.0)
+            this, other = (gammaincc, gammainc) if upper else (gammainc, gammaincc)
+            value = this(a, zs)
+            if logs:  # near 1, log1p of the other tail keeps the digits
+                rest = other(a, zs)
+                value = where(value > 0.5, log1p(-rest), log(value))
+            outside = (0.0 if logs else 1.0) if upper else (-np.inf if logs else 0.0)
+            return _valid(where(z > 0, value, outside), _and(scale > 0, a > 0))
+
+        return f
+
+    methods.update(
+        cdf=tail(False, False),
+        sf=tail(True, False),
+        logcdf=tail(False, True),
+        logsf=tail(True, True),
+    )
+    return methods
+
+
+def _vonmises_methods() -> dict[str, Callable]:
+    """von Mises on the circle: kappa cos(x - loc) - log(2 pi I0(kappa)), with I0 in its
+    scaled form (log I0(kappa) = log i0e(kappa) + kappa: no overflow)."""
+
+    def logpdf(x: Any, kappa: Any, loc: Any = 0.0, scale: Any = 1.0) -> Any:
+        z = _standard(x, loc, scale)
+        value = kappa * (_np["cos"](z) - 1.0) - _LOG_2PI - log(i0e(kappa)) - _log_scale(scale)
+        return _valid(value, _and(scale > 0, kappa > 0))
+
+    def pdf(x: Any, kappa: Any, loc: Any = 0.0, scale: Any = 1.0) -> Any:
+        return exp(logpdf(x, kappa, loc, scale))
+
+    return {"logpdf": logpdf, "pdf": pdf}
+
+
 def _beta_log_density(z: Any, a: Any, b: Any) -> Any:
-    return xlogy(a - 1.0, z) + xlogy(b - 1.0, 1.0 - z) - (gammaln(a) + gammaln(b) - gammaln(a + b))
+    return xlogy(a - 1.0, z) + xlog1py(b - 1.0, -z) - betaln(a, b)
 
 
 # --- multivariate --------------------------------------------------------------------------
@@ -370,18 +389,36 @@ def _poisson(k: Any, mu: Any) -> Any:
     return xlogy(k, mu) - mu - gammaln(k + 1.0)
 
 
+def _poisson_methods() -> dict[str, Callable]:
+    """Its CDF at k is Q(floor(k) + 1, mu) (the upper incomplete gamma), the survival
+    function P(floor(k) + 1, mu); differentiable in mu."""
+    methods = _discrete(_poisson, 1)
+
+    def tail(upper: bool) -> Callable:
+        def f(k: Any, mu: Any, loc: Any = 0) -> Any:
+            kk = floor(k - loc)
+            order = _at_least(kk, 0.0) + 1.0
+            value = (gammainc if upper else gammaincc)(order, mu)
+            return where(kk >= 0, value, 1.0 if upper else 0.0)
+
+        return f
+
+    methods.update(cdf=tail(False), sf=tail(True))
+    return methods
+
+
 def _bernoulli(k: Any, p: Any) -> Any:
-    return where(k <= 1, xlogy(k, p) + xlogy(1.0 - k, 1.0 - p), -np.inf)
+    return where(k <= 1, xlogy(k, p) + xlog1py(1.0 - k, -p), -np.inf)
 
 
 def _binom(k: Any, n: Any, p: Any) -> Any:
     comb = gammaln(n + 1.0) - gammaln(k + 1.0) - gammaln(n - k + 1.0)
-    return where(k <= n, comb + xlogy(k, p) + xlogy(n - k, 1.0 - p), -np.inf)
+    return where(k <= n, comb + xlogy(k, p) + xlog1py(n - k, -p), -np.inf)
 
 
 def _nbinom(k: Any, n: Any, p: Any) -> Any:
     comb = gammaln(n + k) - gammaln(k + 1.0) - gammaln(n)
-    return comb + xlogy(n, p) + xlogy(k, 1.0 - p)
+    return comb + xlogy(n, p) + xlog1py(k, -p)
 
 
 # --- the published objects ------------------------------------------------------------------
@@ -426,7 +463,8 @@ logistic = Distribution("logistic", _LOGISTIC)
 uniform = Distribution("uniform", _uniform_methods())
 lognorm = Distribution("lognorm", _lognorm_methods())
 t = Distribution("t", _shaped(_t_log_density, lambda z: z == z, 1))
-gamma = Distribution("gamma", _shaped(_gamma_log_density, lambda z: z >= 0, 1))
+gamma = Distribution("gamma", _gamma_methods())
+vonmises = Distribution("vonmises", _vonmises_methods())
 beta = Distribution("beta", _shaped(_beta_log_density, lambda z: _and(z >= 0, z <= 1), 2))
 multivariate_normal = Distribution(
     "multivariate_normal",
@@ -436,7 +474,7 @@ dirichlet = Distribution(
     "dirichlet",
     {"logpdf": _dirichlet_logpdf, "pdf": lambda x, alpha: exp(_dirichlet_logpdf(x, alpha))},
 )
-poisson = Distribution("poisson", _discrete(_poisson, 1))
+poisson = Distribution("poisson", _poisson_methods())
 bernoulli = Distribution("bernoulli", _discrete(_bernoulli, 1))
 binom = Distribution("binom", _discrete(_binom, 2))
 nbinom = Distribution("nbinom", _discrete(_nbinom, 2))
@@ -458,4 +496,5 @@ __all__ = [
     "poisson",
     "t",
     "uniform",
+    "vonmises",
 ]
