@@ -174,3 +174,20 @@ def test_a_likelihood_fit_recovers_the_parameters():
     for _ in range(300):
         p = p - 2e-4 * tg.grad(nll)(p)
     np.testing.assert_allclose([p[0], np.exp(p[1])], [data.mean(), data.std()], rtol=1e-3)
+
+
+@pytest.mark.parametrize(
+    "f, args",
+    [
+        (lambda x, m, s: ts.norm.logcdf(x, m, s), [np.array([-3.0, 0.2, 2.0]), 0.3, 1.2]),
+        (lambda x, m, s: ts.logistic.logsf(x, m, s), [np.array([-3.0, 0.2, 2.0]), 0.3, 1.2]),
+        (lambda x, a, s: ts.gamma.logpdf(x, a, scale=s), [np.array([0.5, 2.0]), 2.5, 1.3]),
+        (lambda x, s: ts.gamma.logcdf(x, 2.5, scale=s), [np.array([0.5, 2.0]), 1.3]),
+        (lambda x, k: ts.vonmises.logpdf(x, k), [np.array([-1.0, 0.4]), 2.0]),
+        (lambda mu: ts.poisson.logpmf(np.array([0.0, 3.0]), mu), [2.5]),
+        (lambda x, d: ts.t.logpdf(x, d), [np.array([-1.0, 0.4]), 4.5]),
+    ],
+)
+def test_second_order_and_forward_mode(f, args):
+    args = [np.float64(a) if np.ndim(a) == 0 else a for a in args]
+    check_grads(lambda *a: tnp.sum(f(*a)), args, order=2, modes=("fwd", "rev"))
