@@ -584,39 +584,43 @@ def fmod(x1: Any, x2: Any) -> Tensor:
     the difference is exact too); ``x1`` itself for an infinite ``x2``. Gradient 1 in
     x1 and -trunc(x1 / x2) in x2. A zero result is +0.0 (NumPy: the sign of x1)."""
     a, b = _weak(x1), _weak(x2)
-    dtype = np.result_type(*(v if type(v) in (bool, int, float) else v.dtype for v in (a, b)))
+    dtype = np.result_type(*_promotion_types(a, b))
     if dtype == np.float32:  # NumPy rounds a Python number to float32 first
-        a, b = (
-            float(np.float32(v)) if type(v) in (bool, int, float) else v.astype(np.float64)
-            for v in (a, b)
-        )
+        a, b = (float(np.float32(v)) if type(v) in _WEAK else v.astype(np.float64) for v in (a, b))
     r = a % b
     out = where(r == 0, r, where((a < 0) == (b < 0), r, r - b))
     if out.dtype.kind == "f":
         inner = (
             (np.nan if abs(a) == np.inf else a)
-            if type(a) in (bool, int, float)
+            if type(a) in _WEAK
             else where(abs(a) == np.inf, np.nan, a)
         )
         out = where(abs(b) == np.inf, inner, out)
     return out if out.dtype == dtype else out.astype(dtype)
 
 
+_WEAK = (bool, int, float)  # Python numbers: weak in NumPy's promotion
+
+
 def _weak(x: Any) -> Any:
-    """A Python number stays one (weak in NumPy's promotion: float32 data stays
-    float32); anything else becomes a tensor."""
-    return x if type(x) in (bool, int, float) else as_tensor(x)
+    """A Python number stays one (float32 data stays float32 next to it); anything else
+    becomes a tensor."""
+    return x if type(x) in _WEAK else as_tensor(x)
+
+
+def _promotion_types(*values: Any) -> list:
+    """What ``np.result_type`` should see: Python numbers themselves, tensors' dtypes."""
+    return [v if type(v) in _WEAK else v.dtype for v in values]
 
 
 def copysign(x1: Any, x2: Any) -> Tensor:
     """``|x1|`` with the sign of ``x2`` (-0.0 counts as negative, as in C; the sign of
     a NaN ``x2`` is not read: it counts as positive). Floating point, as NumPy."""
     a, b = _weak(x1), _weak(x2)
-    weak = (bool, int, float)
-    dtype = np.result_type(*(v if type(v) in weak else v.dtype for v in (a, b)), np.float16)
-    if type(a) not in weak and a.dtype != dtype:
+    dtype = np.result_type(*_promotion_types(a, b), np.float16)
+    if type(a) not in _WEAK and a.dtype != dtype:
         a = a.astype(dtype)
-    if type(b) in weak:  # one sign for all
+    if type(b) in _WEAK:  # one sign for all
         negative = b < 0 or (b == 0 and math.copysign(1.0, b) < 0)
     else:  # -0.0 == 0 but 1 / -0.0 < 0: the sign bit, from recorded comparisons
         negative = where(b == 0, 1.0 / where(b == 0, b, 1.0) < 0, b < 0)
