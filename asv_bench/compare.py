@@ -1,7 +1,7 @@
 """Side-by-side comparison: tapegrad against hand-written NumPy and, when installed,
 PyTorch and HIPS autograd, on the same workloads in the same run.
 
-    python asv_bench/compare.py [--json results.json] [--repeat 15] [--second-order]
+    python asv_bench/compare.py [--json results.json] [--repeat 15] [--second-order] [--ode]
 
 Every implementation's gradient is checked against the hand-written one first; the
 table gives medians and ratios to hand-written NumPy. Missing peers are skipped.
@@ -382,6 +382,68 @@ def _second_order_rows(repeat: int) -> list[dict]:
     return rows
 
 
+def _ode_rows(repeat: int) -> list[dict]:
+    """The Lotka-Volterra fit's loss and gradient through an ODE solver (issue 22):
+    1000 RK4 steps, by tapegrad's solver, hand-written NumPy (RK4 and its discrete
+    adjoint), PyTorch + torchdiffeq and HIPS autograd's odeint; and each tapegrad
+    gradient's cost in forward solves."""
+    from benchmarks import ode_workloads as ode
+
+    log_obs = ode.observed()
+    theta = ode.START
+    ref_value, ref_grad = ode.numpy_fit(theta, log_obs)
+    label = "Lotka-Volterra fit, 1000 RK4 steps"
+    fwd = ode.tapegrad_forward(log_obs)
+    fwd45 = ode.tapegrad_forward(log_obs, "RK45")
+    direct, adjoint = ode.tapegrad_fit(log_obs), ode.tapegrad_fit(log_obs, adjoint=True)
+    direct45 = ode.tapegrad_fit(log_obs, "RK45")
+    adjoint45 = ode.tapegrad_fit(log_obs, "RK45", True)
+    impls = {
+        "hand-written NumPy + adjoint": (lambda: ode.numpy_fit(theta, log_obs), 1e-12),
+        "NumPy forward solve alone": (lambda: (ode.numpy_loss(theta, log_obs), None), 0),
+        "tapegrad odeint": (lambda: direct(theta), 1e-9),
+        "tapegrad odeint adjoint": (lambda: adjoint(theta), 1e-6),
+        "tapegrad forward solve alone": (lambda: (fwd(theta), None), 0),
+        "tapegrad RK45 rtol 1e-6": (lambda: direct45(theta), 1e-4),
+        "tapegrad RK45 adjoint": (lambda: adjoint45(theta), 1e-4),
+        "tapegrad RK45 forward alone": (lambda: (fwd45(theta), None), 0),
+    }
+    torch_fn, torch_label = ode.torch_fit(log_obs)
+    if torch_fn is not None:
+        impls[torch_label] = (lambda: torch_fn(theta), 1e-7)
+    else:
+        print("  (PyTorch not installed: skipped)")
+    hips = ode.autograd_fit(log_obs)
+    if hips is not None:
+        impls["HIPS autograd odeint (LSODA)"] = (lambda: hips(theta), 1e-6)
+    else:
+        print("  (HIPS autograd not installed: skipped)")
+    present = {}
+    for name, (fn, tol) in impls.items():
+        value, grad = fn()  # warm up and check against the hand-written gradient
+        if grad is not None:
+            np.testing.assert_allclose(value, ref_value, rtol=max(tol, 1e-9))
+            np.testing.assert_allclose(grad, ref_grad, rtol=tol, atol=tol)
+        present[name] = fn
+    medians = interleaved_medians(present, repeat)
+    base = medians["hand-written NumPy + adjoint"]
+    rows = [
+        {"workload": label, "impl": name, "median_ms": t * 1e3, "ratio_to_numpy": t / base}
+        for name, t in medians.items()
+    ]
+    for name, alone in (
+        ("tapegrad odeint", "tapegrad forward solve alone"),
+        ("tapegrad odeint adjoint", "tapegrad forward solve alone"),
+        ("tapegrad RK45 rtol 1e-6", "tapegrad RK45 forward alone"),
+        ("tapegrad RK45 adjoint", "tapegrad RK45 forward alone"),
+    ):
+        rows.append({"workload": label, "impl": f"{name} / its forward (x)",
+                     "x": medians[name] / medians[alone]})  # fmt: skip
+    ratio = medians["tapegrad odeint"] / medians["NumPy forward solve alone"]
+    rows.append({"workload": label, "impl": "tapegrad odeint / NumPy forward (x)", "x": ratio})
+    return rows
+
+
 def _listed(value_and_grads):
     value, grads = value_and_grads
     return value, list(grads)
@@ -397,9 +459,13 @@ def main() -> None:
     parser.add_argument(
         "--second-order", action="store_true", help="only the HVP / JVP / Hessian rows"
     )
+    parser.add_argument("--ode", action="store_true", help="only the ODE-solver rows")
     args = parser.parse_args()
     if args.second_order:
         _print(_second_order_rows(args.repeat), args.json)
+        return
+    if args.ode:
+        _print(_ode_rows(args.repeat), args.json)
         return
 
     rows = []
@@ -468,6 +534,7 @@ def main() -> None:
     rows += _model_rows(args.repeat)
     rows += _large_rows(args.repeat)
     rows += _second_order_rows(args.repeat)
+    rows += _ode_rows(args.repeat)
     _print(rows, args.json)
 
 

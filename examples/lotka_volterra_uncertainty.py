@@ -4,7 +4,10 @@ The predator-prey model of ``lotka_volterra.py`` is fitted to simulated data wit
 log-normal noise of known size by maximum likelihood, and the fit is then asked how
 sure it is: the Hessian of the negative log-likelihood at the optimum is the observed
 Fisher information, whose inverse is the covariance of the estimates (the Laplace
-approximation). Two things need second derivatives through the RK4 integrator:
+approximation). Two things need second derivatives through the integrator, which
+``tapegrad.integrate`` does not give (its solve is one node whose backward is not
+recorded), so this example integrates with RK4 written out in tensor ops, every step
+recorded:
 
 * the fit itself, by Newton-CG: scipy's ``minimize(..., hessp=...)`` takes
   Hessian-vector products, here from a captured program (``tg.compile(nll).hvp``)
@@ -27,13 +30,55 @@ import time
 
 import common
 import numpy as np
-from lotka_volterra import NAMES, TRUE, TRUE_X0, rk4_trajectory, simulate, squared_log_error
+from lotka_volterra import NAMES, TRUE, TRUE_X0
 from scipy.optimize import minimize
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
 
 DT, SUBSTEPS = 0.05, 10
+
+
+def rk4_trajectory(theta, x0, y0, n_obs, dt, substeps):
+    """Integrate with RK4; return (prey, predator) at every ``substeps``-th step.
+
+    Works on tensors (recording every step, so that second derivatives exist) and on
+    plain floats alike.
+    """
+    a, b, c, d = theta
+
+    def f(x, y):
+        return a * x - b * x * y, d * x * y - c * y
+
+    x, y = x0, y0
+    xs, ys = [x], [y]
+    for _ in range(n_obs - 1):
+        for _ in range(substeps):
+            k1x, k1y = f(x, y)
+            k2x, k2y = f(x + 0.5 * dt * k1x, y + 0.5 * dt * k1y)
+            k3x, k3y = f(x + 0.5 * dt * k2x, y + 0.5 * dt * k2y)
+            k4x, k4y = f(x + dt * k3x, y + dt * k3y)
+            x = x + dt / 6 * (k1x + 2 * k2x + 2 * k3x + k4x)
+            y = y + dt / 6 * (k1y + 2 * k2y + 2 * k3y + k4y)
+        xs.append(x)
+        ys.append(y)
+    return xs, ys
+
+
+def simulate(theta, x0, y0, n_obs, dt, substeps, noise, seed):
+    xs, ys = rk4_trajectory(tuple(theta), x0, y0, n_obs, dt, substeps)
+    rng = np.random.default_rng(seed)
+    return np.array([xs, ys]) * np.exp(noise * rng.standard_normal((2, n_obs)))
+
+
+def squared_log_error(xs, ys, log_obs):
+    """Sum of squared differences between the log populations and ``log_obs``."""
+    total = 0.0
+    for k in range(log_obs.shape[1]):
+        total = (
+            total + (tnp.log(xs[k]) - log_obs[0, k]) ** 2 + (tnp.log(ys[k]) - log_obs[1, k]) ** 2
+        )
+    return total
 
 
 def make_nll(n_obs, noise):

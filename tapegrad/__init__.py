@@ -13,7 +13,7 @@ array([0.90929743, 0.90929743, 0.90929743])
 
 from __future__ import annotations
 
-from . import numpy, scipy, special
+from . import integrate, numpy, scipy, special
 from .compile import compile
 from .dispatch import compile_all
 from .engine import backward_stats, detect_anomaly, is_anomaly_enabled
@@ -41,6 +41,7 @@ __all__ = [
     "gradcheck",
     "hessian",
     "hvp",
+    "integrate",
     "is_anomaly_enabled",
     "is_grad_enabled",
     "jacfwd",

@@ -59,6 +59,7 @@ HASHED = (
     "record.py",
     "scheduler.py",
     "replay.py",
+    "odesolve.py",
     "ops/",
     "_generated.py",
     "dispatch.py",

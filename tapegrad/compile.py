@@ -490,6 +490,19 @@ class Compiled:
         return "\n".join(graph.program_lines(program.tape, program.root, program.guard_lines))
 
     @property
+    def lock(self) -> threading.RLock:
+        """Held while a call replays (a program's tape holds one call's values)."""
+        return self._lock
+
+    def run_program(self, args: tuple, want_grad: bool) -> tuple[tuple, Program, list[Tensor]]:
+        """Replay for ``args``, capturing first if needed (hold :attr:`lock`): ``((loss,
+        argument grads, outside grads, aux), the program that ran, the tensors it read
+        from outside)``. For code that then drives the program's plans itself
+        (``tapegrad.integrate`` runs them inside its compiled solver loops)."""
+        result, program, _, outside, _ = self._run(args, want_grad, self._diff(len(args)))
+        return result, program, list(outside)
+
+    @property
     def stats(self) -> dict[str, int]:
         """Counts: captures, replays, guard failures, checks, and programs kept."""
         programs = sum(len(c) for c in self.programs.values())

@@ -41,9 +41,22 @@ def _compile_share(share: list[tuple[int, int, int]], engine: bool) -> int:
         x = tg.tensor(np.ones(3), requires_grad=True)
         w = tg.tensor(np.ones((3, 2)), requires_grad=True)
         tg.numpy.sum(tg.numpy.tanh(x @ w) ** 2).backward()
+        _ode_solvers()
     for op, sig, d in share:
         dispatch.ensure(op, sig, d)
     return len(share)
+
+
+def _ode_solvers() -> None:
+    """The ODE solvers' compiled loops (``tapegrad.odesolve``): forward, reverse pass
+    and adjoint, in float64 and float32."""
+    for dtype in (np.float64, np.float32):
+        k = tg.tensor(np.ones(2, dtype), requires_grad=True)
+        for adjoint in (False, True):
+            ys = tg.integrate.odeint(
+                lambda y, t, k: -k * y, np.ones(2, dtype), [0.0, 1.0], k, adjoint=adjoint
+            )
+            tg.numpy.sum(ys).backward()
 
 
 def warmup(jobs: int | None = None) -> int:

@@ -37,6 +37,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "record",
             "scheduler",
             "replay",
+            "odesolve",
         ],
     ),
     (
@@ -91,6 +92,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "scipy.special",
             "scipy.integrate",
             "scipy.stats",
+            "integrate",
             "distributed",
             "cuda.kernels",
             "cuda",

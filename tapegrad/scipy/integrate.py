@@ -1,11 +1,22 @@
 """``tapegrad.scipy.integrate``: scipy.integrate's names, recording on Tensors
-(``cumulative_trapezoid``; see ``docs/ops.md``)."""
+(``cumulative_trapezoid``; see ``docs/ops.md``), and the differentiable ODE solvers
+``odeint`` and ``solve_ivp`` of :mod:`tapegrad.integrate`.
+
+The solvers are tapegrad's on every input, plain arrays included (not SciPy's): the
+right-hand side may read tensors that require grad from its closure, which no argument
+shows."""
 
 from __future__ import annotations
 
+from .. import integrate as _ode
 from .._namespace import NAMESPACES
 from .._protocols import publish
 
 globals().update(NAMESPACES["scipy.integrate"])
 __all__ = sorted(NAMESPACES["scipy.integrate"])
 publish("scipy.integrate", globals())
+
+# after publish: not drop-in wrapped (see the module docstring)
+odeint = _ode.odeint
+solve_ivp = _ode.solve_ivp
+__all__ = sorted([*__all__, "odeint", "solve_ivp"])

@@ -1,0 +1,660 @@
+"""Differentiable ODE solvers: ``odeint`` (SciPy's and HIPS autograd's calling
+convention) and ``solve_ivp`` (SciPy's).
+
+The right-hand side is an ordinary tapegrad function. It is captured once per shape
+(``tg.compile``) in a vector-Jacobian form, ``(t, y, a, p) -> (<f(t, y; p), a>, f)``:
+one replay gives ``f`` and, backward, ``a f_y``, ``a f_p`` and ``a f_t``. The solvers
+(``tapegrad.odesolve``) run that program's plans inside their compiled loops: no Python
+and no recording per step. The whole solve is then one node of the caller's graph,
+whose backward is
+
+* ``adjoint=False`` (default): the discrete reverse pass through the steps taken, with
+  their sizes held fixed (as fractions of each output interval): the exact gradient of
+  the computed solution. Memory grows with the number of steps (each step's state and
+  stages are kept).
+* ``adjoint=True``: the continuous adjoint method, integrated backward with the same
+  method and tolerances; constant memory in the number of steps, and gradients accurate
+  to the solver's tolerance rather than exact for the discrete solution.
+
+Gradients flow to ``y0``, the times ``t``, the parameters passed after ``t`` (or in
+``args``) and tensors that require grad read from the function's closure, globals or
+``self`` (found as ``tg.compile`` finds them). Higher-order derivatives and forward mode
+through a solve raise (the node's backward is not recorded).
+
+A right-hand side that branches in Python on a value (``if y[0] > 0``) has guards; when
+one fails mid-solve the solve is rerun with Python driving each evaluation (each still a
+compiled replay), slower but the same result. One that cannot be captured at all (custom
+``tg.Function``, hooks) raises.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from scipy.optimize import OptimizeResult
+
+from . import numpy as tnp
+from .compile import compile
+from .function import Function
+from .odesolve import (
+    DOPRI5,
+    ODE_MAXSTEPS,
+    ODE_NONFINITE,
+    ODE_OK,
+    ODE_REPLAY,
+    ODE_UNDERFLOW,
+    RK4,
+    adjoint,
+    adjoint_compiled,
+    forward,
+    forward_compiled,
+    reverse,
+    reverse_compiled,
+)
+from .tensors import Tensor, is_grad_enabled, tensor
+
+__all__ = ["IntegrationError", "odeint", "solve_ivp"]
+
+METHODS = {"rk45": DOPRI5, "dopri5": DOPRI5, "rk4": RK4}
+SCIPY_ONLY = ("rk23", "dop853", "radau", "bdf", "lsoda")
+MAX_STEPS = 100_000
+_CACHE_SIZE = 32
+
+
+class IntegrationError(RuntimeError):
+    """The solver could not integrate: a NaN or inf right-hand side, a step size that
+    underflowed, or more than ``max_steps`` steps."""
+
+
+# --- the right-hand side, captured -----------------------------------------------------
+class _System:
+    """One right-hand side at one set of shapes: its vector-Jacobian form, compiled."""
+
+    def __init__(
+        self,
+        fun: Callable,
+        tfirst: bool,
+        y_shape: tuple,
+        layout: list[tuple],
+        dtype: np.dtype,
+        name: str,
+    ) -> None:
+        self.name = name
+        self.n = math.prod(y_shape)
+        self.m = sum(math.prod(shape) for kind, shape in layout if kind == "array")
+
+        # the closure holds only what the function needs: tg.compile finds the tensors
+        # ``fun`` reads from outside by walking from here
+        def vjp_form(t: Tensor, y: Tensor, a: Tensor, p: Tensor) -> tuple:
+            params, off = [], 0
+            for kind, what in layout:
+                if kind == "const":
+                    params.append(what)
+                    continue
+                size = math.prod(what)
+                # one node per parameter: a scalar is one item, an array one slice
+                if what == ():
+                    params.append(p[off])
+                elif len(what) == 1:
+                    params.append(p[off : off + size])
+                else:
+                    params.append(p[off : off + size].reshape(what))
+                off += size
+            Y = y if len(y_shape) == 1 else y.reshape(y_shape)
+            dy = fun(t, Y, *params) if tfirst else fun(Y, t, *params)
+            if isinstance(dy, list | tuple):
+                dy = tnp.stack([tnp.asarray(v) for v in dy])
+            if not isinstance(dy, Tensor):
+                dy = a * 0.0 + np.asarray(dy, dtype).reshape(-1)  # a constant f
+            if tuple(dy.shape) != tuple(y_shape):
+                raise ValueError(
+                    f"{name}: the right-hand side returned shape {tuple(dy.shape)} "
+                    f"({dy.dtype}) for y of shape {tuple(y_shape)} ({dtype})"
+                )
+            if dy.ndim != 1:
+                dy = dy.reshape(-1)
+            if dy.dtype != dtype:
+                dy = dy.astype(dtype)
+            return tnp.sum(dy * a), dy
+
+        self.step = compile(vjp_form, argnums=(0, 1, 2, 3), has_aux=True)
+
+
+_systems: OrderedDict[tuple, _System] = OrderedDict()
+
+
+def _system(fun: Callable, tfirst: bool, y_shape: tuple, layout: list, dtype, name: str):
+    """The captured system for this function and these shapes (an LRU of the last few)."""
+    try:
+        key = (fun, tfirst, y_shape, tuple(layout), np.dtype(dtype).str)
+        hash(key)
+    except TypeError:
+        return _System(fun, tfirst, y_shape, layout, np.dtype(dtype), name)
+    system = _systems.get(key)
+    if system is None:
+        system = _systems[key] = _System(fun, tfirst, y_shape, layout, np.dtype(dtype), name)
+        while len(_systems) > _CACHE_SIZE:
+            _systems.popitem(last=False)
+    else:
+        _systems.move_to_end(key)
+    return system
+
+
+def _compiled_ctx(program: Any, n: int, m: int, dtype: np.dtype) -> tuple:
+    """The tuple the compiled solver loops read a program through (``odesolve.feval``)."""
+    tape = program.tape
+    tin, yin, ain, _ = program.inputs
+    aux_slots, _ = program.aux
+    fout = tape.view(aux_slots[0][1]).reshape(-1)
+    # where each gradient lands in [g_t, g_y, g_p]: t, y, (not a), p, outside leaves
+    rg_outside = [i for i in program.outside if i.rg]
+    slots = [program.leaf_slots[0], program.leaf_slots[1], program.leaf_slots[3]]
+    slots += [i.slot for i in rg_outside]
+    offsets = [0, 1, 1 + n]
+    off = 1 + n + m
+    for i in rg_outside:
+        offsets.append(off)
+        off += int(np.prod(i.shape))
+    rows = []
+    for s, o in zip(slots, offsets):
+        g = tape.grad_view(s)
+        if g is None or g.size == 0:
+            continue
+        rows.append((g.ctypes.data, o, g.size, 1 if g.dtype == np.float32 else 0))
+    gtab = np.array(rows, np.int64).T.reshape(4, -1).copy()
+    gbuf = np.zeros(off, dtype)
+    return (
+        tape.header,
+        program.fwd_plan,
+        program.bwd_plan,
+        int(program.root),
+        program.guards,
+        program.expect,
+        tin.reshape(1),
+        yin,
+        ain,
+        fout,
+        gtab,
+        gbuf,
+    )
+
+
+class _Driven:
+    """The solvers' context when Python drives each evaluation (``odesolve`` runs as
+    Python): every evaluation replays through the compiled step, which captures the
+    branch a guard asks for."""
+
+    def __init__(self, solve: _Solve) -> None:
+        self.solve = solve
+        self.nparams = solve.M
+
+    def _run(self, t: float, y: np.ndarray, a: np.ndarray, want_grad: bool) -> tuple:
+        s = self.solve
+        args = (np.array(t, s.dtype), y.astype(s.dtype), a.astype(s.dtype), s.p)
+        result, program, outside = s.system.step.run_program(args, want_grad)
+        rg = [t for t, i in zip(outside, program.outside) if i.rg]
+        if any(not any(t is u for u in s.outside) for t in rg):
+            raise RuntimeError(
+                f"{s.name}: the right-hand side read a tensor that requires grad on one "
+                "branch (a Python `if` on a value) and not on the one taken first; pass "
+                "the tensors it differentiates as parameters"
+            )
+        return result, rg
+
+    def feval(self, t: float, y: np.ndarray, out: np.ndarray) -> int:
+        (_, _, _, aux), _ = self._run(t, y, np.zeros_like(y), False)
+        out[:] = aux
+        return ODE_OK
+
+    def vjp(self, t, y, a, f, gy, gp) -> tuple[int, float]:
+        s = self.solve
+        (_, grads, outside_grads, aux), rg = self._run(t, y, a, True)
+        f[:] = aux
+        gt, gyy, _, gpp = (np.zeros(()) if g is None else g for g in grads)
+        gy[:] = gyy
+        gp[:] = 0.0
+        gp[: s.m] = gpp
+        by_id = {id(t): g for t, g in zip(rg, outside_grads)}
+        off = s.m
+        for t in s.outside:
+            g = by_id.get(id(t))
+            if g is not None:
+                gp[off : off + t.size] = g.reshape(-1)
+            off += t.size
+        return ODE_OK, float(gt)
+
+
+_STATUS_TEXT = {
+    ODE_NONFINITE: "the right-hand side returned nan or inf",
+    ODE_UNDERFLOW: (
+        "the step size underflowed (fell below the spacing of floats near t): the "
+        "solution blows up there, or the system is too stiff for an explicit method"
+    ),
+}
+
+
+class _Solve:
+    """One solve: the problem, its forward solution, and what its gradient needs."""
+
+    def __init__(
+        self,
+        name: str,
+        fun: Callable,
+        tfirst: bool,
+        y0: Any,
+        ts: Any,
+        params: Sequence[Any],
+        method: str,
+        rtol: float,
+        atol: float,
+        step: float | None,
+        first_step: float | None,
+        max_step: float,
+        max_steps: int,
+        use_adjoint: bool,
+    ) -> None:
+        self.name = name
+        key = method.lower()
+        if key in SCIPY_ONLY:
+            raise NotImplementedError(
+                f"{name}: method {method!r} is not implemented; tapegrad has 'RK45' "
+                "(Dormand-Prince 5(4), adaptive) and 'RK4' (fixed steps)"
+            )
+        if key not in METHODS:
+            raise ValueError(f"{name}: unknown method {method!r}; use 'RK45' or 'RK4'")
+        self.tab = METHODS[key]
+        self.fixed = key == "rk4"
+        for what, v in (("rtol", rtol), ("atol", atol)):
+            if not (np.ndim(v) == 0 and float(v) > 0 and math.isfinite(float(v))):
+                raise ValueError(f"{name}: {what} must be a positive number, got {v!r}")
+        self.rtol, self.atol = float(rtol), float(atol)
+        self.max_step = float(max_step)
+        if not self.max_step > 0:
+            raise ValueError(f"{name}: max_step must be positive, got {max_step!r}")
+        self.first_step = 0.0 if first_step is None else float(first_step)
+        if first_step is not None and not self.first_step > 0:
+            raise ValueError(f"{name}: first_step must be positive, got {first_step!r}")
+        self.max_steps = int(max_steps)
+        self.adjoint = bool(use_adjoint)
+
+        # values: y0 and the parameters as one float dtype (NumPy's result type)
+        y0v = y0._value() if isinstance(y0, Tensor) else np.asarray(y0)
+        layout, floats, values = [], [y0v.dtype], []
+        for k, q in enumerate(params):
+            if isinstance(q, Tensor) or isinstance(q, np.ndarray | np.generic | float | list):
+                v = q._value() if isinstance(q, Tensor) else np.asarray(q, dtype=None)
+                if v.dtype.kind not in "fiub":
+                    raise TypeError(f"{name}: parameter {k} has dtype {v.dtype}")
+                layout.append(("array", tuple(v.shape)))
+                values.append(v)
+                if v.dtype.kind == "f" and not isinstance(q, float):
+                    floats.append(v.dtype)
+            else:
+                layout.append(("const", q))
+        dtype = np.result_type(*[d if d.kind == "f" else np.float64 for d in floats])
+        if dtype.kind != "f" or dtype.itemsize < 4:
+            dtype = np.dtype(np.float64)
+        self.dtype = dtype
+        self.y_shape = tuple(y0v.shape)
+        self.y0 = np.ascontiguousarray(y0v, dtype).reshape(-1)
+        self.p = (
+            np.concatenate([np.asarray(v, dtype).reshape(-1) for v in values])
+            if values
+            else np.zeros(0, dtype)
+        )
+        self.m = self.p.size
+        self.layout = layout
+        self.ts = _times(name, ts)
+        if self.fixed:
+            d = np.abs(np.diff(self.ts))
+            self.nsub = (
+                np.ones(d.size, np.int64)
+                if step is None
+                else np.maximum(1, np.ceil(d / float(step) - 1e-9)).astype(np.int64)
+            )
+            if step is not None and not float(step) > 0:
+                raise ValueError(f"{name}: step must be positive, got {step!r}")
+        else:
+            if step is not None:
+                raise ValueError(f"{name}: step= is for the fixed-step method 'RK4'")
+            self.nsub = np.zeros(max(self.ts.size - 1, 1), np.int64)
+        self.system = _system(fun, tfirst, self.y_shape, layout, dtype, name)
+
+    # --- running the core, compiled or driven ------------------------------------------
+    def _prepare(self) -> tuple:
+        """Capture (or find) the program for these values and build the compiled
+        context; records the tensors the function reads from outside."""
+        args = (
+            np.array(self.ts[0], self.dtype),
+            self.y0.copy(),
+            np.zeros(self.system.n, self.dtype),
+            self.p,
+        )
+        _, program, outside = self.system.step.run_program(args, True)
+        return program, outside
+
+    def run(self, what: str, *args: Any) -> tuple:
+        """Run ``forward``/``reverse``/``adjoint`` compiled; rerun driven by Python if the
+        program cannot replay throughout (a guard failed mid-solve)."""
+        step = self.system.step
+        with step.lock:
+            program, outside = self._prepare()
+            if what == "forward":
+                self.program = program
+                self.outside = [t for t, i in zip(outside, program.outside) if i.rg]
+                self.outside_values = [t._value().copy() for t in self.outside]
+                self.M = self.m + sum(t.size for t in self.outside)
+            else:
+                self._check_outside(outside, program)
+            compiled = program.fwd_plan is not None and program.bwd_plan is not None
+            if compiled:
+                ctx = _compiled_ctx(program, self.system.n, self.m, self.dtype)
+                result = self._core(what, True)(ctx, *args)
+                if result[0] != ODE_REPLAY:
+                    return result
+            return self._core(what, False)(_Driven(self), *args)
+
+    def _check_outside(self, outside: list, program: Any) -> None:
+        """The backward must see the values the forward saw."""
+        rg = [t for t, i in zip(outside, program.outside) if i.rg]
+        same = len(rg) == len(self.outside) and all(a is b for a, b in zip(rg, self.outside))
+        if not same or any(
+            not np.array_equal(t._value(), v) for t, v in zip(self.outside, self.outside_values)
+        ):
+            raise RuntimeError(
+                f"{self.name}: a tensor the right-hand side reads from outside was "
+                "replaced or modified in place between the solve and its backward; the "
+                "gradient would be computed with other values than the solution"
+            )
+
+    @staticmethod
+    def _core(what: str, compiled: bool) -> Callable:
+        table = {
+            "forward": (forward_compiled, forward),
+            "reverse": (reverse_compiled, reverse),
+            "adjoint": (adjoint_compiled, adjoint),
+        }
+        return table[what][0 if compiled else 1]
+
+    def _raise(self, st: int, info: np.ndarray, phase: str) -> None:
+        if st == ODE_OK:
+            return
+        where = f"{self.name} ({phase})"
+        if st == ODE_MAXSTEPS:
+            raise IntegrationError(
+                f"{where}: more than max_steps={self.max_steps} steps before t = "
+                f"{info[0]:.6g}; the system may be stiff or the tolerances too tight"
+            )
+        raise IntegrationError(f"{where}: {_STATUS_TEXT[st]} at t = {info[0]:.6g}")
+
+    def solve(self) -> np.ndarray:
+        """The forward solution at ``ts``: ``(len(ts), *y0.shape)``."""
+        record = not self.adjoint
+        st, ys, info, meta, Ys, Ks, count = self.run(
+            "forward", self.tab, self.y0, self.ts, self.nsub, self.rtol, self.atol,
+            self.first_step, self.max_step, self.max_steps, record,
+        )  # fmt: skip
+        self._raise(st, info, "forward solve")
+        self.info = info
+        self.ys = ys
+        self.steps = (meta, Ys, Ks, count) if record else None
+        return ys.reshape((self.ts.size, *self.y_shape))
+
+    def gradients(self, gys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(g_y0, g_ts, g_params)`` (flat; the parameters then the outside tensors) for
+        the cotangent ``gys`` of the solution."""
+        gys = np.ascontiguousarray(gys, self.dtype).reshape(self.ts.size, -1)
+        if self.adjoint:
+            st, gy0, gts, gp, info = self.run(
+                "adjoint", self.tab, self.ts, self.ys, gys, self.nsub, self.rtol, self.atol,
+                self.max_step, self.max_steps, self.M,
+            )  # fmt: skip
+            self._raise(st, info, "adjoint solve")
+        else:
+            meta, Ys, Ks, count = self.steps
+            st, gy0, gts, gp = self.run(
+                "reverse", self.tab, self.ts, gys, meta, Ys, Ks, count, self.M
+            )
+            self._raise(st, np.array([self.ts[0]]), "reverse pass")
+        return gy0, gts, gp
+
+
+def _times(name: str, t: Any) -> np.ndarray:
+    ts = np.asarray(t._value() if isinstance(t, Tensor) else t, np.float64)
+    if ts.ndim != 1 or ts.size < 1:
+        raise ValueError(f"{name}: the times must be a 1-D array, got shape {ts.shape}")
+    if not np.all(np.isfinite(ts)):
+        raise ValueError(f"{name}: the times must be finite, got {ts}")
+    d = np.diff(ts)
+    if d.size and not (np.all(d > 0) or np.all(d < 0)):
+        k = int(np.argmax(d <= 0) if d[0] > 0 else np.argmax(d >= 0)) + 1
+        raise ValueError(
+            f"{name}: the times must be strictly increasing or decreasing; "
+            f"t[{k}] = {ts[k]!r} follows t[{k - 1}] = {ts[k - 1]!r}"
+        )
+    return np.ascontiguousarray(ts)
+
+
+class _SolveNode(Function):
+    """The whole solve as one node: its inputs are y0, the time arrays, the parameters
+    and the outside tensors that require grad; its backward runs the reverse pass or the
+    adjoint (``_Solve.gradients``)."""
+
+    @staticmethod
+    def forward(ctx: Any, call: tuple, *values: Any) -> np.ndarray:
+        ctx.call = call
+        return call[0].result
+
+    @staticmethod
+    def backward(ctx: Any, g: np.ndarray) -> tuple:
+        solve, time_maps = ctx.call
+        gy0, gts, gp = solve.gradients(g)
+        out: list[Any] = [None, gy0.reshape(solve.y_shape)]
+        out += [to_input(gts) for to_input in time_maps]
+        off = 0
+        for kind, shape in solve.layout:
+            if kind == "const":
+                out.append(None)
+                continue
+            size = math.prod(shape)
+            out.append(gp[off : off + size].reshape(shape))
+            off += size
+        off = solve.m
+        for t in solve.outside:
+            out.append(gp[off : off + t.size].reshape(t.shape))
+            off += t.size
+        return tuple(out)
+
+
+def _run(
+    name: str,
+    fun: Callable,
+    tfirst: bool,
+    y0: Any,
+    ts: np.ndarray,
+    times: Sequence[tuple[Any, Callable[[np.ndarray], np.ndarray]]],
+    params: Sequence[Any],
+    **options: Any,
+) -> tuple[_Solve, Any]:
+    """Solve through ``ts``; when anything requires grad, record the solve as one node.
+    ``times``: the user's time arguments, each with the map from the gradient at ``ts``
+    to its own."""
+    if not callable(fun):
+        raise TypeError(f"{name}: the right-hand side must be callable, got {type(fun).__name__}")
+    solve = _Solve(name, fun, tfirst, y0, ts, params, **options)
+    solve.result = solve.solve()
+    inputs = [y0, *(t for t, _ in times), *params, *solve.outside]
+    if is_grad_enabled() and any(isinstance(v, Tensor) and v.requires_grad for v in inputs):
+        call = (solve, [to_input for _, to_input in times])
+        return solve, _SolveNode.apply(call, *inputs)
+    if any(isinstance(v, Tensor) for v in inputs):
+        return solve, tensor(solve.result)
+    return solve, solve.result
+
+
+def odeint(
+    func: Callable,
+    y0: Any,
+    t: Any,
+    *params: Any,
+    args: Sequence[Any] = (),
+    tfirst: bool = False,
+    method: str = "RK45",
+    rtol: float = 1.49012e-8,
+    atol: float = 1.49012e-8,
+    step: float | None = None,
+    first_step: float | None = None,
+    max_step: float = np.inf,
+    max_steps: int = MAX_STEPS,
+    adjoint: bool = False,
+) -> Any:
+    """Integrate ``dy/dt = func(y, t, *params)`` and return ``y`` at the times ``t``.
+
+    SciPy's ``odeint`` calling convention (``tfirst=True`` for ``func(t, y, ...)``),
+    with tapegrad's explicit Runge-Kutta solvers instead of LSODA.
+
+    Parameters
+    ----------
+    func : callable
+        The right-hand side, written with tapegrad (or NumPy-style) operations on its
+        tensor arguments; it returns an array (or list of arrays) shaped like ``y0``.
+    y0 : array_like or Tensor
+        The initial state, any shape, at ``t[0]``.
+    t : array_like or Tensor
+        Output times, strictly increasing or decreasing; ``t[0]`` is the initial time.
+    *params, args
+        Extra arguments passed to ``func`` after ``y`` and ``t`` (arrays, tensors and
+        floats are differentiable; other values are constants).
+    method : {'RK45', 'RK4'}
+        Adaptive Dormand-Prince 5(4) (``'dopri5'`` too), or classic RK4 with fixed
+        steps: ``step`` is the largest step (default: one step per output interval).
+    rtol, atol : float
+        Tolerances of the adaptive method, with SciPy's meaning (defaults: SciPy
+        ``odeint``'s).
+    first_step, max_step : float
+        As in SciPy's ``solve_ivp``.
+    max_steps : int
+        The most steps the solve (and its adjoint) may take before it raises.
+    adjoint : bool
+        Differentiate with the continuous adjoint (constant memory) instead of the
+        discrete reverse pass through the steps (exact for the computed solution).
+
+    Returns
+    -------
+    ndarray or Tensor
+        ``(len(t), *y0.shape)``; a tensor when any input is one.
+
+    Raises
+    ------
+    IntegrationError
+        When ``func`` returns NaN or inf, the step size underflows, or more than
+        ``max_steps`` steps are needed.
+    """
+    ts = _times("odeint", t)
+    options = dict(
+        method=method, rtol=rtol, atol=atol, step=step, first_step=first_step,
+        max_step=max_step, max_steps=max_steps, use_adjoint=adjoint,
+    )  # fmt: skip
+    _, ys = _run("odeint", func, tfirst, y0, ts, [(t, lambda g: g)], (*params, *args), **options)
+    return ys
+
+
+def solve_ivp(
+    fun: Callable,
+    t_span: Any,
+    y0: Any,
+    method: str = "RK45",
+    t_eval: Any = None,
+    dense_output: bool = False,
+    events: Any = None,
+    vectorized: bool = False,
+    args: Sequence[Any] | None = None,
+    *,
+    rtol: float = 1e-3,
+    atol: float = 1e-6,
+    step: float | None = None,
+    first_step: float | None = None,
+    max_step: float = np.inf,
+    max_steps: int = MAX_STEPS,
+    adjoint: bool = False,
+) -> OptimizeResult:
+    """Solve an initial value problem, SciPy's ``solve_ivp``, differentiably.
+
+    ``fun(t, y, *args)`` with ``y`` 1-D. The result has SciPy's fields: ``t``, ``y``
+    (``(n, len(t))``, a tensor when any input is one), ``nfev``, ``status``,
+    ``message``, ``success``. Without ``t_eval`` the solution is returned at the steps
+    the adaptive solver took (those times are constants; the end points of ``t_span``
+    are differentiable). Gradients flow to ``y0``, ``t_span``, ``t_eval``, ``args`` and
+    tensors ``fun`` reads from outside; see :func:`odeint` for ``method``, ``step``,
+    ``max_steps`` and ``adjoint``. ``dense_output`` and ``events`` are not implemented
+    (they raise). A failed integration raises :class:`IntegrationError` instead of
+    returning ``success=False``.
+    """
+    name = "solve_ivp"
+    if dense_output or events is not None:
+        raise NotImplementedError(f"{name}: dense_output and events are not implemented")
+    span = np.asarray(t_span._value() if isinstance(t_span, Tensor) else t_span, np.float64)
+    if span.shape != (2,):
+        raise ValueError(f"{name}: t_span must be (t0, t1), got shape {span.shape}")
+    y0v = y0._value() if isinstance(y0, Tensor) else np.asarray(y0)
+    if y0v.ndim != 1:
+        raise ValueError(f"{name}: y0 must be 1-D, got shape {y0v.shape}")
+    if span[1] == span[0]:
+        raise ValueError(f"{name}: t_span has equal ends ({span[0]!r})")
+    params = tuple(args) if args is not None else ()
+    options = dict(
+        method=method, rtol=rtol, atol=atol, step=step, first_step=first_step,
+        max_step=max_step, max_steps=max_steps, use_adjoint=adjoint,
+    )  # fmt: skip
+
+    def span_grad(g: np.ndarray) -> np.ndarray:
+        return np.array([g[0], 0.0 if t_eval is not None or g.size < 2 else g[-1]])
+
+    if t_eval is None:
+        # the adaptive steps' end points (one solve without gradients), then the solve
+        # through exactly those times, which takes the same steps
+        probe = _Solve(name, fun, True, y0, span, params, **{**options, "use_adjoint": True})
+        st, _, info, meta, _, _, count = probe.run(
+            "forward", probe.tab, probe.y0, span, probe.nsub, probe.rtol, probe.atol,
+            probe.first_step, probe.max_step, probe.max_steps, True,
+        )  # fmt: skip
+        probe._raise(st, info, "forward solve")
+        nfev = int(info[2])  # the solve that chose the steps (the rerun rejects none)
+        ts = np.concatenate([span[:1], meta[:count, 0] + meta[:count, 1]])
+        ts[-1] = span[1]
+        times = [(t_span, span_grad)]
+        drop = 0
+    else:
+        te = _times(name, t_eval)
+        lo, hi = min(span), max(span)
+        if np.any(te < lo) or np.any(te > hi):
+            raise ValueError(f"{name}: t_eval must lie within t_span {tuple(span)}")
+        if te.size > 1 and (te[1] - te[0]) * (span[1] - span[0]) < 0:
+            raise ValueError(f"{name}: t_eval must be sorted in the direction of t_span")
+        drop = 0 if te[0] == span[0] else 1
+        ts = te if drop == 0 else np.concatenate([span[:1], te])
+
+        def eval_grad(g: np.ndarray) -> np.ndarray:
+            return g[drop:]
+
+        times = [(t_span, span_grad), (t_eval, eval_grad)]
+        nfev = None
+    solve, ys = _run(name, fun, True, y0, ts, times, params, **options)
+    y = ys[drop:].T if drop else ys.T
+    return OptimizeResult(
+        t=ts[drop:],
+        y=y,
+        sol=None,
+        t_events=None,
+        y_events=None,
+        nfev=int(solve.info[2]) if nfev is None else nfev,
+        njev=0,
+        nlu=0,
+        status=0,
+        message="The solver successfully reached the end of the integration interval.",
+        success=True,
+    )
