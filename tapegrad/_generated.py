@@ -78,6 +78,10 @@ from tapegrad.kernels.shape import (
     where_bwd,
     where_fwd,
 )
+from tapegrad.ops.special import (
+    betainc_bwd,
+    betainc_fwd,
+)
 
 
 OP_add = StaticRef("add")
@@ -200,6 +204,7 @@ OP_i0e = StaticRef("i0e")
 OP_i1e = StaticRef("i1e")
 OP_gammainc = StaticRef("gammainc")
 OP_gammaincc = StaticRef("gammaincc")
+OP_ive = StaticRef("ive")
 OP_multigammaln = StaticRef("multigammaln")
 OP_logsumexp = StaticRef("logsumexp")
 OP_softmax = StaticRef("softmax")
@@ -1877,6 +1882,38 @@ def gammaincc__float32__fwd(node, tp):
 
 def gammaincc__float32__bwd(node, tp):
     return binary_bwd(OP_gammaincc, np.float32, node, tp)
+
+
+def ive__float64__fwd(node, tp):
+    return binary_fwd(OP_ive, np.float64, node, tp)
+
+
+def ive__float64__bwd(node, tp):
+    return binary_bwd(OP_ive, np.float64, node, tp)
+
+
+def ive__float32__fwd(node, tp):
+    return binary_fwd(OP_ive, np.float32, node, tp)
+
+
+def ive__float32__bwd(node, tp):
+    return binary_bwd(OP_ive, np.float32, node, tp)
+
+
+def betainc__float64__fwd(node, tp):
+    return betainc_fwd(np.float64, node, tp)
+
+
+def betainc__float64__bwd(node, tp):
+    return betainc_bwd(np.float64, node, tp)
+
+
+def betainc__float32__fwd(node, tp):
+    return betainc_fwd(np.float32, node, tp)
+
+
+def betainc__float32__bwd(node, tp):
+    return betainc_bwd(np.float32, node, tp)
 
 
 def log_softmax__float64__fwd(node, tp):

@@ -57,6 +57,13 @@ def _steps(obj: Any) -> Iterator[tuple[tuple, Any]]:
     """The objects one step from ``obj``, with the step."""
     if isinstance(obj, _LEAVES) or hasattr(obj, "__array_interface__"):
         return
+    if type(obj).__module__.split(".")[0] == "tapegrad":
+        # tapegrad's own objects (a compiled step and its tapes) are not the user's; a
+        # wrapper (a compiled step) leads on to the function it wraps
+        wrapped = vars(obj).get("__wrapped__") if hasattr(obj, "__dict__") else None
+        if wrapped is not None:
+            yield ("attr", "__wrapped__"), wrapped
+        return
     if isinstance(obj, types.FunctionType):
         yield from _function_steps(obj)
     elif isinstance(obj, types.MethodType):

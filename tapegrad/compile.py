@@ -17,6 +17,13 @@ What a program depends on is made explicit while it is captured:
   (``tapegrad.closures``) and reads their current values. One that requires grad gets its
   gradient accumulated into ``.grad`` by ``value_and_grad`` (PyTorch-style parameters);
   ``step(*args)`` then returns a tensor, so ``step(x).backward()`` does the same.
+* **Plain values from outside** (numbers, strings, NumPy arrays in closures, globals,
+  attributes of ``self``) are constants of the recording. Each call compares them with
+  what the capture saw (an array element by element) and captures again when one
+  changed, so ``k = 3.0`` or ``A[:] = 0`` between calls is never replayed with the old
+  value. Large data compared on every call costs as much as passing it as an argument.
+  tapegrad's own objects reachable from ``fn`` (another compiled step) are not walked,
+  except to the function a compiled step wraps.
 * **Guards.** A value Python reads during capture (``bool`` of a comparison,
   ``float()``, ``int()``, an index, ``.numpy()``) decides something the program takes for
   granted. Each read is a guard the compiled replay checks as soon as the value is
@@ -293,6 +300,9 @@ class Program:
         self.input_slots = capture.input_slots
         self.guards, self.expect, self.guard_lines = capture.guard_arrays()
         self.failed = ""  # why the last call did not replay (a guard, a changed closure)
+        # plain values fn can reach from outside (numbers, strings, NumPy arrays): each a
+        # constant of the recording, so each is checked before a replay (_plain_hold)
+        self.plain: list[tuple[tuple, Any, Any]] = []
         # Plans (``tapegrad.replay``): the forward kernels after the first successful
         # replay, the live backward nodes after the first complete backward. Both are
         # dropped on any failure but a guard's, and the general path runs (and plans)
@@ -465,6 +475,9 @@ class Compiled:
         self, fn: Callable, argnums: int | Sequence[int], has_aux: bool, check: bool
     ) -> None:
         self.fn = fn
+        # where the tensors and values fn reads from outside are searched from: fn, or
+        # the user's function a tapegrad wrapper around it calls (tapegrad.integrate)
+        self.reach: Callable = fn
         self.single = isinstance(argnums, int)
         self.argnums = (argnums,) if self.single else tuple(argnums)
         self.has_aux = has_aux
@@ -599,7 +612,7 @@ class Compiled:
     # --- capture ----------------------------------------------------------------------
     def _capture(self, args: tuple, call: _Call) -> Program:
         """Run ``fn`` eagerly on a fresh private tape and keep the recording."""
-        generators = closures.find(self.fn, args, _is_generator)
+        generators = closures.find(self.reach, args, _is_generator)
         generators_before = [_generator_state(g) for _, g in generators]
         tape = Tape()
         tape.pinned = True  # never rewound: the recording is the program
@@ -655,9 +668,13 @@ class Compiled:
                 # a tensor of the program is read from its slot on every replay; any
                 # other value (a Python int, a constant) is kept as it is: tagged, so
                 # that an int is never taken for a slot id
+                # a tensor read from outside is an input of the program: its slot too
+                found = {id(i.tensor): i.slot for i in cap.inputs}
                 slots = [
                     ("slot", v._slot)
                     if isinstance(v, Tensor) and v._tape is tape
+                    else ("slot", found[id(v)])
+                    if isinstance(v, Tensor) and id(v) in found
                     else ("value", v.numpy() if isinstance(v, Tensor) else v)
                     for v in items
                 ]
@@ -671,7 +688,9 @@ class Compiled:
             tape.capture = None
             leave(tape, keep=True)
         leaked = closures.find(
-            self.fn, args, lambda o: isinstance(o, Tensor) and o._data is None and o._tape is tape
+            self.reach,
+            args,
+            lambda o: isinstance(o, Tensor) and o._data is None and o._tape is tape,
         )
         if leaked:
             raise RuntimeError(
@@ -688,7 +707,8 @@ class Compiled:
                 "generator was used while capturing; the numbers drawn are constants of "
                 "the program (the same on every replay). Pass random draws as arguments.",
             )
-        paths = closures.locate(self.fn, args, [i.tensor for i in program.outside])
+        paths = closures.locate(self.reach, args, [i.tensor for i in program.outside])
+        program.plain = _plain_values(self.reach)
         for inp, found in zip(program.outside, paths):
             inp.paths = found
             if not found:
@@ -712,7 +732,7 @@ class Compiled:
             if not inp.paths:
                 found.append(inp.tensor)
                 continue
-            now = [closures.resolve(self.fn, args, p) for p in inp.paths]
+            now = [closures.resolve(self.reach, args, p) for p in inp.paths]
             t = now[0]
             where = closures.describe(inp.paths[0])
             other = next((p for p, o in zip(inp.paths, now) if o is not t), None)
@@ -750,7 +770,13 @@ class Compiled:
         call = self._split(args, diff)
         chain = self.programs.get(call.key)
         self._clock += 1
-        if chain is not None and len(chain) == 1 and not chain[0].outside and not self.check:
+        if (
+            chain is not None
+            and len(chain) == 1
+            and not chain[0].outside
+            and not chain[0].plain
+            and not self.check
+        ):
             # the common case: one program, nothing from outside
             result = chain[0].run(call.arrays, (), want_grad)
             if result is not None:
@@ -763,6 +789,10 @@ class Compiled:
             chain = self.programs[call.key] = []
         self._used[call.key] = self._clock  # the least recently used are evicted first
         for i, program in enumerate(chain):
+            if program.plain and not _plain_hold(self.reach, program):
+                self._stats["guard_failures"] += 1
+                reason = program.failed
+                continue
             if program.outside:
                 outside = self._outside_now(program, args)
                 # read with _value(): a capture around this call sees what it reads
@@ -937,6 +967,7 @@ class Compiled:
         if self._hvp is None:
             nums = self.argnums[0] if self.single else self.argnums
             self._hvp = Compiled(self._inner_product, nums, False, self.check)
+            self._hvp.reach = self.reach  # what fn reads, not the bound method
         return self._hvp._value_and_grad(args, False)[1]
 
     def _inner_product(self, *args: Any) -> Tensor:
@@ -986,3 +1017,46 @@ def _compare(old: dict[str, np.ndarray], new: dict[str, np.ndarray]) -> None:
                 "captured program cannot follow. Make them arguments, use eager mode for "
                 "this function, or make the branch an op (tnp.where)."
             )
+
+
+def _is_plain(o: Any) -> bool:
+    return isinstance(o, bool | int | float | complex | str | np.generic) or (
+        type(o) is np.ndarray and o.dtype != object
+    )
+
+
+def _plain_values(fn: Callable) -> list[tuple[tuple, Any, Any]]:
+    """``(path, object, copy)`` of every plain value (number, string, NumPy array) ``fn``
+    reaches from outside (closures, globals, ``self``: ``tapegrad.closures``), on every
+    route. The recording took each as a constant; a replay is valid only while they hold
+    (``k = 3.0`` or ``A[:] = 0`` after capture means capturing again, never replaying the
+    old value, as torch.compile guards on globals)."""
+    out = []
+    for path, obj in closures.walk(fn, ()):
+        if len(path) > 1 and _is_plain(obj):
+            out.append((path, obj, obj.copy() if type(obj) is np.ndarray else obj))
+    return out
+
+
+def _same_plain(now: Any, obj: Any, copy: Any) -> bool:
+    if type(copy) is np.ndarray:
+        return (
+            type(now) is np.ndarray
+            and now.shape == copy.shape
+            and now.dtype == copy.dtype
+            and np.array_equal(now, copy, equal_nan=copy.dtype.kind in "fc")
+        )
+    if now is obj:  # an immutable number or string: the same object, the same value
+        return True
+    return type(now) is type(copy) and (now == copy or (now != now and copy != copy))
+
+
+def _plain_hold(fn: Callable, program: Program) -> bool:
+    """Whether every plain value the program took as a constant is unchanged (else
+    ``program.failed`` says which changed)."""
+    for path, obj, copy in program.plain:
+        now = closures.resolve(fn, (), path)
+        if not _same_plain(now, obj, copy):
+            program.failed = f"{closures.describe(path)} (a value read from outside) changed"
+            return False
+    return True

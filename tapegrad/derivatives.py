@@ -54,8 +54,8 @@ from .frontends.shape import (
     where,
 )
 from .graphwalk import NodeView
-from .ops import ROWS, Kind
-from .tensors import Tensor, as_tensor
+from .ops import BY_NAME, ROWS, Kind
+from .tensors import Tensor, as_tensor, elementwise
 
 Rule = Callable[[NodeView, list], list]
 
@@ -806,6 +806,39 @@ def _convolve_jvp(node: NodeView, tangents: list) -> list:
     return [total]
 
 
+# --- the incomplete beta function -----------------------------------------------------
+# In x the derivative is the density x^(a-1) (1-x)^(b-1) / B(a, b), recorded (so it can be
+# differentiated again). In a and b the first derivative comes from the differentiated
+# continued fraction inside the compiled kernel, which has no recorded form: asking for
+# it at second order (or in forward mode) raises rather than return a wrong number.
+
+
+def _betainc_shape_parameters(node: NodeView, what: str) -> None:
+    raise NotImplementedError(
+        f"{what} of betainc in a or b is not implemented (its first derivative in a and b "
+        "is computed inside the compiled kernel); in x it is"
+    )
+
+
+def _betainc_density(node: NodeView) -> Tensor:
+    a, b, x = (as_tensor(v) for v in node.ins)
+    log_density = (a - 1.0) * np.log(x) + (b - 1.0) * np.log1p(-x)
+    return np.exp(log_density - elementwise(BY_NAME["betaln"], a, b))
+
+
+def _betainc_vjp(node: NodeView, grads: list) -> list:
+    if node.needs[0] or node.needs[1]:
+        _betainc_shape_parameters(node, "create_graph / second derivatives")
+    return [None, None, grads[0] * _betainc_density(node) if node.needs[2] else None]
+
+
+def _betainc_jvp(node: NodeView, tangents: list) -> list:
+    ta, tb, tx = tangents
+    if ta is not None or tb is not None:
+        _betainc_shape_parameters(node, "forward mode (jvp)")
+    return [None if tx is None else tx * _betainc_density(node)]
+
+
 ARRAY_RULES: dict[str, tuple[Rule, Rule]] = {
     "astype": (_astype_vjp, _astype_jvp),
     "reshape": (_reshape_vjp, _reshape_jvp),
@@ -836,6 +869,7 @@ ARRAY_RULES: dict[str, tuple[Rule, Rule]] = {
     "cumsum": (_cumsum_vjp, _cumsum_jvp),
     "cumprod": (_cumprod_vjp, _cumprod_jvp),
     "log_softmax": (_log_softmax_vjp, _log_softmax_jvp),
+    "betainc": (_betainc_vjp, _betainc_jvp),
 }
 
 

@@ -17,9 +17,17 @@ whose backward is
   to the solver's tolerance rather than exact for the discrete solution.
 
 Gradients flow to ``y0``, the times ``t``, the parameters passed after ``t`` (or in
-``args``) and tensors that require grad read from the function's closure, globals or
-``self`` (found as ``tg.compile`` finds them). Higher-order derivatives and forward mode
-through a solve raise (the node's backward is not recorded).
+``args``; a list of tensors is stacked, recorded) and tensors that require grad read from
+the function's closure, globals or ``self`` (found as ``tg.compile`` finds them). Integer
+parameters are constants (indices, counts). Plain values the function reads from outside
+(numbers, arrays, attributes) are compared on every solve, and a change captures again;
+anything it reads that changes between a solve and its backward raises. Higher-order
+derivatives and forward mode through a solve raise (the node's backward is not
+recorded).
+
+The discrete reverse pass of a small system does not replay the forward: the solve keeps
+each accepted stage's program values (``odesolve.snapshot``) and the reverse pass runs
+only the backward kernels on them.
 
 A right-hand side that branches in Python on a value (``if y[0] > 0``) has guards; when
 one fails mid-solve the solve is rerun with Python driving each evaluation (each still a
@@ -38,6 +46,7 @@ import numpy as np
 from scipy.optimize import OptimizeResult
 
 from . import numpy as tnp
+from ._protocols import holds_tensor
 from .compile import compile
 from .function import Function
 from .odesolve import (
@@ -105,16 +114,35 @@ class _System:
                     params.append(p[off : off + size].reshape(what))
                 off += size
             Y = y if len(y_shape) == 1 else y.reshape(y_shape)
-            dy = fun(t, Y, *params) if tfirst else fun(Y, t, *params)
+            try:
+                dy = fun(t, Y, *params) if tfirst else fun(Y, t, *params)
+            except ValueError as e:
+                if "sequence" not in str(e):
+                    raise
+                raise ValueError(
+                    f"{name}: the right-hand side raised {e!r}; building an array of "
+                    "tensors with np.array([...]) cannot record: use tnp.stack([...])"
+                ) from e
+            if dy is None:
+                raise TypeError(f"{name}: the right-hand side returned None (no return?)")
             if isinstance(dy, list | tuple):
                 dy = tnp.stack([tnp.asarray(v) for v in dy])
             if not isinstance(dy, Tensor):
-                dy = a * 0.0 + np.asarray(dy, dtype).reshape(-1)  # a constant f
+                dy = np.asarray(dy)
+                if dy.dtype == object:
+                    raise ValueError(
+                        f"{name}: the right-hand side returned a NumPy array of objects "
+                        "(np.array of tensors cannot record): use tnp.stack([...])"
+                    )
+                if dy.dtype.kind not in "fiub":
+                    raise TypeError(f"{name}: the right-hand side returned dtype {dy.dtype}")
             if tuple(dy.shape) != tuple(y_shape):
                 raise ValueError(
                     f"{name}: the right-hand side returned shape {tuple(dy.shape)} "
                     f"({dy.dtype}) for y of shape {tuple(y_shape)} ({dtype})"
                 )
+            if not isinstance(dy, Tensor):  # a constant: f must be a value of the program
+                dy = a * 0.0 + np.reshape(dy, -1)
             if dy.ndim != 1:
                 dy = dy.reshape(-1)
             if dy.dtype != dtype:
@@ -122,15 +150,26 @@ class _System:
             return tnp.sum(dy * a), dy
 
         self.step = compile(vjp_form, argnums=(0, 1, 2, 3), has_aux=True)
+        # what fun reads from outside (tensors, and the plain values the program takes as
+        # constants) is found from fun itself, not through this wrapper
+        self.step.reach = fun
 
 
 _systems: OrderedDict[tuple, _System] = OrderedDict()
+# a backward-only plan run (odesolve.vjp_saved): no forward kernels, no guards
+_NO_FORWARD = np.empty(0, np.int64)
+_NO_GUARDS = np.empty((4, 0), np.int64)
+_NO_EXPECT = np.empty(0, np.uint8)
 
 
 def _system(fun: Callable, tfirst: bool, y_shape: tuple, layout: list, dtype, name: str):
     """The captured system for this function and these shapes (an LRU of the last few)."""
     try:
-        key = (fun, tfirst, y_shape, tuple(layout), np.dtype(dtype).str)
+        consts = tuple(
+            ("array", w.shape, w.dtype.str, w.tobytes()) if isinstance(w, np.ndarray) else w
+            for _, w in layout
+        )
+        key = (fun, tfirst, y_shape, consts, np.dtype(dtype).str)
         hash(key)
     except TypeError:
         return _System(fun, tfirst, y_shape, layout, np.dtype(dtype), name)
@@ -180,6 +219,9 @@ def _compiled_ctx(program: Any, n: int, m: int, dtype: np.dtype) -> tuple:
         fout,
         gtab,
         gbuf,
+        _NO_FORWARD,
+        _NO_GUARDS,
+        _NO_EXPECT,
     )
 
 
@@ -283,17 +325,21 @@ class _Solve:
 
         # values: y0 and the parameters as one float dtype (NumPy's result type)
         y0v = y0._value() if isinstance(y0, Tensor) else np.asarray(y0)
+        if y0v.dtype.kind not in "fiub":
+            raise TypeError(f"{name}: y0 must be real, got dtype {y0v.dtype}")
         layout, floats, values = [], [y0v.dtype], []
         for k, q in enumerate(params):
-            if isinstance(q, Tensor) or isinstance(q, np.ndarray | np.generic | float | list):
-                v = q._value() if isinstance(q, Tensor) else np.asarray(q, dtype=None)
-                if v.dtype.kind not in "fiub":
-                    raise TypeError(f"{name}: parameter {k} has dtype {v.dtype}")
+            v = q._value() if isinstance(q, Tensor) else q
+            kind = np.asarray(v).dtype.kind if _is_numeric(v) else ""
+            if kind == "c":
+                raise TypeError(f"{name}: parameter {k} is complex; the solvers are real")
+            if kind == "f" or isinstance(q, Tensor):
+                v = np.asarray(v)
                 layout.append(("array", tuple(v.shape)))
                 values.append(v)
-                if v.dtype.kind == "f" and not isinstance(q, float):
+                if not isinstance(q, float):
                     floats.append(v.dtype)
-            else:
+            else:  # ints, bools, integer arrays (indices), anything else: constants
                 layout.append(("const", q))
         dtype = np.result_type(*[d if d.kind == "f" else np.float64 for d in floats])
         if dtype.kind != "f" or dtype.itemsize < 4:
@@ -346,10 +392,10 @@ class _Solve:
             if what == "forward":
                 self.program = program
                 self.outside = [t for t, i in zip(outside, program.outside) if i.rg]
-                self.outside_values = [t._value().copy() for t in self.outside]
+                self.read = [(t, t._value().copy()) for t in outside]
                 self.M = self.m + sum(t.size for t in self.outside)
             else:
-                self._check_outside(outside, program)
+                self._check_unchanged(outside, program)
             compiled = program.fwd_plan is not None and program.bwd_plan is not None
             if compiled:
                 ctx = _compiled_ctx(program, self.system.n, self.m, self.dtype)
@@ -358,18 +404,27 @@ class _Solve:
                     return result
             return self._core(what, False)(_Driven(self), *args)
 
-    def _check_outside(self, outside: list, program: Any) -> None:
-        """The backward must see the values the forward saw."""
-        rg = [t for t, i in zip(outside, program.outside) if i.rg]
-        same = len(rg) == len(self.outside) and all(a is b for a, b in zip(rg, self.outside))
-        if not same or any(
-            not np.array_equal(t._value(), v) for t, v in zip(self.outside, self.outside_values)
-        ):
+    def _check_unchanged(self, outside: list, program: Any) -> None:
+        """The backward must see what the forward saw: the same program (the plain values
+        it took as constants unchanged) and the same tensors from outside, same values."""
+        same = program is self.program and len(outside) == len(self.read)
+        same = same and all(
+            t is u and np.array_equal(t._value(), v) for t, (u, v) in zip(outside, self.read)
+        )
+        if not same:
             raise RuntimeError(
-                f"{self.name}: a tensor the right-hand side reads from outside was "
-                "replaced or modified in place between the solve and its backward; the "
-                "gradient would be computed with other values than the solution"
+                f"{self.name}: something the right-hand side reads from outside (a tensor, "
+                "a number, an array) was replaced or modified in place between the solve "
+                "and its backward; the gradient would be computed with other values than "
+                "the solution. Solve again after changing it"
             )
+
+    def f_at(self, t: float, y: np.ndarray) -> np.ndarray:
+        """f(t, y) (one replay)."""
+        out = np.empty(self.system.n, self.dtype)
+        with self.system.step.lock:
+            _Driven(self).feval(t, y, out)
+        return out
 
     @staticmethod
     def _core(what: str, compiled: bool) -> Callable:
@@ -394,14 +449,14 @@ class _Solve:
     def solve(self) -> np.ndarray:
         """The forward solution at ``ts``: ``(len(ts), *y0.shape)``."""
         record = not self.adjoint
-        st, ys, info, meta, Ys, Ks, count = self.run(
+        st, ys, info, meta, Ys, Ks, Ss, count = self.run(
             "forward", self.tab, self.y0, self.ts, self.nsub, self.rtol, self.atol,
             self.first_step, self.max_step, self.max_steps, record,
         )  # fmt: skip
         self._raise(st, info, "forward solve")
         self.info = info
         self.ys = ys
-        self.steps = (meta, Ys, Ks, count) if record else None
+        self.steps = (meta, Ys, Ks, Ss, count) if record else None
         return ys.reshape((self.ts.size, *self.y_shape))
 
     def gradients(self, gys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -415,12 +470,24 @@ class _Solve:
             )  # fmt: skip
             self._raise(st, info, "adjoint solve")
         else:
-            meta, Ys, Ks, count = self.steps
+            meta, Ys, Ks, Ss, count = self.steps
             st, gy0, gts, gp = self.run(
-                "reverse", self.tab, self.ts, gys, meta, Ys, Ks, count, self.M
+                "reverse", self.tab, self.ts, gys, meta, Ys, Ks, Ss, count, self.M
             )
             self._raise(st, np.array([self.ts[0]]), "reverse pass")
         return gy0, gts, gp
+
+
+def _is_numeric(v: Any) -> bool:
+    return isinstance(v, int | float | complex | np.ndarray | np.generic | list | tuple)
+
+
+def _recorded(v: Any) -> Any:
+    """A container holding tensors (``[x0, v0]``) as one recorded tensor, so that their
+    gradients flow; anything else as it is."""
+    if not isinstance(v, Tensor) and isinstance(v, list | tuple) and holds_tensor(v):
+        return tnp.asarray(v)
+    return v
 
 
 def _times(name: str, t: Any) -> np.ndarray:
@@ -453,8 +520,9 @@ class _SolveNode(Function):
     def backward(ctx: Any, g: np.ndarray) -> tuple:
         solve, time_maps = ctx.call
         gy0, gts, gp = solve.gradients(g)
+        gys = np.asarray(g).reshape(solve.ts.size, -1)
         out: list[Any] = [None, gy0.reshape(solve.y_shape)]
-        out += [to_input(gts) for to_input in time_maps]
+        out += [to_input(gts, gys) for to_input in time_maps]
         off = 0
         for kind, shape in solve.layout:
             if kind == "const":
@@ -481,8 +549,8 @@ def _run(
     **options: Any,
 ) -> tuple[_Solve, Any]:
     """Solve through ``ts``; when anything requires grad, record the solve as one node.
-    ``times``: the user's time arguments, each with the map from the gradient at ``ts``
-    to its own."""
+    ``times``: the user's time arguments, each with the map from the gradients at ``ts``
+    (and the output cotangents) to its own."""
     if not callable(fun):
         raise TypeError(f"{name}: the right-hand side must be callable, got {type(fun).__name__}")
     solve = _Solve(name, fun, tfirst, y0, ts, params, **options)
@@ -559,7 +627,10 @@ def odeint(
         method=method, rtol=rtol, atol=atol, step=step, first_step=first_step,
         max_step=max_step, max_steps=max_steps, use_adjoint=adjoint,
     )  # fmt: skip
-    _, ys = _run("odeint", func, tfirst, y0, ts, [(t, lambda g: g)], (*params, *args), **options)
+    params = tuple(_recorded(q) for q in (*params, *args))
+    t = _recorded(t)
+    times = [(t, lambda g, _: g)]
+    _, ys = _run("odeint", func, tfirst, _recorded(y0), ts, times, params, **options)
     return ys
 
 
@@ -611,14 +682,27 @@ def solve_ivp(
         max_step=max_step, max_steps=max_steps, use_adjoint=adjoint,
     )  # fmt: skip
 
-    def span_grad(g: np.ndarray) -> np.ndarray:
-        return np.array([g[0], 0.0 if t_eval is not None or g.size < 2 else g[-1]])
+    y0, t_span, t_eval = _recorded(y0), _recorded(t_span), _recorded(t_eval)
+    params = tuple(_recorded(q) for q in params)
+    # t_eval[0] == t_span[0]: one time in the solve, two inputs. Moving t_eval[0] alone
+    # moves that output along the solution (<g_0, f(t_0, y_0)>); t_span[0] gets the rest
+    # of the joint derivative
+    drop = 0
+
+    def shared(gys: np.ndarray) -> float:
+        if t_eval is None or drop:
+            return 0.0
+        return float(np.sum(gys[0] * solve.f_at(ts[0], solve.y0)))
+
+    def span_grad(g: np.ndarray, gys: np.ndarray) -> np.ndarray:
+        end = 0.0 if t_eval is not None or g.size < 2 else g[-1]
+        return np.array([g[0] - shared(gys), end])
 
     if t_eval is None:
         # the adaptive steps' end points (one solve without gradients), then the solve
         # through exactly those times, which takes the same steps
         probe = _Solve(name, fun, True, y0, span, params, **{**options, "use_adjoint": True})
-        st, _, info, meta, _, _, count = probe.run(
+        st, _, info, meta, _, _, _, count = probe.run(
             "forward", probe.tab, probe.y0, span, probe.nsub, probe.rtol, probe.atol,
             probe.first_step, probe.max_step, probe.max_steps, True,
         )  # fmt: skip
@@ -638,8 +722,11 @@ def solve_ivp(
         drop = 0 if te[0] == span[0] else 1
         ts = te if drop == 0 else np.concatenate([span[:1], te])
 
-        def eval_grad(g: np.ndarray) -> np.ndarray:
-            return g[drop:]
+        def eval_grad(g: np.ndarray, gys: np.ndarray) -> np.ndarray:
+            g = g[drop:].copy()
+            if drop == 0:
+                g[0] = shared(gys)
+            return g
 
         times = [(t_span, span_grad), (t_eval, eval_grad)]
         nfev = None

@@ -41,6 +41,7 @@ import numpy as np
 from numba import carray
 
 from ._jit import as_pointer, jit, jitable, overload
+from .layout import H_ARENA, H_ARENA_TOP
 from .replay import run_plan
 
 # statuses of the solvers (0 is success); ``info`` holds the time and step size
@@ -111,7 +112,7 @@ def vjp(ctx, t, y, a, f, gy, gp):
 @overload(feval)
 def _feval_compiled(ctx, t, y, out):
     def impl(ctx, t, y, out):
-        h, fwd, bwd, root, G, expect, tin, yin, _, fout, _, _ = ctx
+        h, fwd, bwd, root, G, expect, tin, yin, _, fout = ctx[:10]
         tin[0] = t
         for i in range(y.size):
             yin[i] = y[i]
@@ -125,38 +126,108 @@ def _feval_compiled(ctx, t, y, out):
     return impl
 
 
+@jitable
+def _gather(gtab, gbuf, n, gy, gp):
+    """The program's gradient buffers gathered into ``gbuf = [g_t, g_y, g_p]`` (``gtab``
+    rows: address, offset in gbuf, count, 1 if float32 else 0); returns ``g_t``."""
+    gbuf[:] = 0.0
+    for r in range(gtab.shape[1]):
+        addr, off, cnt = gtab[0, r], gtab[1, r], gtab[2, r]
+        if gtab[3, r] == 1:
+            src32 = carray(as_pointer(addr, np.float32), cnt)
+            for i in range(cnt):
+                gbuf[off + i] = src32[i]
+        else:
+            src64 = carray(as_pointer(addr, np.float64), cnt)
+            for i in range(cnt):
+                gbuf[off + i] = src64[i]
+    for i in range(n):
+        gy[i] = gbuf[1 + i]
+    for i in range(gp.size):
+        gp[i] = gbuf[1 + n + i]
+    return gbuf[0]
+
+
+@jitable
+def _inputs(tin, yin, ain, t, y, a):
+    """Write the program's inputs ``t``, ``y`` and the cotangent ``a``."""
+    tin[0] = t
+    for i in range(y.size):
+        yin[i] = y[i]
+        ain[i] = a[i]
+
+
 @overload(vjp)
 def _vjp_compiled(ctx, t, y, a, f, gy, gp):
     def impl(ctx, t, y, a, f, gy, gp):
-        h, fwd, bwd, root, G, expect, tin, yin, ain, fout, gtab, gbuf = ctx
-        tin[0] = t
-        for i in range(y.size):
-            yin[i] = y[i]
-            ain[i] = a[i]
+        h, fwd, bwd, root, G, expect, tin, yin, ain, fout, gtab, gbuf = ctx[:12]
+        _inputs(tin, yin, ain, t, y, a)
         st = run_plan(h, fwd, bwd, root, True, G, expect)
         if st != 0:
             return ODE_REPLAY, 0.0
         for i in range(f.size):
             f[i] = fout[i]
-        # the program's gradient buffers, gathered into gbuf = [g_t, g_y, g_p]: gtab
-        # rows are (address, offset in gbuf, count, 1 if float32 else 0)
-        gbuf[:] = 0.0
-        for r in range(gtab.shape[1]):
-            addr, off, cnt = gtab[0, r], gtab[1, r], gtab[2, r]
-            if gtab[3, r] == 1:
-                src32 = carray(as_pointer(addr, np.float32), cnt)
-                for i in range(cnt):
-                    gbuf[off + i] = src32[i]
-            else:
-                src64 = carray(as_pointer(addr, np.float64), cnt)
-                for i in range(cnt):
-                    gbuf[off + i] = src64[i]
-        n = y.size
-        for i in range(n):
-            gy[i] = gbuf[1 + i]
-        for i in range(gp.size):
-            gp[i] = gbuf[1 + n + i]
-        return ODE_OK, gbuf[0]
+        return ODE_OK, _gather(gtab, gbuf, y.size, gy, gp)
+
+    return impl
+
+
+# --- saved forward values --------------------------------------------------------------
+# The reverse pass needs a vector-Jacobian product at every stage of every step. Replaying
+# the program's forward there again costs as much as the forward solve; instead the
+# forward solve keeps each accepted stage's program values (the tape's value arena, a
+# few hundred bytes for a small system) and the reverse pass puts them back and runs
+# only the backward kernels. Systems whose arena is larger than SNAPSHOT_LIMIT bytes
+# replay the forward instead (memory would grow by the arena per stage per step).
+SNAPSHOT_LIMIT = 1 << 14
+
+
+def snapshot_bytes(ctx):
+    """Bytes of program values one stage keeps (0: no snapshots; the driven context)."""
+    return 0
+
+
+@overload(snapshot_bytes)
+def _snapshot_bytes_compiled(ctx):
+    def impl(ctx):
+        top = ctx[0][H_ARENA_TOP]
+        return top if top <= SNAPSHOT_LIMIT else 0
+
+    return impl
+
+
+def snapshot(ctx, buf):
+    """Copy the program's values (its last evaluation) into ``buf``."""
+
+
+@overload(snapshot)
+def _snapshot_compiled(ctx, buf):
+    def impl(ctx, buf):
+        src = carray(as_pointer(ctx[0][H_ARENA], np.uint8), buf.size)
+        for i in range(buf.size):
+            buf[i] = src[i]
+
+    return impl
+
+
+def vjp_saved(ctx, saved, t, y, a, gy, gp):
+    """:func:`vjp` at an evaluation whose values :func:`snapshot` kept in ``saved``:
+    only the backward kernels run; returns ``(status, a f_t)``."""
+    return ctx.vjp(t, y, a, np.empty_like(y), gy, gp)
+
+
+@overload(vjp_saved)
+def _vjp_saved_compiled(ctx, saved, t, y, a, gy, gp):
+    def impl(ctx, saved, t, y, a, gy, gp):
+        h, _, bwd, root, _, _, tin, yin, ain, _, gtab, gbuf, nofwd, noG, noexpect = ctx
+        dst = carray(as_pointer(h[H_ARENA], np.uint8), saved.size)
+        for i in range(saved.size):
+            dst[i] = saved[i]
+        _inputs(tin, yin, ain, t, y, a)
+        st = run_plan(h, nofwd, bwd, root, True, noG, noexpect)
+        if st != 0:
+            return ODE_REPLAY, 0.0
+        return ODE_OK, _gather(gtab, gbuf, y.size, gy, gp)
 
     return impl
 
@@ -184,7 +255,7 @@ def _combine(out, y, h, coef, K, upto):
 
 
 @jitable
-def _stages(ctx, mode, tab, t, h, y, K, Y, ynew):
+def _stages(ctx, mode, tab, t, h, y, K, Y, ynew, cur):
     """The stages ``K[1:]`` of one step from ``(t, y)`` with ``K[0] = f(t, y)`` given,
     and ``ynew = y + h sum b_i K_i``; returns a status. ``mode`` 0 integrates ``f``,
     1 the adjoint system (see :func:`rhs`)."""
@@ -195,6 +266,8 @@ def _stages(ctx, mode, tab, t, h, y, K, Y, ynew):
         st = rhs(ctx, mode, t + C[i] * h, Y, K[i])
         if st != ODE_OK:
             return st
+        if cur.shape[1]:
+            snapshot(ctx, cur[i])
     _combine(ynew, y, h, B, K, s)
     return ODE_OK
 
@@ -263,10 +336,10 @@ def initial_step(ctx, mode, t0, y0, f0, direction, rtol, atol, max_step, span):
 
 
 @jitable
-def _grow(meta, Ys, Ks, count):
+def _grow(meta, Ys, Ks, Ss, count):
     """Room for one more recorded step (doubling)."""
     if count < meta.shape[0]:
-        return meta, Ys, Ks
+        return meta, Ys, Ks, Ss
     cap = 2 * meta.shape[0]
     m2 = np.empty((cap, meta.shape[1]))
     m2[:count] = meta[:count]
@@ -274,43 +347,64 @@ def _grow(meta, Ys, Ks, count):
     y2[:count] = Ys[:count]
     k2 = np.empty((cap, Ks.shape[1], Ks.shape[2]), Ks.dtype)
     k2[:count] = Ks[:count]
-    return m2, y2, k2
+    s2 = np.empty((cap, Ss.shape[1], Ss.shape[2]), np.uint8)
+    s2[:count] = Ss[:count]
+    return m2, y2, k2, s2
+
+
+@jitable
+def _error_norm(E, K, y, ynew, h, rtol, atol):
+    """SciPy's: rms of ``h sum e_i k_i`` over ``atol + rtol max(|y|, |y_new|)``; inf for
+    a trial step that overflowed (so that it shrinks)."""
+    n = y.size
+    total = 0.0
+    for q in range(n):
+        err = 0.0
+        for i in range(E.size):
+            if E[i] != 0.0:
+                err += E[i] * K[i, q]
+        scale = atol + max(abs(y[q]), abs(ynew[q])) * rtol
+        r = h * err / scale
+        total += r * r
+    norm = math.sqrt(total / n) if n else 0.0
+    return norm if math.isfinite(norm) else np.inf
 
 
 @jitable
 def advance(ctx, mode, tab, z, f0, t, t_end, h_abs, nfixed, rtol, atol, max_step, budget, rec):
     """Integrate ``z`` (in place) from ``t`` to ``t_end`` (either direction), ``f0 = f(t,
     z)`` given and updated. Fixed steps (``nfixed > 0`` equal steps) or adaptive from the
-    proposed size ``h_abs``. ``rec = (interval, meta, Ys, Ks, count)`` with ``interval >=
-    0`` records each step's start time, size and interval, state and stages.
+    proposed size ``h_abs``. ``rec = (interval, meta, Ys, Ks, Ss, cur, count)`` with
+    ``interval >= 0`` records each step's start time, size and interval, state and stages
+    and (when ``cur`` has room: :func:`snapshot_bytes`) each stage's program values,
+    ``cur[0]`` those of ``f0``.
 
-    Returns ``(status, steps taken, next proposed |h|, evaluations, rec, info time)``."""
+    Returns ``(status, steps taken, next proposed |h|, evaluations, rec, time reached)``."""
     A, B, C, E = tab[0], tab[1], tab[2], tab[3]
     s = B.size
     n = z.size
-    interval, meta, Ys, Ks, count = rec
+    interval, meta, Ys, Ks, Ss, cur, count = rec
     K = np.empty((s, n), z.dtype)
     Y = np.empty(n, z.dtype)
     ynew = np.empty(n, z.dtype)
-    span = t_end - t
-    direction = 1.0 if span > 0 else -1.0
+    direction = 1.0 if t_end > t else -1.0
     steps = 0
     nfev = 0
+    st = ODE_OK
     fsal = C[s - 1] == 1.0 and np.all(A[s - 1, : s - 1] == B[: s - 1]) and B[s - 1] == 0.0
-    while direction * (t_end - t) > 0:
+    while st == ODE_OK and direction * (t_end - t) > 0:
         if steps >= budget:
-            return ODE_MAXSTEPS, steps, h_abs, nfev, (interval, meta, Ys, Ks, count), t
+            st = ODE_MAXSTEPS
+            break
         K[0] = f0
         if nfixed > 0:
             # equal steps; the last lands exactly on t_end
             left = nfixed - steps
             h = (t_end - t) / left
-            st = _stages(ctx, mode, tab, t, h, z, K, Y, ynew)
+            st = _stages(ctx, mode, tab, t, h, z, K, Y, ynew, cur)
             nfev += s - 1
-            if st != ODE_OK:
-                return st, steps, h_abs, nfev, (interval, meta, Ys, Ks, count), t
-            if not (_finite(ynew) and _finite(K)):
-                return ODE_NONFINITE, steps, h_abs, nfev, (interval, meta, Ys, Ks, count), t
+            if st == ODE_OK and not (_finite(ynew) and _finite(K)):
+                st = ODE_NONFINITE
             t_new = t_end if left == 1 else t + h
         else:
             rejected = False
@@ -318,25 +412,17 @@ def advance(ctx, mode, tab, z, f0, t, t_end, h_abs, nfixed, rtol, atol, max_step
                 min_step = 10.0 * abs(np.nextafter(t, direction * np.inf) - t)
                 h_abs = min(h_abs, max_step)
                 if h_abs < min_step:
-                    return ODE_UNDERFLOW, steps, h_abs, nfev, (interval, meta, Ys, Ks, count), t
-                h = h_abs * direction
-                t_new = t + h
+                    st = ODE_UNDERFLOW
+                    break
+                t_new = t + h_abs * direction
                 if direction * (t_new - t_end) >= 0:
                     t_new = t_end
                 h = t_new - t
-                st = _stages(ctx, mode, tab, t, h, z, K, Y, ynew)
+                st = _stages(ctx, mode, tab, t, h, z, K, Y, ynew, cur)
                 nfev += s - 1
                 if st != ODE_OK:
-                    return st, steps, h_abs, nfev, (interval, meta, Ys, Ks, count), t
-                # SciPy's error norm: rms of h sum e_i k_i over atol + rtol max(|y|, |y_new|)
-                err = np.zeros(n, z.dtype)
-                for i in range(s):
-                    if E[i] != 0.0:
-                        err += E[i] * K[i]
-                scale = atol + np.maximum(np.abs(z), np.abs(ynew)) * rtol
-                norm = _rms(h * err / scale)
-                if not np.isfinite(norm):
-                    norm = np.inf  # a trial step that overflowed: shrink it
+                    break
+                norm = _error_norm(E, K, z, ynew, h, rtol, atol)
                 if norm < 1.0:
                     if norm == 0.0:
                         factor = MAX_FACTOR
@@ -348,35 +434,41 @@ def advance(ctx, mode, tab, z, f0, t, t_end, h_abs, nfixed, rtol, atol, max_step
                     break
                 h_abs = abs(h) * max(MIN_FACTOR, SAFETY * norm ** (-1.0 / (ERROR_ORDER + 1)))
                 rejected = True
+        if st != ODE_OK:
+            break
         if interval >= 0:
-            meta, Ys, Ks = _grow(meta, Ys, Ks, count)
+            meta, Ys, Ks, Ss = _grow(meta, Ys, Ks, Ss, count)
             meta[count, 0] = t
             meta[count, 1] = h
             meta[count, 2] = interval
             Ys[count] = z
             Ks[count] = K
+            if cur.shape[1]:
+                Ss[count] = cur
             count += 1
         z[:] = ynew
         t = t_new
         steps += 1
         if fsal:
             f0[:] = K[s - 1]
+            if cur.shape[1]:
+                cur[0] = cur[s - 1]
         else:
             st = rhs(ctx, mode, t, z, f0)
             nfev += 1
-            if st != ODE_OK:
-                return st, steps, h_abs, nfev, (interval, meta, Ys, Ks, count), t
-        if not _finite(f0):
-            return ODE_NONFINITE, steps, h_abs, nfev, (interval, meta, Ys, Ks, count), t
-    return ODE_OK, steps, h_abs, nfev, (interval, meta, Ys, Ks, count), t
+            if cur.shape[1]:
+                snapshot(ctx, cur[0])
+        if st == ODE_OK and not _finite(f0):
+            st = ODE_NONFINITE
+    return st, steps, h_abs, nfev, (interval, meta, Ys, Ks, Ss, cur, count), t
 
 
 # --- the three entry points ----------------------------------------------------------
 def forward(ctx, tab, y0, ts, nsub, rtol, atol, first_step, max_step, max_steps, record):
     """Solve through the output times ``ts`` (strictly monotonic): ``(status, ys (len(ts),
-    n), info [time, steps, evaluations], meta, Ys, Ks, count)``; the last four are the
-    recorded steps (``record``) for :func:`reverse`. ``nsub[i]`` equal steps over interval
-    ``i``, or 0 for adaptive steps."""
+    n), info [time, steps, evaluations], meta, Ys, Ks, Ss, count)``; the last five are
+    the recorded steps (``record``) for :func:`reverse`. ``nsub[i]`` equal steps over
+    interval ``i``, or 0 for adaptive steps."""
     n = y0.size
     s = tab[1].size
     ys = np.empty((ts.size, n), y0.dtype)
@@ -388,14 +480,19 @@ def forward(ctx, tab, y0, ts, nsub, rtol, atol, first_step, max_step, max_steps,
     meta = np.empty((cap, 3))
     Ys = np.empty((cap, n), y0.dtype)
     Ks = np.empty((cap, s, n), y0.dtype)
+    nbytes = snapshot_bytes(ctx) if record else 0
+    Ss = np.empty((cap, s, nbytes), np.uint8)
+    cur = np.empty((s, nbytes), np.uint8)
     count = 0
     info[0] = ts[0]
     st = rhs(ctx, 0, ts[0], z, f0)
+    if nbytes:
+        snapshot(ctx, cur[0])
     info[2] = 1
     if st == ODE_OK and not (_finite(z) and _finite(f0)):
         st = ODE_NONFINITE
     if st != ODE_OK or ts.size == 1:
-        return st, ys, info, meta, Ys, Ks, count
+        return st, ys, info, meta, Ys, Ks, Ss, count
     direction = 1.0 if ts[-1] > ts[0] else -1.0
     h_abs = first_step
     if nsub[0] == 0 and h_abs <= 0.0:
@@ -404,28 +501,28 @@ def forward(ctx, tab, y0, ts, nsub, rtol, atol, first_step, max_step, max_steps,
         )
         info[2] += 1
         if st != ODE_OK:
-            return st, ys, info, meta, Ys, Ks, count
+            return st, ys, info, meta, Ys, Ks, Ss, count
     t = ts[0]
     total = 0
     for i in range(ts.size - 1):
-        rec = (i if record else -1, meta, Ys, Ks, count)
+        rec = (i if record else -1, meta, Ys, Ks, Ss, cur, count)
         st, steps, h_abs, nfev, rec, t_at = advance(
             ctx, 0, tab, z, f0, t, ts[i + 1], h_abs, nsub[i], rtol, atol, max_step,
             max_steps - total, rec,
         )  # fmt: skip
-        _, meta, Ys, Ks, count = rec
+        _, meta, Ys, Ks, Ss, _, count = rec
         total += steps
         info[0] = t_at
         info[1] = total
         info[2] += nfev
         if st != ODE_OK:
-            return st, ys, info, meta, Ys, Ks, count
+            return st, ys, info, meta, Ys, Ks, Ss, count
         t = ts[i + 1]
         ys[i + 1] = z
-    return ODE_OK, ys, info, meta, Ys, Ks, count
+    return ODE_OK, ys, info, meta, Ys, Ks, Ss, count
 
 
-def reverse(ctx, tab, ts, gys, meta, Ys, Ks, count, nparams):
+def reverse(ctx, tab, ts, gys, meta, Ys, Ks, Ss, count, nparams):
     """The discrete reverse pass over the recorded steps: ``(status, g_y0, g_ts, g_p)``
     for the output cotangents ``gys`` (``len(ts), n``)."""
     A, B, C, used = tab[0], tab[1], tab[2], tab[4]
@@ -459,7 +556,10 @@ def reverse(ctx, tab, ts, gys, meta, Ys, Ks, count, nparams):
             if not used[i]:
                 continue
             _combine(Y, y, h, A[i], K, i)
-            st, gT = vjp(ctx, t + C[i] * h, Y, kbar[i], fbuf, gY, gP)
+            if Ss.shape[2]:  # the forward's values kept: the backward kernels alone
+                st, gT = vjp_saved(ctx, Ss[k, i], t + C[i] * h, Y, kbar[i], gY, gP)
+            else:
+                st, gT = vjp(ctx, t + C[i] * h, Y, kbar[i], fbuf, gY, gP)
             if st != ODE_OK:
                 return st, ybar, gts, gp
             gp += gP
@@ -498,6 +598,8 @@ def adjoint(ctx, tab, ts, ys, gys, nsub, rtol, atol, max_step, max_steps, nparam
     no_meta = np.empty((0, 3))
     no_y = np.empty((0, n), dt)
     no_k = np.empty((0, 1, n), dt)
+    no_s = np.empty((0, 1, 0), np.uint8)
+    no_cur = np.empty((tab[1].size, 0), np.uint8)
     h_abs = 0.0
     total = 0
     for i in range(ts.size - 1, 0, -1):
@@ -521,7 +623,7 @@ def adjoint(ctx, tab, ts, ys, gys, nsub, rtol, atol, max_step, max_steps, nparam
             info[2] += 1
             if st != ODE_OK:
                 return st, z[n : 2 * n].copy(), gts, z[2 * n :].copy(), info
-        rec = (-1, no_meta, no_y, no_k, 0)
+        rec = (-1, no_meta, no_y, no_k, no_s, no_cur, 0)
         st, steps, h_abs, nfev, rec, t_at = advance(
             ctx, 1, tab, z, f0, ts[i], ts[i - 1], h_abs, nsub[i - 1], rtol, atol, max_step,
             max_steps - total, rec,

@@ -112,23 +112,32 @@ def test_training_loop_replays_without_growing():
     assert step.stats["captures"] == 1
 
 
-SETTINGS = {"scale": 1.0}  # a Python number fn reads from outside: no guard sees it
+SETTINGS = {"scale": 1.0}  # a Python number fn reads from outside: a guard sees it
+WEIGHTS = [1.0]
 
 
 def test_check_mode_catches_what_guards_cannot_see():
     def f(x):
-        return tnp.sum(tnp.sin(x)) * SETTINGS["scale"]
+        total = tnp.sum(tnp.sin(x)) * SETTINGS["scale"]
+        for w in WEIGHTS:  # a list that gains an item: no route to the new one
+            total = total * w
+        return total
 
     checked = tg.compile(f, check=True)
     checked.value_and_grad(np.ones(2))
     checked.value_and_grad(np.ones(2) * 2)  # same computation: fine
     assert checked.stats["checks"] == 1
-    SETTINGS["scale"] = 2.0
+    SETTINGS["scale"] = 2.0  # a plain value read from outside: a guard, captured again
     try:
+        value, _ = checked.value_and_grad(np.ones(2))
+        assert value == pytest.approx(2.0 * 2 * np.sin(1.0))
+        assert checked.stats["captures"] == 2
+        WEIGHTS.append(3.0)
         with pytest.raises(RuntimeError, match="different computation"):
             checked.value_and_grad(np.ones(2))
     finally:
         SETTINGS["scale"] = 1.0
+        del WEIGHTS[1:]
 
 
 def test_capture_refuses_python_code_it_cannot_replay():

@@ -407,3 +407,52 @@ def test_in_place_ops_on_arguments_inside_a_capture():
         value, g = step.value_and_grad(x, y)
         assert value == pytest.approx(2.0 * 5.0 * 2.0 * scale)
         np.testing.assert_allclose(g, [0.0, 10.0 * scale])
+
+
+K_GLOBAL = 1.0
+
+
+def test_plain_values_read_from_outside_are_guards():
+    """Numbers, NumPy arrays and attributes fn reads from outside are constants of the
+    recording: a change captures again, never replays the old value."""
+    global K_GLOBAL
+    A = np.array([1.0, 2.0])
+
+    class Model:
+        def __init__(self):
+            self.scale = 2.0
+
+        def loss(self, x):
+            return tnp.sum(self.scale * K_GLOBAL * A * x)
+
+    m = Model()
+    step = tg.compile(m.loss)
+    x = np.ones(2)
+    try:
+        assert step(x) == 6.0
+        K_GLOBAL = 3.0  # a global number
+        assert step(x) == 18.0
+        A[:] = 0.5  # an array changed in place
+        assert step(x) == 6.0
+        m.scale = 1.0  # an attribute of self
+        value, grad = step.value_and_grad(x)
+        assert value == 3.0
+        np.testing.assert_allclose(grad, [1.5, 1.5])
+        assert step.stats["captures"] == 4
+        assert step(x) == 3.0 and step.stats["captures"] == 4  # unchanged: replayed
+    finally:
+        K_GLOBAL = 1.0
+
+
+def test_tapegrad_objects_reachable_from_fn_are_not_guarded():
+    """A compiled step called inside another function: its tapes change on every call,
+    which must not count as the outer function's values changing."""
+    inner = tg.compile(lambda x: tnp.sum(x * x))
+
+    def outer(x):
+        return inner(x) * 2.0
+
+    step = tg.compile(outer)
+    for v in (1.0, 2.0, 3.0):
+        assert step(np.full(2, v)) == 4 * v * v
+    assert step.stats["captures"] == 1

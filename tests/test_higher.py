@@ -23,7 +23,11 @@ from tapegrad.testing import check_grads
 from .custom_ops import Cube
 from .optable_cases import cases
 
-DIFFERENTIABLE = [c for c in cases() if c.op.differentiable]
+# rows differentiable to first order only in some arguments (their cases differentiate
+# all): betainc in a and b (the compiled kernel's differentiated continued fraction);
+# its second order in x and the refusal in a, b: tests/test_special_functions.py
+FIRST_ORDER_ONLY = {"betainc"}
+DIFFERENTIABLE = [c for c in cases() if c.op.differentiable and c.op.name not in FIRST_ORDER_ONLY]
 
 
 def _rng(case, k: int) -> np.random.Generator:

@@ -10,6 +10,7 @@ import tracemalloc
 import numpy as np
 import pytest
 import scipy.integrate
+import scipy.stats
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
@@ -361,3 +362,142 @@ def test_scipy_namespace_exports_the_solvers():
     r = tsi.solve_ivp(lambda t, y: -k * y, (0.0, 2.0), np.ones(1), t_eval=[2.0], **TIGHT)
     r.y.sum().backward()
     assert k.grad == pytest.approx(-2 * np.exp(-1.0), rel=1e-9)
+
+
+def test_readme_example():
+    """The README's "Scientific models" snippet, as written there."""
+    from tapegrad.scipy import stats
+
+    def lotka_volterra(z, t, theta):
+        x, y = z[0], z[1]
+        return tnp.stack([theta[0] * x - theta[1] * x * y, theta[3] * x * y - theta[2] * y])
+
+    theta = tg.tensor(np.array([1.0, 0.1, 1.5, 0.075]), requires_grad=True)
+    t = np.linspace(0.0, 10.0, 21)
+    observed = np.random.default_rng(0).uniform(5.0, 30.0, (21, 2))
+    z = odeint(lotka_volterra, np.array([10.0, 5.0]), t, theta)
+    nll = -tnp.sum(stats.norm.logpdf(np.log(observed), tnp.log(z), 0.1))
+    nll.backward()
+
+    def plain(th):
+        zz = odeint(lotka_volterra, np.array([10.0, 5.0]), t, th)
+        return -np.sum(scipy.stats.norm.logpdf(np.log(observed), np.log(zz), 0.1))
+
+    np.testing.assert_allclose(theta.grad, central(plain, THETA, 1e-7), rtol=1e-5)
+    sol = solve_ivp(lambda t, y, k: -k * y, (0.0, 2.0), np.ones(3), args=(theta[0],),
+                    t_eval=[1.0, 2.0], rtol=1e-8)  # fmt: skip
+    assert isinstance(sol.y, tg.Tensor) and sol.y.shape == (3, 2)
+    np.testing.assert_allclose(sol.y.numpy()[0], np.exp(-np.array([1.0, 2.0])), rtol=1e-5)
+
+
+# --- what a right-hand side reads from outside ----------------------------------------
+RATE = 1.0
+
+
+def test_plain_values_from_outside_are_read_on_every_solve():
+    global RATE
+    A = np.array([1.0, 2.0])
+
+    class Decay:
+        def __init__(self):
+            self.k = 1.0
+
+        def rhs(self, y, t):
+            return -self.k * RATE * A * y
+
+    d = Decay()
+    try:
+        for k, rate, a in ((1.0, 1.0, 1.0), (3.0, 1.0, 1.0), (3.0, 0.5, 1.0), (3.0, 0.5, 0.1)):
+            d.k, RATE = k, rate
+            A[:] = [a, 2 * a]
+            ys = odeint(d.rhs, np.ones(2), [0.0, 1.0], **TIGHT)
+            np.testing.assert_allclose(ys[-1], np.exp(-k * rate * A), rtol=1e-8)
+    finally:
+        RATE = 1.0
+
+
+def test_anything_read_from_outside_changed_before_backward_raises():
+    A = tg.tensor(np.array([0.5, 0.7]))  # no grad: still read by the solve
+    box = {"c": 1.0}
+    y0 = tg.tensor(np.array([1.0, 1.0]), requires_grad=True)
+    for change in ("tensor", "number"):
+        ys = odeint(lambda y, t: -A * y * box["c"], y0, [0.0, 1.0])
+        if change == "tensor":
+            with tg.no_grad():
+                A[0] = 2.0
+        else:
+            box["c"] = 2.0
+        with pytest.raises(RuntimeError, match="between the solve and its backward"):
+            tnp.sum(ys).backward()
+
+
+def test_deep_attribute_parameter_replaced_like_an_optimizer_step():
+    class Layer:
+        def __init__(self, w):
+            self.W = w
+
+    class Net:
+        def __init__(self, w):
+            self.layers = [Layer(w)]
+
+    class Model:
+        def __init__(self, w):
+            self.net = Net(w)
+
+        def rhs(self, y, t):
+            return -self.net.layers[0].W * y
+
+    m = Model(tg.tensor(0.5, requires_grad=True))
+    for w in (0.5, 1.0, 1.5):
+        m.net.layers[0].W = tg.tensor(w, requires_grad=True)
+        ys = odeint(m.rhs, np.ones(1), [0.0, 1.0], **TIGHT)
+        ys[-1].sum().backward()
+        np.testing.assert_allclose(ys[-1].numpy(), np.exp(-w), rtol=1e-9)
+        assert m.net.layers[0].W.grad == pytest.approx(-np.exp(-w), rel=1e-8)
+
+
+def test_containers_of_tensors_keep_their_gradients():
+    x0 = tg.tensor(1.0, requires_grad=True)
+    v0 = tg.tensor(2.0, requires_grad=True)
+    k = tg.tensor(0.5, requires_grad=True)
+    ys = odeint(lambda y, t, k: -k * y, [x0, v0], [0.0, 1.0], [k], **TIGHT)
+    tnp.sum(ys[-1]).backward()
+    assert x0.grad == pytest.approx(np.exp(-0.5), rel=1e-9)
+    assert v0.grad == pytest.approx(np.exp(-0.5), rel=1e-9)
+    assert k.grad == pytest.approx(-3.0 * np.exp(-0.5), rel=1e-8)
+
+
+def test_solve_ivp_t_eval_starting_at_t_span_start():
+    """t_eval[0] == t_span[0]: moving t_eval[0] moves that output along the solution,
+    moving t_span[0] moves the start; each gets its own gradient."""
+    k, w = 0.7, np.array([1.0, 2.0, -1.5])
+    te = tg.tensor(np.array([0.0, 1.0, 2.0]), requires_grad=True)
+    span = tg.tensor(np.array([0.0, 2.0]), requires_grad=True)
+    for adjoint in (False, True):
+        r = solve_ivp(lambda t, y: -k * y, span, np.ones(1), t_eval=te, adjoint=adjoint, **TIGHT)
+        tnp.sum(r.y[0] * w).backward()
+        y = np.exp(-k * te.numpy())
+        np.testing.assert_allclose(te.grad, w * -k * y * [1, 1, 1], rtol=1e-8)
+        np.testing.assert_allclose(span.grad, [np.sum(w * k * y), 0.0], rtol=1e-8, atol=1e-12)
+        te.grad = span.grad = None
+
+
+def test_right_hand_sides_that_return_the_wrong_thing():
+    c = tg.tensor(np.array([1.0, 2.0]), requires_grad=True)
+    ys = odeint(lambda y, t: c, np.zeros(2), [0.0, 2.0])  # a tensor from outside
+    tnp.sum(ys[-1]).backward()
+    np.testing.assert_allclose(ys[-1].numpy(), [2.0, 4.0], rtol=1e-12)
+    np.testing.assert_allclose(c.grad, [2.0, 2.0], rtol=1e-12)
+    with pytest.raises(TypeError, match="returned None"):
+        odeint(lambda y, t: None, np.ones(2), [0.0, 1.0])
+    with pytest.raises(ValueError, match=r"tnp.stack"):
+        odeint(lambda y, t: np.array([y[1], -y[0]]), np.ones(2), [0.0, 1.0])
+    with pytest.raises(ValueError, match=r"returned shape \(\)"):
+        odeint(lambda y, t: 1.0, np.ones(2), [0.0, 1.0])
+    with pytest.raises(ValueError, match=r"returned shape \(2, 2\).*\(4,\)"):
+        odeint(lambda y, t: np.ones((2, 2)), np.ones(4), [0.0, 1.0])
+    with pytest.raises(TypeError, match="real"):
+        odeint(lambda y, t: -y, np.ones(2, complex), [0.0, 1.0])
+    # integer parameters are constants (indices, counts), not differentiated floats
+    ys = odeint(lambda y, t, idx, n: -y[idx] * n, np.ones(2), [0.0, 1.0], np.array([1, 0]), 2)
+    np.testing.assert_allclose(ys[-1], np.exp(-2.0), rtol=1e-6)

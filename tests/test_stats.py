@@ -43,6 +43,12 @@ CONTINUOUS = [
     ("vonmises", "pdf", X / 10, (0.4,)),
     ("beta", "logpdf", UNIT, (2.5, 1.5)),
     ("beta", "pdf", UNIT, (0.8, 3.0)),
+    # the incomplete beta function: every parameter differentiable
+    *[("t", m, X, (3.5, 0.2, 1.1)) for m in ("cdf", "sf", "logcdf", "logsf")],
+    ("t", "cdf", X, (0.7,)),
+    ("t", "cdf", np.concatenate([-np.geomspace(1e-9, 1, 20), np.geomspace(1e-9, 1, 20)]), (4.0,)),
+    *[("beta", m, UNIT, (2.5, 1.5)) for m in ("cdf", "sf", "logcdf", "logsf")],
+    ("beta", "cdf", UNIT * 3 - 1, (0.8, 3.0, -0.5, 2.0)),
 ]
 
 
@@ -117,13 +123,27 @@ def test_discrete_match_scipy_and_differentiate_in_parameters(dist, k, params):
     check_grads(loss, [np.float64(params[i]) for i in cont])
 
 
-def test_poisson_cdf_and_sf():
-    k = np.array([-1.0, 0.0, 2.0, 2.7, 10.0, 40.0])
-    for method in ("cdf", "sf"):
-        got = getattr(ts.poisson, method)(tg.tensor(k), 3.2).numpy()
-        np.testing.assert_allclose(got, getattr(ss.poisson, method)(k, 3.2), rtol=1e-12)
-        f = getattr(ts.poisson, method)
-        check_grads(lambda mu, f=f: tnp.sum(f(k, mu)), [np.float64(3.2)])
+@pytest.mark.parametrize(
+    "dist, k, params",
+    [
+        ("poisson", np.array([-1.0, 0.0, 2.0, 2.7, 10.0, 40.0]), (3.2,)),
+        ("binom", np.array([-1.0, 0.0, 1.0, 3.5, 9.0, 10.0, 12.0]), (10.0, 0.35)),
+        ("binom", np.array([0.0, 40.0, 150.0, 199.0]), (200.0, 0.7)),
+        ("nbinom", np.array([-2.0, 0.0, 1.0, 4.0, 20.0, 80.0]), (3.5, 0.4)),
+    ],
+)
+def test_discrete_distribution_functions(dist, k, params):
+    """cdf sf logcdf logsf against SciPy; gradients in the continuous parameters (binom's
+    n too: the incomplete beta function is differentiable in it)."""
+    inside = k[(k >= 0) & ((k < params[0]) | (dist != "binom"))]  # where it is not constant
+    for method in ("cdf", "sf", "logcdf", "logsf"):
+        got = getattr(getattr(ts, dist), method)(tg.tensor(k), *params).numpy()
+        want = getattr(getattr(ss, dist), method)(k, *params)
+        # (logs near 0: SciPy's log(cdf) rounds to 0 where log1p(-sf) keeps -1e-31)
+        atol = 1e-15 if method.startswith("log") else 1e-300
+        np.testing.assert_allclose(got, want, rtol=1e-11, atol=atol, err_msg=method)
+        f = getattr(getattr(ts, dist), method)
+        check_grads(lambda *p, f=f: tnp.sum(f(inside, *p)), [np.float64(p) for p in params])
 
 
 def test_multivariate_normal_and_dirichlet():
@@ -186,6 +206,8 @@ def test_a_likelihood_fit_recovers_the_parameters():
         (lambda x, k: ts.vonmises.logpdf(x, k), [np.array([-1.0, 0.4]), 2.0]),
         (lambda mu: ts.poisson.logpmf(np.array([0.0, 3.0]), mu), [2.5]),
         (lambda x, d: ts.t.logpdf(x, d), [np.array([-1.0, 0.4]), 4.5]),
+        (lambda x, s: ts.t.cdf(x, 4.5, scale=s), [np.array([-1.0, 0.4]), 1.3]),
+        (lambda x: ts.beta.logcdf(x, 2.5, 1.5), [np.array([0.2, 0.7])]),
     ],
 )
 def test_second_order_and_forward_mode(f, args):

@@ -11,6 +11,7 @@ import numpy as np
 from ..layout import DTYPE_CODE, FLOAT_CODES
 from ..ops.elementwise import EXP, LOG
 from ..ops.special import (
+    BETAINC,
     GAMMALN,
     LOG_SOFTMAX,
     LOGSUMEXP,
@@ -21,7 +22,7 @@ from ..shapes import normalize_axes
 from ..tensors import Tensor, as_tensor, elementwise, general
 from .reduce import max as max_of
 from .reduce import sum as sum_of
-from .shape import squeeze, where
+from .shape import astype, broadcast_to, squeeze, where
 
 
 def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False) -> Tensor:
@@ -64,6 +65,21 @@ def log_softmax(x: Any, axis: Any = None) -> Tensor:
     return general(LOG_SOFTMAX, dt, [t], [(dt, t.shape)], [ax])
 
 
+def betainc(a: Any, b: Any, x: Any) -> Tensor:
+    """The regularized incomplete beta function ``I_x(a, b)`` (SciPy's ``betainc``),
+    differentiable in ``a``, ``b`` and ``x``; broadcasts; NaN outside ``a, b > 0``,
+    ``0 <= x <= 1``. One node (see :mod:`tapegrad.ops.special`)."""
+    ts = [as_tensor(v) for v in (a, b, x)]
+    dtype = np.result_type(*[t.dtype for t in ts])
+    if DTYPE_CODE.get(dtype) not in FLOAT_CODES:
+        dtype = np.dtype(np.float64)
+    shape = np.broadcast_shapes(*[t.shape for t in ts])
+    ts = [t if t.shape == shape else broadcast_to(t, shape) for t in ts]
+    ts = [t if t.dtype == dtype else astype(t, dtype) for t in ts]
+    dt = DTYPE_CODE[dtype]
+    return general(BETAINC, dt, ts, [(dt, shape)], [math.prod(shape)])
+
+
 # each row's public function
 def multigammaln(a: Any, d: int) -> Tensor:
     """log Gamma_d(a) = d (d - 1) / 4 log(pi) + sum_j gammaln(a - j / 2), j < d (SciPy's
@@ -83,5 +99,6 @@ def multigammaln(a: Any, d: int) -> Tensor:
 
 LOGSUMEXP.front = logsumexp
 MULTIGAMMALN.front = multigammaln
+BETAINC.front = betainc
 SOFTMAX.front = softmax
 LOG_SOFTMAX.front = log_softmax

@@ -7,12 +7,14 @@ tapegrad ops (logs of densities in their stable forms: ``special.log_ndtr``, ``x
 support a log-density is ``-inf`` (its gradient 0, with no NaN from the branch not
 taken), as SciPy's value.
 
-Here so far: the densities and log-densities of ``norm expon laplace cauchy logistic
-lognorm uniform t gamma beta vonmises multivariate_normal dirichlet``, the mass
-functions of ``poisson bernoulli binom nbinom``, ``cdf sf logcdf logsf`` of ``norm
-expon laplace cauchy logistic lognorm gamma`` (``uniform``: ``cdf sf``), ``cdf sf`` of
-``poisson``. The distribution functions of ``t beta binom nbinom`` need the incomplete
-beta function, which tapegrad does not have yet.
+Here: the densities and log-densities of ``norm expon laplace cauchy logistic lognorm
+uniform t gamma beta vonmises multivariate_normal dirichlet``, the mass functions of
+``poisson bernoulli binom nbinom``, and ``cdf sf logcdf logsf`` of ``norm expon laplace
+cauchy logistic lognorm gamma t beta poisson binom nbinom`` (``uniform``: ``cdf sf``).
+The distribution functions of ``t beta binom nbinom`` are the regularized incomplete
+beta function (``special.betainc``, differentiable in every argument); those of ``gamma``
+and ``poisson`` the incomplete gamma function (no derivative in its order: NaN in
+``gamma``'s shape ``a``).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ maximum, minimum, asum = _np["maximum"], _np["minimum"], _np["sum"]
 gammaln, xlogy, xlog1py = _sp["gammaln"], _sp["xlogy"], _sp["xlog1py"]
 ndtr, log_ndtr, betaln = _sp["ndtr"], _sp["log_ndtr"], _sp["betaln"]
 gammainc, gammaincc, i0e = _sp["gammainc"], _sp["gammaincc"], _sp["i0e"]
+betainc = _sp["betainc"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -281,36 +284,68 @@ def _t_log_density(z: Any, df: Any) -> Any:
     )
 
 
+def _with_tails(methods: dict[str, Callable], tails: Callable, nshape: int) -> dict:
+    """Add ``cdf sf logcdf logsf`` to a shaped family: ``tails(z, *shapes) -> (lower,
+    upper)``, each accurate where it is small (so the logs keep their digits: log of the
+    small one, log1p of minus it for the other)."""
+
+    def method(which: str) -> Callable:
+        def f(x: Any, *args: Any, loc: Any = 0.0, scale: Any = 1.0) -> Any:
+            shapes, rest = args[:nshape], args[nshape:]
+            if len(shapes) < nshape:
+                raise TypeError(f"{which}: needs {nshape} shape parameter(s), got {len(shapes)}")
+            if rest:
+                loc = rest[0]
+                scale = rest[1] if len(rest) > 1 else scale
+            lower, upper = tails(_standard(x, loc, scale), *shapes)
+            this, other = (upper, lower) if which in ("sf", "logsf") else (lower, upper)
+            value = this
+            if which.startswith("log"):
+                value = where(this < 0.5, log(this), log1p(-_at_most(other, 0.5)))
+            ok = scale > 0
+            for p in shapes:
+                ok = _and(ok, p > 0)
+            return _valid(value, ok)
+
+        return f
+
+    return {**methods, **{m: method(m) for m in ("cdf", "sf", "logcdf", "logsf")}}
+
+
+def _t_tails(z: Any, df: Any) -> tuple[Any, Any]:
+    """The small tail P(T < -|z|) is I_w(df/2, 1/2) / 2 with w = df / (df + z^2) for z^2
+    >= df, and 1/2 - I_u(1/2, df/2) / 2 with u = z^2 / (df + z^2) below (where 1 - w
+    would cancel); the other tail is 1 minus it. At z = 0 (the fraction's derivative in u
+    is infinite there) ``1/2 +- pdf(0) z``: the value and its derivative."""
+    zero = z == 0
+    zs = where(zero, 1.0, z)
+    z2 = zs * zs
+    near = z2 < df
+    far_tail = 0.5 * betainc(0.5 * df, 0.5, where(near, 0.5, df / (df + z2)))
+    near_tail = 0.5 - 0.5 * betainc(0.5, 0.5 * df, where(near, z2 / (df + z2), 0.5))
+    small = where(near, near_tail, far_tail)
+    lower, upper = where(zs < 0, small, 1.0 - small), where(zs < 0, 1.0 - small, small)
+    slope = exp(_t_log_density(0.0 * zs, df)) * z
+    return where(zero, 0.5 + slope, lower), where(zero, 0.5 - slope, upper)
+
+
+def _beta_tails(z: Any, a: Any, b: Any) -> tuple[Any, Any]:
+    """I_z(a, b) and I_(1-z)(b, a), 0 and 1 outside [0, 1]."""
+    zs = clip(z, 0.0, 1.0)
+    lower = where(z <= 0, 0.0, where(z >= 1, 1.0, betainc(a, b, zs)))
+    upper = where(z <= 0, 1.0, where(z >= 1, 0.0, betainc(b, a, 1.0 - zs)))
+    return lower, upper
+
+
 def _gamma_log_density(z: Any, a: Any) -> Any:
     return xlogy(a - 1.0, z) - z - gammaln(a)
 
 
-def _gamma_methods() -> dict[str, Callable]:
-    """The gamma distribution: its CDF is the regularized incomplete gamma function
-    (differentiable in x, loc and scale; its derivative in the shape a is NaN)."""
-    methods = _shaped(_gamma_log_density, lambda z: z >= 0, 1)
-
-    def tail(upper: bool, logs: bool) -> Callable:
-        def f(x: Any, a: Any, loc: Any = 0.0, scale: Any = 1.0) -> Any:
-            z = _standard(x, loc, scale)
-            zs = _at_least(z, 0.0)
-            this, other = (gammaincc, gammainc) if upper else (gammainc, gammaincc)
-            value = this(a, zs)
-            if logs:  # near 1, log1p of the other tail keeps the digits
-                rest = other(a, zs)
-                value = where(value > 0.5, log1p(-rest), log(value))
-            outside = (0.0 if logs else 1.0) if upper else (-np.inf if logs else 0.0)
-            return _valid(where(z > 0, value, outside), _and(scale > 0, a > 0))
-
-        return f
-
-    methods.update(
-        cdf=tail(False, False),
-        sf=tail(True, False),
-        logcdf=tail(False, True),
-        logsf=tail(True, True),
-    )
-    return methods
+def _gamma_tails(z: Any, a: Any) -> tuple[Any, Any]:
+    """The regularized incomplete gamma functions (differentiable in x, loc and scale;
+    their derivative in the shape a is NaN); 0 and 1 below 0."""
+    zs = _at_least(z, 0.0)
+    return where(z > 0, gammainc(a, zs), 0.0), where(z > 0, gammaincc(a, zs), 1.0)
 
 
 def _vonmises_methods() -> dict[str, Callable]:
@@ -389,22 +424,47 @@ def _poisson(k: Any, mu: Any) -> Any:
     return xlogy(k, mu) - mu - gammaln(k + 1.0)
 
 
-def _poisson_methods() -> dict[str, Callable]:
-    """Its CDF at k is Q(floor(k) + 1, mu) (the upper incomplete gamma), the survival
-    function P(floor(k) + 1, mu); differentiable in mu."""
-    methods = _discrete(_poisson, 1)
+def _poisson_tails(kk: Any, mu: Any) -> tuple[Any, Any]:
+    """P(K <= k) = Q(k + 1, mu) (the upper incomplete gamma), P(K > k) = P(k + 1, mu);
+    differentiable in mu."""
+    return gammaincc(kk + 1.0, mu), gammainc(kk + 1.0, mu)
 
-    def tail(upper: bool) -> Callable:
-        def f(k: Any, mu: Any, loc: Any = 0) -> Any:
+
+def _discrete_tails(methods: dict[str, Callable], tails: Callable, nparams: int) -> dict:
+    """Add ``cdf sf logcdf logsf`` to a discrete family: ``tails(kk, *params) ->
+    (lower, upper)`` for the integer ``kk = floor(k - loc) >= 0`` (the CDF is 0 below)."""
+
+    def method(which: str) -> Callable:
+        def f(k: Any, *args: Any, loc: Any = 0) -> Any:
+            params, rest = args[:nparams], args[nparams:]
+            if rest:
+                loc = rest[0]
             kk = floor(k - loc)
-            order = _at_least(kk, 0.0) + 1.0
-            value = (gammainc if upper else gammaincc)(order, mu)
-            return where(kk >= 0, value, 1.0 if upper else 0.0)
+            lower, upper = tails(_at_least(kk, 0.0), *params)
+            lower, upper = where(kk >= 0, lower, 0.0), where(kk >= 0, upper, 1.0)
+            this, other = (upper, lower) if which in ("sf", "logsf") else (lower, upper)
+            if not which.startswith("log"):
+                return this
+            return where(this < 0.5, log(this), log1p(-_at_most(other, 0.5)))
 
         return f
 
-    methods.update(cdf=tail(False), sf=tail(True))
-    return methods
+    return {**methods, **{m: method(m) for m in ("cdf", "sf", "logcdf", "logsf")}}
+
+
+def _binom_tails(kk: Any, n: Any, p: Any) -> tuple[Any, Any]:
+    """P(K <= k) = I_(1-p)(n - k, k + 1), P(K > k) = I_p(k + 1, n - k); 1 and 0 from
+    k = n on."""
+    below = kk < n
+    rest = _positive(n - kk)
+    lower = where(below, betainc(rest, kk + 1.0, 1.0 - p), 1.0)
+    upper = where(below, betainc(kk + 1.0, rest, p), 0.0)
+    return lower, upper
+
+
+def _nbinom_tails(kk: Any, n: Any, p: Any) -> tuple[Any, Any]:
+    """P(K <= k) = I_p(n, k + 1), P(K > k) = I_(1-p)(k + 1, n)."""
+    return betainc(n, kk + 1.0, p), betainc(kk + 1.0, n, 1.0 - p)
 
 
 def _bernoulli(k: Any, p: Any) -> Any:
@@ -462,10 +522,15 @@ cauchy = Distribution("cauchy", _CAUCHY)
 logistic = Distribution("logistic", _LOGISTIC)
 uniform = Distribution("uniform", _uniform_methods())
 lognorm = Distribution("lognorm", _lognorm_methods())
-t = Distribution("t", _shaped(_t_log_density, lambda z: z == z, 1))
-gamma = Distribution("gamma", _gamma_methods())
+t = Distribution("t", _with_tails(_shaped(_t_log_density, lambda z: z == z, 1), _t_tails, 1))
+gamma = Distribution(
+    "gamma", _with_tails(_shaped(_gamma_log_density, lambda z: z >= 0, 1), _gamma_tails, 1)
+)
 vonmises = Distribution("vonmises", _vonmises_methods())
-beta = Distribution("beta", _shaped(_beta_log_density, lambda z: _and(z >= 0, z <= 1), 2))
+beta = Distribution(
+    "beta",
+    _with_tails(_shaped(_beta_log_density, lambda z: _and(z >= 0, z <= 1), 2), _beta_tails, 2),
+)
 multivariate_normal = Distribution(
     "multivariate_normal",
     {"logpdf": _mvn_logpdf, "pdf": lambda x, mean=None, cov=1.0: exp(_mvn_logpdf(x, mean, cov))},
@@ -474,10 +539,10 @@ dirichlet = Distribution(
     "dirichlet",
     {"logpdf": _dirichlet_logpdf, "pdf": lambda x, alpha: exp(_dirichlet_logpdf(x, alpha))},
 )
-poisson = Distribution("poisson", _poisson_methods())
+poisson = Distribution("poisson", _discrete_tails(_discrete(_poisson, 1), _poisson_tails, 1))
 bernoulli = Distribution("bernoulli", _discrete(_bernoulli, 1))
-binom = Distribution("binom", _discrete(_binom, 2))
-nbinom = Distribution("nbinom", _discrete(_nbinom, 2))
+binom = Distribution("binom", _discrete_tails(_discrete(_binom, 2), _binom_tails, 2))
+nbinom = Distribution("nbinom", _discrete_tails(_discrete(_nbinom, 2), _nbinom_tails, 2))
 
 __all__ = [
     "bernoulli",
