@@ -515,6 +515,14 @@ class Compiled:
         result, program, _, outside, _ = self._run(args, want_grad, self._diff(len(args)))
         return result, program, list(outside)
 
+    def current_reads(self, program: Program) -> list[Tensor] | None:
+        """The tensors ``program`` would read from outside now, or None when a plain value
+        it took as a constant changed or one of those tensors is gone (hold :attr:`lock`;
+        for code that reuses a program without replaying it, ``tapegrad.integrate``)."""
+        if program.plain and not _plain_hold(self.reach, program):
+            return None
+        return self._outside_now(program, ()) if program.outside else []
+
     @property
     def stats(self) -> dict[str, int]:
         """Counts: captures, replays, guard failures, checks, and programs kept."""
@@ -774,8 +782,8 @@ class Compiled:
             chain is not None
             and len(chain) == 1
             and not chain[0].outside
-            and not chain[0].plain
             and not self.check
+            and (not chain[0].plain or _plain_hold(self.reach, chain[0]))
         ):
             # the common case: one program, nothing from outside
             result = chain[0].run(call.arrays, (), want_grad)
@@ -1034,21 +1042,24 @@ def _plain_values(fn: Callable) -> list[tuple[tuple, Any, Any]]:
     out = []
     for path, obj in closures.walk(fn, ()):
         if len(path) > 1 and _is_plain(obj):
-            out.append((path, obj, obj.copy() if type(obj) is np.ndarray else obj))
+            # an array as (shape, dtype, bytes): comparing bytes is the cheapest check (and
+            # NaN equals itself)
+            kept = (obj.shape, obj.dtype, obj.tobytes()) if type(obj) is np.ndarray else obj
+            out.append((path, obj, kept))
     return out
 
 
-def _same_plain(now: Any, obj: Any, copy: Any) -> bool:
-    if type(copy) is np.ndarray:
+def _same_plain(now: Any, obj: Any, kept: Any) -> bool:
+    if type(obj) is np.ndarray:
         return (
             type(now) is np.ndarray
-            and now.shape == copy.shape
-            and now.dtype == copy.dtype
-            and np.array_equal(now, copy, equal_nan=copy.dtype.kind in "fc")
+            and now.shape == kept[0]
+            and now.dtype == kept[1]
+            and now.tobytes() == kept[2]
         )
     if now is obj:  # an immutable number or string: the same object, the same value
         return True
-    return type(now) is type(copy) and (now == copy or (now != now and copy != copy))
+    return type(now) is type(kept) and (now == kept or (now != now and kept != kept))
 
 
 def _plain_hold(fn: Callable, program: Program) -> bool:

@@ -38,6 +38,7 @@ compiled replay), slower but the same result. One that cannot be captured at all
 from __future__ import annotations
 
 import math
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -49,6 +50,7 @@ from . import numpy as tnp
 from ._protocols import holds_tensor
 from .compile import compile
 from .function import Function
+from .layout import H_ARENA, H_GEN, H_GRAD
 from .odesolve import (
     DOPRI5,
     ODE_MAXSTEPS,
@@ -150,9 +152,20 @@ class _System:
             return tnp.sum(dy * a), dy
 
         self.step = compile(vjp_form, argnums=(0, 1, 2, 3), has_aux=True)
+        self._contexts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         # what fun reads from outside (tensors, and the plain values the program takes as
         # constants) is found from fun itself, not through this wrapper
         self.step.reach = fun
+
+    def context(self, program: Any, m: int, dtype: np.dtype) -> tuple:
+        """The compiled solvers' view of ``program`` (``odesolve.feval``), rebuilt only
+        when its tape's arenas moved."""
+        h = program.tape.header
+        key = (int(h[H_GEN]), int(h[H_GRAD]), int(h[H_ARENA]))
+        cached = self._contexts.get(program)
+        if cached is None or cached[0] != key:
+            cached = self._contexts[program] = (key, _compiled_ctx(program, self.n, m, dtype))
+        return cached[1]
 
 
 _systems: OrderedDict[tuple, _System] = OrderedDict()
@@ -388,26 +401,28 @@ class _Solve:
         program cannot replay throughout (a guard failed mid-solve)."""
         step = self.system.step
         with step.lock:
-            program, outside = self._prepare()
             if what == "forward":
+                program, outside = self._prepare()
                 self.program = program
                 self.outside = [t for t, i in zip(outside, program.outside) if i.rg]
                 self.read = [(t, t._value().copy()) for t in outside]
                 self.M = self.m + sum(t.size for t in self.outside)
-            else:
-                self._check_unchanged(outside, program)
+            else:  # the forward's program, if what it reads is unchanged
+                program = self.program
+                self._check_unchanged(step.current_reads(program), program)
+                np.copyto(program.inputs[3], self.p)  # another solve may have replayed it
             compiled = program.fwd_plan is not None and program.bwd_plan is not None
             if compiled:
-                ctx = _compiled_ctx(program, self.system.n, self.m, self.dtype)
+                ctx = self.system.context(program, self.m, self.dtype)
                 result = self._core(what, True)(ctx, *args)
                 if result[0] != ODE_REPLAY:
                     return result
             return self._core(what, False)(_Driven(self), *args)
 
-    def _check_unchanged(self, outside: list, program: Any) -> None:
-        """The backward must see what the forward saw: the same program (the plain values
-        it took as constants unchanged) and the same tensors from outside, same values."""
-        same = program is self.program and len(outside) == len(self.read)
+    def _check_unchanged(self, outside: list | None, program: Any) -> None:
+        """The backward must see what the forward saw: the plain values the program took
+        as constants, and the same tensors from outside with the same values."""
+        same = outside is not None and len(outside) == len(self.read)
         same = same and all(
             t is u and np.array_equal(t._value(), v) for t, (u, v) in zip(outside, self.read)
         )
