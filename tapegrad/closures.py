@@ -11,22 +11,43 @@ the path again later.
 Roots: the function's closure cells, the globals its code names (nested functions
 included), its defaults, ``self`` of a bound method, and the call's arguments. Steps go
 into functions (their closures and globals), attributes of plain objects, list and tuple
-items, and dict values; modules and classes are not entered. The search stops at depth
-``DEPTH`` or after ``BUDGET`` objects.
+items, dict values, ``functools.partial``'s function and arguments, and the attributes
+of a global module that the code names (plain values only: ``cfg.K``); modules and
+classes are not entered otherwise. tapegrad's own objects are not entered (a compiled
+step leads only to the function it wraps) and its functions only through their closure
+cells (``tg.grad(f)`` leads to ``f``). The search stops at depth ``DEPTH`` or after
+``BUDGET`` objects.
 """
 
 from __future__ import annotations
 
+import functools
 import types
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
+
+import numpy as np
 
 DEPTH = 5
 BUDGET = 20000
 _ITEMS = 1000  # list, tuple and dict entries looked at per container
 _MISSING = object()
 _LEAVES = (str, bytes, int, float, complex, bool, type(None), types.ModuleType, type)
+_SCALARS = (bool, int, float, complex, str, bytes, np.generic)
+
+
+def is_plain(o: Any) -> bool:
+    """A value a recording takes as a constant: a number, string or NumPy array (and
+    subclasses), or a non-empty list, tuple or dict of numbers and strings."""
+    if isinstance(o, (*_SCALARS, np.ndarray)):
+        return not isinstance(o, np.ndarray) or o.dtype != object
+    # (not empty ones: a list fn appends its own records to is not a constant it read)
+    if isinstance(o, list | tuple):
+        return bool(o) and all(isinstance(v, _SCALARS) for v in o)
+    if isinstance(o, dict):
+        return bool(o) and all(isinstance(v, _SCALARS) for v in o.values())
+    return False
 
 
 def _names(code: types.CodeType) -> Iterator[str]:
@@ -43,10 +64,23 @@ def _function_steps(fn: types.FunctionType) -> Iterator[tuple[tuple, Any]]:
             yield ("cell", i, fn.__code__.co_freevars[i]), cell.cell_contents
         except ValueError:  # an empty cell
             continue
+    if (fn.__module__ or "").split(".")[0] == "tapegrad":
+        return  # a tapegrad wrapper (tg.grad(f)): its cells lead to f; its globals are ours
     g = fn.__globals__
-    for name in dict.fromkeys(_names(fn.__code__)):
+    names = list(dict.fromkeys(_names(fn.__code__)))
+    for name in names:
         if name in g:
             yield ("global", name), g[name]
+    # ``cfg.K`` with cfg a module: the module's attributes the code names (only plain
+    # values: entering a library's functions would walk the library)
+    for name in names:
+        module = g.get(name)
+        if isinstance(module, types.ModuleType):
+            attrs = vars(module)
+            for attr in names:
+                value = attrs.get(attr, _MISSING)
+                if value is not _MISSING and is_plain(value):
+                    yield ("gattr", name, attr), value
     for i, d in enumerate(fn.__defaults__ or ()):
         yield ("default", i), d
     for k, d in (fn.__kwdefaults__ or {}).items():
@@ -69,6 +103,12 @@ def _steps(obj: Any) -> Iterator[tuple[tuple, Any]]:
     elif isinstance(obj, types.MethodType):
         yield ("self",), obj.__self__
         yield ("func",), obj.__func__
+    elif isinstance(obj, functools.partial):
+        yield ("pfunc",), obj.func
+        for i, v in enumerate(obj.args[:_ITEMS]):
+            yield ("parg", i), v
+        for k, v in list(obj.keywords.items())[:_ITEMS]:
+            yield ("pkw", k), v
     elif isinstance(obj, list | tuple):
         for i, v in enumerate(obj[:_ITEMS]):
             yield ("item", i), v
@@ -151,6 +191,14 @@ def _step(obj: Any, step: tuple) -> Any:
         return obj.__defaults__[step[1]]
     if kind == "kwdefault":
         return obj.__kwdefaults__[step[1]]
+    if kind == "gattr":
+        return vars(obj.__globals__[step[1]]).get(step[2], _MISSING)
+    if kind == "pfunc":
+        return obj.func
+    if kind == "parg":
+        return obj.args[step[1]]
+    if kind == "pkw":
+        return obj.keywords[step[1]]
     if kind == "self":
         return obj.__self__
     if kind == "func":
@@ -187,6 +235,10 @@ def describe(path: tuple) -> str:
         kind = step[0]
         if kind in ("global", "cell"):
             out = step[1] if kind == "global" else step[2]
+        elif kind == "gattr":
+            out = f"{step[1]}.{step[2]}"
+        elif kind == "pkw":
+            out += f".keywords[{step[1]!r}]"
         elif kind == "attr":
             out += f".{step[1]}"
         elif kind == "item":

@@ -17,13 +17,16 @@ What a program depends on is made explicit while it is captured:
   (``tapegrad.closures``) and reads their current values. One that requires grad gets its
   gradient accumulated into ``.grad`` by ``value_and_grad`` (PyTorch-style parameters);
   ``step(*args)`` then returns a tensor, so ``step(x).backward()`` does the same.
-* **Plain values from outside** (numbers, strings, NumPy arrays in closures, globals,
-  attributes of ``self``) are constants of the recording. Each call compares them with
-  what the capture saw (an array element by element) and captures again when one
-  changed, so ``k = 3.0`` or ``A[:] = 0`` between calls is never replayed with the old
-  value. Large data compared on every call costs as much as passing it as an argument.
-  tapegrad's own objects reachable from ``fn`` (another compiled step) are not walked,
-  except to the function a compiled step wraps.
+* **Plain values from outside** (numbers, strings, NumPy arrays, containers of numbers
+  in closures, globals, attributes of ``self``, module attributes the code names) are
+  constants of the recording, and functions it calls are what they were. Each call
+  compares them with what the capture saw (arrays by bytes, functions by identity) and
+  captures again when one changed, so ``k = 3.0`` or ``A[:] = 0`` between calls is never
+  replayed with the old value. Large data compared on every call costs as much as
+  passing it as an argument. State fn changes itself while captured (a counter) is a
+  side effect that replay does not repeat: not guarded, warned about once. tapegrad's
+  own objects reachable from ``fn`` (another compiled step) are not walked, except to
+  the function a compiled step wraps.
 * **Guards.** A value Python reads during capture (``bool`` of a comparison,
   ``float()``, ``int()``, an index, ``.numpy()``) decides something the program takes for
   granted. Each read is a guard the compiled replay checks as soon as the value is
@@ -45,7 +48,9 @@ debugging). Custom functions (``tg.Function``) and gradient hooks cannot be capt
 from __future__ import annotations
 
 import functools
+import math
 import threading
+import types
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -649,6 +654,7 @@ class Compiled:
                     return inputs[entry[1]]
                 return entry[1]([rebuild(e) for e in entry[2]])
 
+            plain = _plain_values(self.reach)  # before fn runs: what it was captured with
             out = self.fn(*[rebuild(e) for e in call.entries])
             aux = None
             if self.has_aux:
@@ -716,7 +722,7 @@ class Compiled:
                 "the program (the same on every replay). Pass random draws as arguments.",
             )
         paths = closures.locate(self.reach, args, [i.tensor for i in program.outside])
-        program.plain = _plain_values(self.reach)
+        program.plain = self._own_state_left_out(plain)
         for inp, found in zip(program.outside, paths):
             inp.paths = found
             if not found:
@@ -730,6 +736,26 @@ class Compiled:
                 )
         self._stats["captures"] += 1
         return program
+
+    def _own_state_left_out(self, plain: list[tuple]) -> list[tuple]:
+        """The plain values as the capture found them, less those fn itself changed while
+        it ran (a call counter, ``C += 1``): a side effect, which a replay does not
+        repeat; guarding it would capture again on every call. Warned about once."""
+        kept, changed = [], []
+        for guard in plain:
+            path, obj, copy = guard
+            same = _same_plain(closures.resolve(self.reach, (), path), obj, copy)
+            (kept if same else changed).append(guard if same else path)
+        if changed:
+            where = ", ".join(closures.describe(p) for p in changed[:3])
+            self._warn_once(
+                "own state",
+                f"tapegrad.compile({getattr(self.reach, '__name__', 'fn')}) changed {where} "
+                "(read from outside) while it was captured: a replay does not repeat that "
+                "side effect, and what the recording computed from it stays as captured. "
+                "Keep such state out of the compiled function, or pass it as an argument.",
+            )
+        return kept
 
     def _outside_now(self, program: Program, args: tuple) -> list[Tensor] | None:
         """The tensors now where ``fn`` found its outside tensors, or None (with
@@ -1027,39 +1053,62 @@ def _compare(old: dict[str, np.ndarray], new: dict[str, np.ndarray]) -> None:
             )
 
 
-def _is_plain(o: Any) -> bool:
-    return isinstance(o, bool | int | float | complex | str | np.generic) or (
-        type(o) is np.ndarray and o.dtype != object
+def _identity(o: Any) -> bool:
+    """Objects guarded by identity: functions fn calls (a helper rebound to another) and
+    compiled steps."""
+    return isinstance(o, types.FunctionType) or (
+        type(o).__module__.split(".")[0] == "tapegrad"
+        and "__wrapped__" in getattr(o, "__dict__", ())
     )
 
 
 def _plain_values(fn: Callable) -> list[tuple[tuple, Any, Any]]:
-    """``(path, object, copy)`` of every plain value (number, string, NumPy array) ``fn``
-    reaches from outside (closures, globals, ``self``: ``tapegrad.closures``), on every
-    route. The recording took each as a constant; a replay is valid only while they hold
-    (``k = 3.0`` or ``A[:] = 0`` after capture means capturing again, never replaying the
-    old value, as torch.compile guards on globals)."""
-    out = []
+    """``(path, object, what to compare)`` of every plain value ``fn`` reaches from outside
+    (numbers, strings, NumPy arrays, containers of numbers: ``closures.is_plain``) and of
+    every function or compiled step it reaches (compared by identity), on every route
+    (``tapegrad.closures``). The recording took each as a constant; a replay is valid
+    only while they hold (``k = 3.0`` or ``A[:] = 0`` after capture means capturing
+    again, never replaying the old value, as torch.compile guards on globals)."""
+    out: list[tuple[tuple, Any, Any]] = []
+    whole: set[tuple] = set()  # containers compared whole: their items need no guard
     for path, obj in closures.walk(fn, ()):
-        if len(path) > 1 and _is_plain(obj):
-            # an array as (shape, dtype, bytes): comparing bytes is the cheapest check (and
-            # NaN equals itself)
-            kept = (obj.shape, obj.dtype, obj.tobytes()) if type(obj) is np.ndarray else obj
+        if len(path) < 2 or path[:-1] in whole:
+            continue
+        if closures.is_plain(obj):
+            if isinstance(obj, np.ndarray):  # (type, shape, dtype, bytes): the cheapest check
+                kept: Any = (type(obj), obj.shape, obj.dtype, obj.tobytes())
+            elif isinstance(obj, list | tuple | dict):
+                kept = type(obj)(obj)
+                whole.add(path)
+            else:
+                kept = obj
             out.append((path, obj, kept))
+        elif _identity(obj):
+            out.append((path, obj, obj))
     return out
 
 
 def _same_plain(now: Any, obj: Any, kept: Any) -> bool:
-    if type(obj) is np.ndarray:
+    if isinstance(obj, np.ndarray):
         return (
-            type(now) is np.ndarray
-            and now.shape == kept[0]
-            and now.dtype == kept[1]
-            and now.tobytes() == kept[2]
+            type(now) is kept[0]
+            and now.shape == kept[1]
+            and now.dtype == kept[2]
+            and now.tobytes() == kept[3]
         )
-    if now is obj:  # an immutable number or string: the same object, the same value
+    if _identity(obj):  # a function or compiled step: the same object
+        return now is obj
+    if isinstance(obj, list | dict):  # mutable: the contents the capture saw
+        return type(now) is type(kept) and now == kept
+    if now is obj:  # an immutable value (number, string, tuple): the same object
         return True
-    return type(now) is type(kept) and (now == kept or (now != now and kept != kept))
+    if type(now) is not type(kept):
+        return False
+    if isinstance(kept, float):  # -0.0 is not 0.0 (1 / x differs), NaN is NaN
+        return math.copysign(1.0, now) == math.copysign(1.0, kept) and (
+            now == kept or (now != now and kept != kept)
+        )
+    return now == kept
 
 
 def _plain_hold(fn: Callable, program: Program) -> bool:

@@ -113,15 +113,18 @@ def test_training_loop_replays_without_growing():
 
 
 SETTINGS = {"scale": 1.0}  # a Python number fn reads from outside: a guard sees it
-WEIGHTS = [1.0]
+
+
+class Holder:
+    factor = 1.0  # a class attribute read through an instance: no route, no guard
+
+
+HOLDER = Holder()
 
 
 def test_check_mode_catches_what_guards_cannot_see():
     def f(x):
-        total = tnp.sum(tnp.sin(x)) * SETTINGS["scale"]
-        for w in WEIGHTS:  # a list that gains an item: no route to the new one
-            total = total * w
-        return total
+        return tnp.sum(tnp.sin(x)) * SETTINGS["scale"] * HOLDER.factor
 
     checked = tg.compile(f, check=True)
     checked.value_and_grad(np.ones(2))
@@ -132,12 +135,12 @@ def test_check_mode_catches_what_guards_cannot_see():
         value, _ = checked.value_and_grad(np.ones(2))
         assert value == pytest.approx(2.0 * 2 * np.sin(1.0))
         assert checked.stats["captures"] == 2
-        WEIGHTS.append(3.0)
+        Holder.factor = 3.0
         with pytest.raises(RuntimeError, match="different computation"):
             checked.value_and_grad(np.ones(2))
     finally:
         SETTINGS["scale"] = 1.0
-        del WEIGHTS[1:]
+        Holder.factor = 1.0
 
 
 def test_capture_refuses_python_code_it_cannot_replay():

@@ -4,6 +4,8 @@ graphs and with each other."""
 
 from __future__ import annotations
 
+import math
+import types
 import warnings
 
 import numpy as np
@@ -456,3 +458,80 @@ def test_tapegrad_objects_reachable_from_fn_are_not_guarded():
     for v in (1.0, 2.0, 3.0):
         assert step(np.full(2, v)) == 4 * v * v
     assert step.stats["captures"] == 1
+
+
+CFG = types.ModuleType("cfg")  # a configuration module: cfg.K
+CFG.K = 1.0
+SIGN = 0.0
+ITEMS = [1.0, 2.0]
+
+
+def double(x):
+    return x * 2.0
+
+
+HELPER = double
+COUNTER = 0
+
+
+def test_more_plain_values_are_guards():
+    """A module's attribute, a helper function rebound, -0.0 for 0.0, a list of numbers
+    gaining an item."""
+    global SIGN, HELPER
+
+    def f(x):
+        total = HELPER(tnp.sum(x)) * CFG.K * math.copysign(1.0, SIGN)
+        for w in ITEMS:
+            total = total * w
+        return total
+
+    step = tg.compile(f)
+    x = np.ones(2)
+    try:
+        assert step(x) == 8.0
+        CFG.K = 3.0
+        assert step(x) == 24.0
+        SIGN = -0.0
+        assert step(x) == -24.0
+        HELPER = lambda v: v * 10.0  # noqa: E731
+        assert step(x) == -120.0
+        ITEMS.append(0.5)
+        assert step(x) == -60.0
+    finally:
+        CFG.K, SIGN, HELPER = 1.0, 0.0, double
+        del ITEMS[2:]
+
+
+def test_state_the_function_changes_itself_is_warned_about():
+    """A counter fn increments is its own side effect: not a guard (it would capture on
+    every call), and a replay does not repeat it: warned about, by name."""
+    global COUNTER
+
+    def f(x):
+        global COUNTER
+        COUNTER += 1
+        return tnp.sum(x)
+
+    step = tg.compile(f)
+    try:
+        with pytest.warns(RuntimeWarning, match="changed COUNTER"):
+            step(np.ones(2))
+        for _ in range(3):
+            assert step(np.ones(2)) == 2.0
+        assert step.stats["captures"] == 1
+    finally:
+        COUNTER = 0
+
+
+def test_many_plain_values_stay_cheap():
+    """A container of numbers is one guard (one comparison in C), not one per item."""
+    table = {i: float(i) for i in range(1000)}
+
+    def f(x):
+        return tnp.sum(x) * table[7]
+
+    step = tg.compile(f)
+    step(np.ones(2))
+    assert len(step.programs[next(iter(step.programs))][0].plain) < 5
+    table[7] = 2.0
+    assert step(np.ones(2)) == 4.0

@@ -209,6 +209,29 @@ def test_ive_derivative_in_z_and_refusal_in_v():
     assert np.isnan(order.grad).all()
     # fractional orders at negative z are complex in SciPy: NaN, as SciPy's real ive
     assert np.isnan(ts.ive(tg.tensor(0.5), -1.0).numpy())
+    # negative integer orders are I_n: at z = 0 the slope of I_-1 is 1/2
+    z0 = tg.tensor(np.zeros(2), requires_grad=True)
+    tnp.sum(ts.ive(np.array([-1.0, -2.0]), z0)).backward()
+    np.testing.assert_array_equal(z0.grad, [0.5, 0.0])
+
+
+def test_ive_large_order_and_argument():
+    """Debye's expansion between the series and Hankel's asymptotic series."""
+    v = np.array([50.0, 200.0, 500.0, 1000.0, 2000.0, 2000.0])
+    z = np.array([800.0, 5e4, 4e5, 1.998e6, 7e6, 3e3])
+    np.testing.assert_allclose(ts.ive(tg.tensor(v), z).numpy(), sp.ive(v, z), rtol=1e-12)
+
+
+def test_betaln_and_betainc_with_huge_parameters():
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 40
+    for a, b in ((0.5, 1e15), (9.9, 1e6), (1e10, 1e10), (25.0, 40.0)):
+        want = float(mpmath.log(mpmath.beta(mpmath.mpf(a), mpmath.mpf(b))))
+        assert float(ts.betaln(tg.tensor(a), b)) == pytest.approx(want, rel=1e-14)
+    assert float(ts.betainc(tg.tensor(0.5), 1e8, 1e-8)) == pytest.approx(
+        sp.betainc(0.5, 1e8, 1e-8), rel=1e-12
+    )
+    assert float(ts.betainc(tg.tensor(1e4), 1e4, 0.5)) == pytest.approx(0.5, rel=1e-12)
 
 
 def test_the_inverses_invert():

@@ -70,7 +70,9 @@ def betainc(a: Any, b: Any, x: Any) -> Tensor:
     differentiable in ``a``, ``b`` and ``x``; broadcasts; NaN outside ``a, b > 0``,
     ``0 <= x <= 1``. One node (see :mod:`tapegrad.ops.special`)."""
     ts = [as_tensor(v) for v in (a, b, x)]
-    dtype = np.result_type(*[t.dtype for t in ts])
+    # Python numbers are weak (NumPy 2): float32 data stays float32
+    strong = [t.dtype for t, v in zip(ts, (a, b, x)) if not isinstance(v, int | float)]
+    dtype = np.result_type(*strong) if strong else np.dtype(np.float64)
     if DTYPE_CODE.get(dtype) not in FLOAT_CODES:
         dtype = np.dtype(np.float64)
     shape = np.broadcast_shapes(*[t.shape for t in ts])

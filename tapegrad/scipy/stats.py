@@ -276,12 +276,23 @@ def _shaped(log_density: Callable, support: Callable, nshape: int) -> dict[str, 
 
 
 def _t_log_density(z: Any, df: Any) -> Any:
-    return (
-        gammaln(0.5 * (df + 1.0))
-        - gammaln(0.5 * df)
-        - 0.5 * log(df * math.pi)
-        - 0.5 * (df + 1.0) * log1p(z * z / df)
-    )
+    if type(df) in (int, float) and df > 0:  # a Python number stays one (float32 stays)
+        norm = math.lgamma(0.5 * (df + 1.0)) - math.lgamma(0.5 * df) - 0.5 * math.log(df * math.pi)
+    else:
+        norm = gammaln(0.5 * (df + 1.0)) - gammaln(0.5 * df) - 0.5 * log(df * math.pi)
+    return norm - 0.5 * (df + 1.0) * log1p(z * z / df)
+
+
+def _complement(lower: Any, upper: Any) -> tuple[Any, Any]:
+    """The smaller tail as computed (each formula is accurate where its tail is small),
+    the larger as 1 minus it: ``beta.sf`` at z = 1e-10 would otherwise go through 1 - z."""
+    first = lower <= upper
+    return where(first, lower, 1.0 - upper), where(first, 1.0 - lower, upper)
+
+
+def _constant(v: Any) -> Any:
+    """``v`` without a gradient (a tensor detached; anything else as it is)."""
+    return v.detach() if hasattr(v, "detach") else v
 
 
 def _with_tails(methods: dict[str, Callable], tails: Callable, nshape: int) -> dict:
@@ -297,7 +308,7 @@ def _with_tails(methods: dict[str, Callable], tails: Callable, nshape: int) -> d
             if rest:
                 loc = rest[0]
                 scale = rest[1] if len(rest) > 1 else scale
-            lower, upper = tails(_standard(x, loc, scale), *shapes)
+            lower, upper = _complement(*tails(_standard(x, loc, scale), *shapes))
             this, other = (upper, lower) if which in ("sf", "logsf") else (lower, upper)
             value = this
             if which.startswith("log"):
@@ -313,17 +324,19 @@ def _with_tails(methods: dict[str, Callable], tails: Callable, nshape: int) -> d
 
 
 def _t_tails(z: Any, df: Any) -> tuple[Any, Any]:
-    """The small tail P(T < -|z|) is I_w(df/2, 1/2) / 2 with w = df / (df + z^2) for z^2
-    >= df, and 1/2 - I_u(1/2, df/2) / 2 with u = z^2 / (df + z^2) below (where 1 - w
-    would cancel); the other tail is 1 minus it. At z = 0 (the fraction's derivative in u
-    is infinite there) ``1/2 +- pdf(0) z``: the value and its derivative."""
-    zero = z == 0
+    """The small tail P(T < -|z|): 1/2 - I_u(1/2, df/2) / 2 with u = z^2 / (df + z^2)
+    while that is above 0.1 (no cancellation to speak of, and no 1 - w), else
+    I_w(df/2, 1/2) / 2 with w = df / (df + z^2) (small tails to full relative accuracy);
+    the other tail is 1 minus it. Near 0 (|z| < 1e-100, where u is denormal or 0 and the
+    fraction's derivative in u infinite) ``1/2 +- pdf(0) z``: the value and its
+    derivative."""
+    zero = z * z < 1e-200  # |z| < 1e-100: 1/2 + pdf(0) z is exact to 1e-300
     zs = where(zero, 1.0, z)
     z2 = zs * zs
-    near = z2 < df
-    far_tail = 0.5 * betainc(0.5 * df, 0.5, where(near, 0.5, df / (df + z2)))
-    near_tail = 0.5 - 0.5 * betainc(0.5, 0.5 * df, where(near, z2 / (df + z2), 0.5))
-    small = where(near, near_tail, far_tail)
+    near_tail = 0.5 - 0.5 * betainc(0.5, 0.5 * df, z2 / (df + z2))
+    use_near = near_tail > 0.1
+    far_tail = 0.5 * betainc(0.5 * df, 0.5, where(use_near, 0.5, df / (df + z2)))
+    small = where(use_near, near_tail, far_tail)
     lower, upper = where(zs < 0, small, 1.0 - small), where(zs < 0, 1.0 - small, small)
     slope = exp(_t_log_density(0.0 * zs, df)) * z
     return where(zero, 0.5 + slope, lower), where(zero, 0.5 - slope, upper)
@@ -439,8 +452,13 @@ def _discrete_tails(methods: dict[str, Callable], tails: Callable, nparams: int)
             params, rest = args[:nparams], args[nparams:]
             if rest:
                 loc = rest[0]
-            kk = floor(k - loc)
-            lower, upper = tails(_at_least(kk, 0.0), *params)
+            # floor is piecewise constant: its gradient is 0, and the special functions'
+            # NaN derivative in their order must not meet that 0 (0 * NaN); the graph
+            # keeps k and loc, with that zero gradient
+            step = floor(k - loc)
+            kk = _constant(step)
+            lower, upper = _complement(*tails(_at_least(kk, 0.0), *params))
+            lower, upper = lower + 0.0 * step, upper + 0.0 * step
             lower, upper = where(kk >= 0, lower, 0.0), where(kk >= 0, upper, 1.0)
             this, other = (upper, lower) if which in ("sf", "logsf") else (lower, upper)
             if not which.startswith("log"):
