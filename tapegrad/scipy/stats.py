@@ -10,7 +10,8 @@ taken), as SciPy's value.
 Here: the densities and log-densities of ``norm expon laplace cauchy logistic lognorm
 uniform t gamma beta vonmises multivariate_normal dirichlet``, the mass functions of
 ``poisson bernoulli binom nbinom``, and ``cdf sf logcdf logsf`` of ``norm expon laplace
-cauchy logistic lognorm gamma t beta poisson binom nbinom`` (``uniform``: ``cdf sf``).
+cauchy logistic lognorm gamma t beta poisson bernoulli binom nbinom`` (``uniform``:
+``cdf sf``). Not here: the CDFs of ``vonmises`` and ``multivariate_normal``.
 The distribution functions of ``t beta binom nbinom`` are the regularized incomplete
 beta function (``special.betainc``, differentiable in every argument); those of ``gamma``
 and ``poisson`` the incomplete gamma function (no derivative in its order: NaN in
@@ -485,6 +486,11 @@ def _nbinom_tails(kk: Any, n: Any, p: Any) -> tuple[Any, Any]:
     return betainc(n, kk + 1.0, p), betainc(kk + 1.0, n, 1.0 - p)
 
 
+def _bernoulli_tails(kk: Any, p: Any) -> tuple[Any, Any]:
+    """P(K <= k) = 1 - p below 1, then 1."""
+    return where(kk >= 1, 1.0, 1.0 - p), where(kk >= 1, 0.0, p)
+
+
 def _bernoulli(k: Any, p: Any) -> Any:
     return where(k <= 1, xlogy(k, p) + xlog1py(1.0 - k, -p), -np.inf)
 
@@ -558,7 +564,9 @@ dirichlet = Distribution(
     {"logpdf": _dirichlet_logpdf, "pdf": lambda x, alpha: exp(_dirichlet_logpdf(x, alpha))},
 )
 poisson = Distribution("poisson", _discrete_tails(_discrete(_poisson, 1), _poisson_tails, 1))
-bernoulli = Distribution("bernoulli", _discrete(_bernoulli, 1))
+bernoulli = Distribution(
+    "bernoulli", _discrete_tails(_discrete(_bernoulli, 1), _bernoulli_tails, 1)
+)
 binom = Distribution("binom", _discrete_tails(_discrete(_binom, 2), _binom_tails, 2))
 nbinom = Distribution("nbinom", _discrete_tails(_discrete(_nbinom, 2), _nbinom_tails, 2))
 
