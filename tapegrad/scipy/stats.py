@@ -10,8 +10,9 @@ taken), as SciPy's value.
 Here: the densities and log-densities of ``norm expon laplace cauchy logistic lognorm
 uniform t gamma beta vonmises multivariate_normal dirichlet``, the mass functions of
 ``poisson bernoulli binom nbinom``, and ``cdf sf logcdf logsf`` of ``norm expon laplace
-cauchy logistic lognorm gamma t beta poisson bernoulli binom nbinom`` (``uniform``:
-``cdf sf``). Not here: the CDFs of ``vonmises`` and ``multivariate_normal``.
+cauchy logistic lognorm gamma t beta vonmises poisson bernoulli binom nbinom``
+(``uniform``: ``cdf sf``). Not here: ``multivariate_normal.cdf`` (SciPy integrates it by
+randomised quasi-Monte Carlo).
 The distribution functions of ``t beta binom nbinom`` are the regularized incomplete
 beta function (``special.betainc``, differentiable in every argument); those of ``gamma``
 and ``poisson`` the incomplete gamma function (no derivative in its order: NaN in
@@ -374,7 +375,33 @@ def _vonmises_methods() -> dict[str, Callable]:
     def pdf(x: Any, kappa: Any, loc: Any = 0.0, scale: Any = 1.0) -> Any:
         return exp(logpdf(x, kappa, loc, scale))
 
-    return {"logpdf": logpdf, "pdf": pdf}
+    methods = {"logpdf": logpdf, "pdf": pdf}
+    return _with_tails(methods, lambda z, kappa: _complement_of(_vonmises_cdf(z, kappa)), 1)
+
+
+_VONMISES_TERMS = 54  # enough for every kappa below _VONMISES_NORMAL (SciPy's bound: 53)
+_VONMISES_NORMAL = 50.0
+
+
+def _vonmises_cdf(z: Any, kappa: Any) -> Any:
+    """F(x; kappa) = 1/2 + x / (2 pi) + sum_n I_n(kappa) / I_0(kappa) sin(n x) / (n pi)
+    for x in [-pi, pi] (whole turns add 1 each, as SciPy counts them), the Bessel ratios
+    by their backward recurrence r_n = kappa / (2n + kappa r_(n+1)); for kappa >= 50 the
+    normal approximation SciPy uses, ndtr(sqrt(2 / pi) / i0e(kappa) sin(x / 2)).
+    Differentiable in x and kappa (the turn count is piecewise constant)."""
+    turns = _constant(_np["round"](z / (2.0 * math.pi)))
+    x = z - turns * (2.0 * math.pi)
+    ratio, total = 0.0, 0.0
+    for n in range(_VONMISES_TERMS - 1, 0, -1):
+        ratio = kappa / (2.0 * n + kappa * ratio)
+        total = ratio * (_np["sin"](n * x) / n + total)
+    series = clip(0.5 + x / (2.0 * math.pi) + total / math.pi, 0.0, 1.0)
+    normal = ndtr(math.sqrt(2.0 / math.pi) / i0e(kappa) * _np["sin"](x / 2.0))
+    return where(kappa < _VONMISES_NORMAL, series, normal) + turns
+
+
+def _complement_of(cdf: Any) -> tuple[Any, Any]:
+    return cdf, 1.0 - cdf
 
 
 def _beta_log_density(z: Any, a: Any, b: Any) -> Any:
