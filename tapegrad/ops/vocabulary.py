@@ -69,6 +69,32 @@ def _power_less_one_compiled(x, y):
     return lambda x, y: _power_less_one(x, y)
 
 
+def first_order(name: str, compiled: Callable, arity: int, what: str) -> Callable:
+    """A word for a derivative that exists only compiled (no table op records it): the
+    kernels call ``compiled``; Python (a recorded backward, forward mode) raises,
+    naming ``what``, instead of returning a number that could not be differentiated."""
+
+    def face(*args: Any) -> Any:
+        raise NotImplementedError(
+            f"{what} is computed only inside the compiled backward kernel: second "
+            "derivatives through it and forward mode (tg.jvp) are not implemented"
+        )
+
+    if arity == 1:
+
+        def typing(x):
+            return lambda x: compiled(x)
+
+    else:
+
+        def typing(x, y):
+            return lambda x, y: compiled(x, y)
+
+    face.__name__ = face.__qualname__ = name
+    overload(face)(typing)
+    return face
+
+
 def row_function(name: str, compiled: Callable, arity: int) -> Callable:
     """A word with two faces: compiled code calls ``compiled`` (a scalar kernel); Python
     calls row ``name``'s public function, which records (so a formula that calls it,

@@ -14,9 +14,9 @@ cauchy logistic lognorm gamma t beta vonmises poisson bernoulli binom nbinom``
 (``uniform``: ``cdf sf``). Not here: ``multivariate_normal.cdf`` (SciPy integrates it by
 randomised quasi-Monte Carlo).
 The distribution functions of ``t beta binom nbinom`` are the regularized incomplete
-beta function (``special.betainc``, differentiable in every argument); those of ``gamma``
-and ``poisson`` the incomplete gamma function (no derivative in its order: NaN in
-``gamma``'s shape ``a``).
+beta function (``special.betainc``), those of ``gamma`` and ``poisson`` the incomplete
+gamma function: both differentiable in every argument (in the shape parameters to first
+order; a second derivative there raises).
 """
 
 from __future__ import annotations
@@ -357,8 +357,7 @@ def _gamma_log_density(z: Any, a: Any) -> Any:
 
 
 def _gamma_tails(z: Any, a: Any) -> tuple[Any, Any]:
-    """The regularized incomplete gamma functions (differentiable in x, loc and scale;
-    their derivative in the shape a is NaN); 0 and 1 below 0."""
+    """The regularized incomplete gamma functions; 0 and 1 below 0."""
     zs = _at_least(z, 0.0)
     return where(z > 0, gammainc(a, zs), 0.0), where(z > 0, gammaincc(a, zs), 1.0)
 
