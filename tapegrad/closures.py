@@ -50,6 +50,11 @@ def is_plain(o: Any) -> bool:
     return False
 
 
+def code_names(fn: types.FunctionType) -> set[str]:
+    """The names ``fn``'s code (and the code nested in it) reads: globals, attributes."""
+    return set(_names(fn.__code__))
+
+
 def _names(code: types.CodeType) -> Iterator[str]:
     """Global names a code object (and the code nested in it) may read."""
     yield from code.co_names

@@ -1066,13 +1066,23 @@ def _plain_values(fn: Callable) -> list[tuple[tuple, Any, Any]]:
     """``(path, object, what to compare)`` of every plain value ``fn`` reaches from outside
     (numbers, strings, NumPy arrays, containers of numbers: ``closures.is_plain``) and of
     every function or compiled step it reaches (compared by identity), on every route
-    (``tapegrad.closures``). The recording took each as a constant; a replay is valid
-    only while they hold (``k = 3.0`` or ``A[:] = 0`` after capture means capturing
-    again, never replaying the old value, as torch.compile guards on globals)."""
+    (``tapegrad.closures``), through attributes some code on the way names. The
+    recording took each as a constant; a replay is valid only while they hold (``k =
+    3.0`` or ``A[:] = 0`` after capture means capturing again, never replaying the old
+    value, as torch.compile guards on globals)."""
+    found = list(closures.walk(fn, ()))
+    # an attribute no code on the way names (self.step_count beside self.w) is not read:
+    # guarding it would capture again whenever a training loop bumps it
+    used = {"__wrapped__"}
+    for _, obj in found:
+        if isinstance(obj, types.FunctionType):
+            used |= closures.code_names(obj)
     out: list[tuple[tuple, Any, Any]] = []
     whole: set[tuple] = set()  # containers compared whole: their items need no guard
-    for path, obj in closures.walk(fn, ()):
+    for path, obj in found:
         if len(path) < 2 or path[:-1] in whole:
+            continue
+        if any(step[0] == "attr" and step[1] not in used for step in path[1:]):
             continue
         if closures.is_plain(obj):
             if isinstance(obj, np.ndarray):  # (type, shape, dtype, bytes): the cheapest check

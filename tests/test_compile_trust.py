@@ -535,3 +535,25 @@ def test_many_plain_values_stay_cheap():
     assert len(step.programs[next(iter(step.programs))][0].plain) < 5
     table[7] = 2.0
     assert step(np.ones(2)) == 4.0
+
+
+def test_attributes_the_code_does_not_name_are_not_guards():
+    """A training loop bumping self.step_count beside the self.w the loss reads: one
+    capture, not one per call."""
+
+    class Trainer:
+        def __init__(self):
+            self.w = 2.0
+            self.step_count = 0
+
+        def loss(self, x):
+            return tnp.sum(x) * self.w
+
+    t = Trainer()
+    step = tg.compile(t.loss)
+    for _ in range(10):
+        assert step(np.ones(2)) == 4.0
+        t.step_count += 1
+    assert step.stats["captures"] == 1
+    t.w = 3.0
+    assert step(np.ones(2)) == 6.0
