@@ -382,7 +382,7 @@ def _second_order_rows(repeat: int) -> list[dict]:
     return rows
 
 
-def _ode_rows(repeat: int) -> list[dict]:
+def _ode_rows(repeat: int, peers: bool = True) -> list[dict]:
     """The Lotka-Volterra fit's loss and gradient through an ODE solver (issue 22):
     1000 RK4 steps, by tapegrad's solver, hand-written NumPy (RK4 and its discrete
     adjoint), PyTorch + torchdiffeq and HIPS autograd's odeint; and each tapegrad
@@ -408,15 +408,17 @@ def _ode_rows(repeat: int) -> list[dict]:
         "tapegrad RK45 adjoint": (lambda: adjoint45(theta), 1e-4),
         "tapegrad RK45 forward alone": (lambda: (fwd45(theta), None), 0),
     }
-    torch_fn, torch_label = ode.torch_fit(log_obs)
-    if torch_fn is not None:
+    torch_fn, torch_label = ode.torch_fit(log_obs) if peers else (None, None)
+    if not peers:
+        print("  (--no-peers: PyTorch and HIPS autograd left out)")
+    elif torch_fn is not None:
         impls[torch_label] = (lambda: torch_fn(theta), 1e-7)
     else:
         print("  (PyTorch not installed: skipped)")
-    hips = ode.autograd_fit(log_obs)
+    hips = ode.autograd_fit(log_obs) if peers else None
     if hips is not None:
         impls["HIPS autograd odeint (LSODA)"] = (lambda: hips(theta), 1e-6)
-    else:
+    elif peers:
         print("  (HIPS autograd not installed: skipped)")
     present = {}
     for name, (fn, tol) in impls.items():
@@ -460,12 +462,15 @@ def main() -> None:
         "--second-order", action="store_true", help="only the HVP / JVP / Hessian rows"
     )
     parser.add_argument("--ode", action="store_true", help="only the ODE-solver rows")
+    parser.add_argument(
+        "--no-peers", action="store_true", help="ODE rows without PyTorch and HIPS autograd"
+    )
     args = parser.parse_args()
     if args.second_order:
         _print(_second_order_rows(args.repeat), args.json)
         return
     if args.ode:
-        _print(_ode_rows(args.repeat), args.json)
+        _print(_ode_rows(args.repeat, not args.no_peers), args.json)
         return
 
     rows = []
