@@ -288,7 +288,8 @@ _STATUS_TEXT = {
     ODE_NONFINITE: "the right-hand side returned nan or inf",
     ODE_UNDERFLOW: (
         "the step size underflowed (fell below the spacing of floats near t): the "
-        "solution blows up there, or the system is too stiff for an explicit method"
+        "solution blows up there, the right-hand side is nan or inf just beyond it, or "
+        "the system is too stiff for an explicit method"
     ),
 }
 
