@@ -636,6 +636,114 @@ ive = row_function("ive", ive_fwd, 2)
 
 
 @jit
+def _ive_series_dv(v, z):
+    """d/dv of :func:`_ive_series`: each term (z/2)^(2k+v) / (k! Gamma(k+v+1)) carried
+    with its derivative (the ratio q / (k (k + v)) has derivative -ratio / (k + v)), the
+    scale's log-derivative log(z/2) - digamma(v + 1)."""
+    q = 0.25 * z * z
+    log_scale = v * math.log(0.5 * z) - math.lgamma(v + 1.0) - z
+    dlog_scale = math.log(0.5 * z) - digamma_fwd(v + 1.0)
+    term, dterm = 1.0, 0.0
+    total, dtotal = 1.0, 0.0
+    for k in range(1, 1000000):
+        r = q / (k * (k + v))
+        dterm = dterm * r - term * r / (k + v)
+        term *= r
+        total += term
+        dtotal += dterm
+        if term < 1e-17 * total and abs(dterm) <= 1e-17 * abs(dtotal):
+            break
+        if total > 1e250:
+            term *= 1e-250
+            dterm *= 1e-250
+            total *= 1e-250
+            dtotal *= 1e-250
+            log_scale += 250.0 * math.log(10.0)
+    value = math.exp(math.log(total) + log_scale)
+    return value * (dlog_scale + dtotal / total)
+
+
+@jit
+def _ive_hankel_dv(v, z):
+    """d/dv of Hankel's series: term_k = term_(k-1) c_k with c_k = -(4v^2 - (2k-1)^2) /
+    (8kz), so dc_k / dv = -v / (kz)."""
+    mu = 4.0 * v * v
+    term, dterm = 1.0, 0.0
+    total, dtotal = 1.0, 0.0
+    for k in range(1, 60):
+        c = -(mu - (2.0 * k - 1.0) ** 2) / (k * 8.0 * z)
+        dterm = dterm * c - term * v / (k * z)
+        term *= c
+        total += term
+        dtotal += dterm
+        if abs(term) < 1e-17 * abs(total) and abs(dterm) <= 1e-17 * (abs(dtotal) + 1e-300):
+            break
+    return dtotal / math.sqrt(2.0 * math.pi * z)
+
+
+@jit
+def _ive_debye_dv(v, z):
+    """d/dv of :func:`_ive_debye` at fixed z: with p = z / v, the exponent's derivative is
+    log(p / (1 + s)) (d eta / dp = s / p), the prefactor's -1/(2v) + p^2 / (2 v s^2), and
+    the series' terms u_k(t) / v^k with dt/dv = p^2 t^3 / v."""
+    p = z / v
+    s = math.sqrt(1.0 + p * p)
+    t = 1.0 / s
+    t2 = t * t
+    u = (
+        1.0,
+        t * (3.0 - 5.0 * t2) / 24.0,
+        t2 * (81.0 - 462.0 * t2 + 385.0 * t2 * t2) / 1152.0,
+        t * t2 * (30375.0 - 369603.0 * t2 + 765765.0 * t2**2 - 425425.0 * t2**3) / 414720.0,
+        t2 * t2 * (4465125.0 - 94121676.0 * t2 + 349922430.0 * t2**2 - 446185740.0 * t2**3
+                   + 185910725.0 * t2**4) / 39813120.0,
+    )  # fmt: skip
+    du = (
+        0.0,
+        (3.0 - 15.0 * t2) / 24.0,
+        t * (162.0 - 1848.0 * t2 + 2310.0 * t2 * t2) / 1152.0,
+        t2 * (91125.0 - 1848015.0 * t2 + 5360355.0 * t2**2 - 3828825.0 * t2**3) / 414720.0,
+        t * t2 * (17860500.0 - 564730056.0 * t2 + 2799379440.0 * t2**2 - 4461857400.0 * t2**3
+                  + 2230928700.0 * t2**4) / 39813120.0,
+    )  # fmt: skip
+    dt = p * p * t * t2 / v
+    series, dseries = 0.0, 0.0
+    vk = 1.0
+    for k in range(5):
+        series += u[k] / vk
+        dseries += du[k] * dt / vk - k * u[k] / (vk * v)
+        vk *= v
+    exponent = v * (1.0 / (s + p) + math.log(p / (1.0 + s)))
+    pre = math.exp(exponent) / math.sqrt(2.0 * math.pi * v * s)
+    dlog_pre = math.log(p / (1.0 + s)) - 0.5 / v + 0.5 * p * p / (v * s * s)
+    return pre * (series * dlog_pre + dseries)
+
+
+@jit
+def ive_dv_scalar(v, z):
+    """d ive(v, z) / dv for v >= 0 and z >= 0 (the regimes of :func:`ive_fwd`); NaN for
+    negative orders or arguments, where the real function is not smooth in v."""
+    if v != v or z != z or v < 0.0 or z < 0.0:
+        return np.nan
+    if z == 0.0 or z == np.inf:
+        return 0.0
+    if z > 700.0 and z > 2.0 * v * v:
+        return _ive_hankel_dv(v, z)
+    if z > 700.0 and v >= 50.0:
+        return _ive_debye_dv(v, z)
+    return _ive_series_dv(v, z)
+
+
+ive_dv = first_order("ive_dv", ive_dv_scalar, 2, "the derivative of ive in its order v")
+
+
+@jit
+def ive_bwd_x(g, x, y, out):
+    # d/dv: the differentiated series (x is the order here)
+    return g * ive_dv(x, y)
+
+
+@jit
 def ive_bwd_y(g, x, y, out):
     # (e^-|z| I_v)' = e^-|z| (I_{v+1} + (v / z) I_v) - sign(z) e^-|z| I_v; at z = 0 the
     # limit: 1/2 for v = 1, 0 for v = 0 or v > 1, inf for 0 < v < 1
@@ -794,12 +902,6 @@ def gammainc_bwd_x(g, x, y, out):
 @jit
 def gammaincc_bwd_x(g, x, y, out):
     return -g * gammainc_da(x, y)
-
-
-@jit
-def order_bwd_nan(g, x, y, out):
-    # the derivative in ive's order v is not implemented: NaN, so that asking shows
-    return g * np.nan
 
 
 @jit
@@ -1274,9 +1376,9 @@ IVE = Op(
     "ive",
     Kind.BINARY,
     ive_fwd,
-    (order_bwd_nan, ive_bwd_y),
+    (ive_bwd_x, ive_bwd_y),
     "exponentially scaled modified Bessel function exp(-|z|) I_v(z) of real order v >= 0; "
-    "differentiable in z (NaN in v)",
+    "differentiable in v (first order) and z",
     domain=((0.5, 6.0), (0.2, 40.0)),
     namespace="special",
     cuda=None,
@@ -1294,13 +1396,15 @@ BETAINC = Op(
 
 
 def _ive_cases() -> list:
-    """The order is a constant (no derivative in v): integer, fractional, an array."""
+    """The order a constant (these run at every order): integer, fractional, an array;
+    v and z both differentiated (first order only)."""
     f = lambda m: _special(m).ive  # noqa: E731
     return [
         ("v=0", lambda m, x: f(m)(0.0, x * 3.0 + 4.0), [(5,)], {}),
         ("v=2.5, 2-D", lambda m, x: f(m)(2.5, x + 2.0), [(2, 3)], {}),
         ("v=1, negative z", lambda m, x: f(m)(1.0, x - 3.0), [(4,)], {}),
         ("v array", lambda m, x: f(m)(np.array([0.3, 1.0, 7.5], x.dtype), x + 2.5), [(2, 3)], {}),
+        ("v and z, first order", lambda m, v, z: f(m)(v, z), [(4,), (4,)], {}),
     ]
 
 
