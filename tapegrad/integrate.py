@@ -96,7 +96,6 @@ class _System:
     ) -> None:
         self.name = name
         self.n = math.prod(y_shape)
-        self.m = sum(math.prod(shape) for kind, shape in layout if kind == "array")
 
         # the closure holds only what the function needs: tg.compile finds the tensors
         # ``fun`` reads from outside by walking from here

@@ -292,6 +292,15 @@ def _complement(lower: Any, upper: Any) -> tuple[Any, Any]:
     return where(first, lower, 1.0 - upper), where(first, 1.0 - lower, upper)
 
 
+def _from_tails(which: str, lower: Any, upper: Any) -> Any:
+    """cdf, sf, logcdf or logsf from the two tails: a log is taken of the smaller tail,
+    and log1p of minus the other where it is the larger (the logs keep their digits)."""
+    this, other = (upper, lower) if which in ("sf", "logsf") else (lower, upper)
+    if not which.startswith("log"):
+        return this
+    return where(this < 0.5, log(this), log1p(-_at_most(other, 0.5)))
+
+
 def _constant(v: Any) -> Any:
     """``v`` without a gradient (a tensor detached; anything else as it is)."""
     return v.detach() if hasattr(v, "detach") else v
@@ -299,8 +308,7 @@ def _constant(v: Any) -> Any:
 
 def _with_tails(methods: dict[str, Callable], tails: Callable, nshape: int) -> dict:
     """Add ``cdf sf logcdf logsf`` to a shaped family: ``tails(z, *shapes) -> (lower,
-    upper)``, each accurate where it is small (so the logs keep their digits: log of the
-    small one, log1p of minus it for the other)."""
+    upper)``, each accurate where it is small (see :func:`_from_tails`)."""
 
     def method(which: str) -> Callable:
         def f(x: Any, *args: Any, loc: Any = 0.0, scale: Any = 1.0) -> Any:
@@ -311,10 +319,7 @@ def _with_tails(methods: dict[str, Callable], tails: Callable, nshape: int) -> d
                 loc = rest[0]
                 scale = rest[1] if len(rest) > 1 else scale
             lower, upper = _complement(*tails(_standard(x, loc, scale), *shapes))
-            this, other = (upper, lower) if which in ("sf", "logsf") else (lower, upper)
-            value = this
-            if which.startswith("log"):
-                value = where(this < 0.5, log(this), log1p(-_at_most(other, 0.5)))
+            value = _from_tails(which, lower, upper)
             ok = scale > 0
             for p in shapes:
                 ok = _and(ok, p > 0)
@@ -479,18 +484,15 @@ def _discrete_tails(methods: dict[str, Callable], tails: Callable, nparams: int)
             params, rest = args[:nparams], args[nparams:]
             if rest:
                 loc = rest[0]
-            # floor is piecewise constant: its gradient is 0, and the special functions'
-            # NaN derivative in their order must not meet that 0 (0 * NaN); the graph
-            # keeps k and loc, with that zero gradient
+            # floor is piecewise constant: its gradient is 0, so the integer part enters
+            # the special functions as a constant (their derivative in the order never
+            # meets that 0); the graph keeps k and loc, with that zero gradient
             step = floor(k - loc)
             kk = _constant(step)
             lower, upper = _complement(*tails(_at_least(kk, 0.0), *params))
             lower, upper = lower + 0.0 * step, upper + 0.0 * step
             lower, upper = where(kk >= 0, lower, 0.0), where(kk >= 0, upper, 1.0)
-            this, other = (upper, lower) if which in ("sf", "logsf") else (lower, upper)
-            if not which.startswith("log"):
-                return this
-            return where(this < 0.5, log(this), log1p(-_at_most(other, 0.5)))
+            return _from_tails(which, lower, upper)
 
         return f
 
