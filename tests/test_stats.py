@@ -176,6 +176,121 @@ def test_multivariate_normal_and_dirichlet():
     check_grads(lambda a: tnp.sum(ts.dirichlet.logpdf(p, a)), [alpha])
 
 
+def _mvn_case(d: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    g = np.random.default_rng(seed)
+    a = g.standard_normal((d, d))
+    return a, a @ a.T + 0.5 * np.eye(d), g.standard_normal(d)
+
+
+def _mvn_reference(x, mean, cov, **kw):
+    """SciPy's value with a tolerance 100 times tighter than its default."""
+    return ss.multivariate_normal.cdf(
+        x, mean, cov, abseps=1e-7, releps=1e-7, maxpts=10**7, rng=0, **kw
+    )
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 5, 8])
+def test_multivariate_normal_cdf_matches_scipy(d):
+    """Within SciPy's own default tolerance (abseps = releps = 1e-5) of a tight SciPy
+    value, with and without lower limits, limits swapped (negative mass, as SciPy),
+    infinite limits, and a batch whose rows take different variable orders."""
+    _, cov, mean = _mvn_case(d, d)
+    x = RNG.standard_normal((6, d)) + 0.5
+    x[1, 0] = np.inf  # that variable integrates out
+    x[2, -1] = -np.inf  # no mass
+    got = ts.multivariate_normal.cdf(tg.tensor(x), tg.tensor(mean), cov).numpy()
+    np.testing.assert_allclose(got, _mvn_reference(x, mean, cov), atol=1.5e-5)
+    assert got[2] == 0.0
+    lower = x - RNG.uniform(0.5, 2.0, x.shape)
+    lower[3, 0] = x[3, 0] + 1.0  # one swapped pair: the mass counts negatively
+    lower[1, 0] = -np.inf
+    got = ts.multivariate_normal.cdf(tg.tensor(x), mean, cov, lower_limit=lower).numpy()
+    want = _mvn_reference(x, mean, cov, lower_limit=lower)
+    np.testing.assert_allclose(got, want, atol=1.5e-5)
+    assert got[3] <= 0.0
+    one = ts.multivariate_normal.cdf(tg.tensor(x[0]), mean, cov)
+    assert one.shape == () and abs(one.numpy() - _mvn_reference(x[0], mean, cov)) < 1.5e-5
+    np.testing.assert_allclose(  # each row alone is the same as in the batch
+        ts.multivariate_normal.cdf(tg.tensor(x[4]), mean, cov).numpy(),
+        ts.multivariate_normal.cdf(tg.tensor(x), mean, cov).numpy()[4],
+        rtol=1e-13,
+    )
+
+
+def test_multivariate_normal_cdf_exact_cases():
+    """Independent components multiply; d = 1 is ndtr exactly; a scalar or diagonal cov
+    as logpdf reads them; the log is logcdf; the same inputs give the same bits."""
+    x = np.array([0.3, -0.7, 1.2])
+    sd = np.array([1.0, 2.0, 0.5])
+    got = ts.multivariate_normal.cdf(tg.tensor(x), None, sd**2).numpy()
+    np.testing.assert_allclose(got, np.prod(ss.norm.cdf(x / sd)), atol=1e-6)
+    xs = np.linspace(-3, 3, 7)
+    np.testing.assert_allclose(
+        ts.multivariate_normal.cdf(tg.tensor(xs), 0.2, 2.0).numpy(),
+        ss.norm.cdf(xs, 0.2, np.sqrt(2.0)),
+        rtol=1e-14,
+    )
+    _, cov, mean = _mvn_case(4, 7)
+    xt = tg.tensor(np.array([0.1, 0.4, -0.3, 1.0]))
+    first = ts.multivariate_normal.cdf(xt, mean, cov).numpy()
+    assert ts.multivariate_normal.cdf(xt, mean, cov).numpy() == first
+    np.testing.assert_allclose(
+        ts.multivariate_normal.logcdf(xt, mean, cov).numpy(), np.log(first), rtol=1e-14
+    )
+    assert abs(ts.multivariate_normal.cdf(xt, mean, cov, rng=5).numpy() - first) < 3e-5
+
+
+def test_multivariate_normal_cdf_gradients():
+    """Exact derivatives of the deterministic estimate, to second order, in x, mean,
+    cov (through a factor) and the lower limit; close to the true bivariate
+    derivatives: d/dh = phi(h) ndtr((k - r h) / sqrt(1 - r^2)), d/dr = the density."""
+    a, _, mean = _mvn_case(3, 3)
+    x = RNG.standard_normal((2, 3))
+    lower = x - 1.5
+
+    def f(x, m, a, lower):
+        cov = a @ a.T + 0.5 * np.eye(3)
+        return tnp.sum(ts.multivariate_normal.cdf(x, m, cov, lower_limit=lower))
+
+    check_grads(f, [x, mean, a, lower])
+    check_grads(lambda x, a: f(x, mean, a, lower), [x, a], order=2, rtol=1e-5)
+    check_grads(lambda x: tnp.sum(ts.multivariate_normal.logcdf(x, mean, a @ a.T + np.eye(3))), [x])
+    r, h, k = 0.6, 0.3, -0.4
+    xt = tg.tensor(np.array([h, k]), requires_grad=True)
+    ct = tg.tensor(np.array([[1.0, r], [r, 1.0]]), requires_grad=True)
+    ts.multivariate_normal.cdf(xt, None, ct).backward()
+    s = np.sqrt(1 - r * r)
+    want = ss.norm.pdf([h, k]) * ss.norm.cdf([(k - r * h) / s, (h - r * k) / s])
+    np.testing.assert_allclose(xt.grad, want, atol=5e-5)
+    density = ss.multivariate_normal.pdf([h, k], None, [[1.0, r], [r, 1.0]])
+    np.testing.assert_allclose(ct.grad[0, 1] + ct.grad[1, 0], density, atol=5e-5)
+
+
+def test_multivariate_normal_cdf_hostile():
+    """Infinite limits leave finite gradients, float32 stays float32, a singular cov
+    raises by name, plain input is SciPy's own method."""
+    _, cov, mean = _mvn_case(3, 4)
+    x = tg.tensor(np.array([[np.inf, 0.2, -0.1], [np.inf, np.inf, np.inf]]), requires_grad=True)
+    m = tg.tensor(mean, requires_grad=True)
+    c = tg.tensor(cov, requires_grad=True)
+    out = ts.multivariate_normal.cdf(x, m, c)
+    np.testing.assert_allclose(out.numpy()[1], 1.0, rtol=1e-15)
+    tnp.sum(out).backward()
+    for g in (x.grad, m.grad, c.grad):
+        assert np.all(np.isfinite(g))
+    assert np.all(x.grad[:, 0] == 0) and np.all(x.grad[1] == 0)
+    x32 = tg.tensor(np.array([0.1, 0.5, -0.2], np.float32), requires_grad=True)
+    out = ts.multivariate_normal.cdf(x32, mean.astype(np.float32), cov.astype(np.float32))
+    assert out.dtype == np.float32
+    out.backward()
+    assert x32.grad.dtype == np.float32
+    np.testing.assert_allclose(out.numpy(), _mvn_reference(x32.numpy(), mean, cov), atol=1e-4)
+    with pytest.raises(ValueError, match=r"multivariate_normal.cdf: cov \(2, 2\).*positive"):
+        ts.multivariate_normal.cdf(tg.tensor([0.0, 1.0]), None, np.ones((2, 2)))
+    plain = ts.multivariate_normal.cdf(np.array([0.1, 0.5, -0.2]), mean, cov, rng=3)
+    assert plain == ss.multivariate_normal.cdf(np.array([0.1, 0.5, -0.2]), mean, cov, rng=3)
+
+
 def test_float32_stays_float32_and_plain_input_is_scipys():
     x = tg.tensor(np.linspace(-2, 2, 5).astype(np.float32), requires_grad=True)
     for f in (ts.norm.logpdf, ts.norm.logcdf, ts.logistic.cdf, ts.laplace.logsf):

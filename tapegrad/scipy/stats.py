@@ -9,10 +9,10 @@ taken), as SciPy's value.
 
 Here: the densities and log-densities of ``norm expon laplace cauchy logistic lognorm
 uniform t gamma beta vonmises multivariate_normal dirichlet``, the mass functions of
-``poisson bernoulli binom nbinom``, and ``cdf sf logcdf logsf`` of ``norm expon laplace
+``poisson bernoulli binom nbinom``, ``cdf sf logcdf logsf`` of ``norm expon laplace
 cauchy logistic lognorm gamma t beta vonmises poisson bernoulli binom nbinom``
-(``uniform``: ``cdf sf``). Not here: ``multivariate_normal.cdf`` (SciPy integrates it by
-randomised quasi-Monte Carlo).
+(``uniform``: ``cdf sf``) and ``cdf logcdf`` of ``multivariate_normal`` (randomised
+quasi-Monte Carlo from a fixed seed, as described at ``_mvn_cdf``).
 The distribution functions of ``t beta binom nbinom`` are the regularized incomplete
 beta function (``special.betainc``), those of ``gamma`` and ``poisson`` the incomplete
 gamma function: both differentiable in every argument (in the shape parameters to first
@@ -46,6 +46,7 @@ gammainc, gammaincc, i0e = _sp["gammainc"], _sp["gammaincc"], _sp["i0e"]
 betainc = _sp["betainc"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
 
 
 # --- pieces ---------------------------------------------------------------------------------
@@ -415,23 +416,224 @@ def _beta_log_density(z: Any, a: Any, b: Any) -> Any:
 # --- multivariate --------------------------------------------------------------------------
 
 
-def _mvn_logpdf(x: Any, mean: Any = None, cov: Any = 1.0) -> Any:
-    """log N(x; mean, cov) through the Cholesky factor: ``-(d log 2 pi + log det cov +
-    |L^-1 (x - mean)|^2) / 2``; x's last axis holds the components (SciPy squeezes a
-    single point to a scalar)."""
+def _mvn_cov(cov: Any) -> tuple[Any, int]:
+    """cov as a (d, d) tensor (a variance or a diagonal grows into a matrix), and d."""
     cov = as_tensor(cov)
     d = 1 if np.ndim(cov) == 0 else cov.shape[-1]
     if np.ndim(cov) <= 1:  # a variance or the diagonal
         cov = cov * np.eye(d)
+    return cov, d
+
+
+def _mvn_points(x: Any, mean: Any, d: int) -> Any:
+    """x - mean with the components on the last axis (SciPy's reading of x)."""
     xs = as_tensor(x)
     pts = xs if np.ndim(xs) >= 1 and xs.shape[-1] == d else xs.reshape((*np.shape(xs), 1))
-    diff = pts - (0.0 if mean is None else mean)
+    return pts - (0.0 if mean is None else mean)
+
+
+def _scalar_if_one(out: Any) -> Any:
+    return out.reshape(()) if out.size == 1 else out
+
+
+def _mvn_logpdf(x: Any, mean: Any = None, cov: Any = 1.0) -> Any:
+    """log N(x; mean, cov) through the Cholesky factor: ``-(d log 2 pi + log det cov +
+    |L^-1 (x - mean)|^2) / 2``; x's last axis holds the components (SciPy squeezes a
+    single point to a scalar)."""
+    cov, d = _mvn_cov(cov)
+    diff = _mvn_points(x, mean, d)
     low = _la["cholesky"](cov)
     z = _sla["solve_triangular"](low, _np["moveaxis"](diff.reshape(-1, d), 0, 1), lower=True)
     maha = asum(z * z, axis=0).reshape(diff.shape[:-1])
     logdet = 2.0 * asum(log(_np["diagonal"](low)))
-    out = -0.5 * (d * _LOG_2PI + logdet + maha)
-    return out.reshape(()) if out.size == 1 else out
+    return _scalar_if_one(-0.5 * (d * _LOG_2PI + logdet + maha))
+
+
+# The normal distribution function in d dimensions is Genz's separation of variables
+# (Genz 1992): with cov = L L^T and the limits taken one variable at a time,
+#   P(a <= X <= b) = integral over w in [0,1]^(d-1) of  prod_i (e_i - c_i),
+#   c_i, e_i = ndtr((a_i or b_i - sum_{j<i} L_ij y_j) / L_ii),
+#   y_j = ndtri(c_j + w_j (e_j - c_j)),
+# a smooth integrand on the unit cube (exact with no points for d = 1), integrated by
+# randomised quasi-Monte Carlo: _SCRAMBLES independently scrambled Sobol' point sets,
+# whose spread estimates the error (three standard errors, as SciPy). The points double
+# until the error meets max(abseps, releps * value) or maxpts is reached (SciPy's
+# defaults). Variables are ordered by Genz and Bretz's greedy rule (the smallest
+# conditional probability first), which cuts the variance most. The scrambles come
+# from a fixed seed unless rng is given, so the value is a deterministic smooth function
+# of x, mean and cov, and its recorded gradient (to any order) is that function's exact
+# derivative: it agrees with the true one to about the integration error. (Scrambled
+# Sobol' points needed about a quarter of the points of a shifted Richtmyer lattice for
+# 1e-5 at d = 3 and 5.)
+_SCRAMBLES = 10
+_MVN_SEED = 20261205
+_MVN_CHUNK = 1 << 21  # rows x points evaluated at once
+
+
+@functools.lru_cache(maxsize=16)
+def _seeded_sobol(dim: int, log2n: int) -> np.ndarray:
+    return _sobol(dim, log2n, np.random.default_rng(_MVN_SEED))
+
+
+def _sobol(dim: int, log2n: int, gen: np.random.Generator) -> np.ndarray:
+    """(dim, _SCRAMBLES * 2**log2n) points: _SCRAMBLES scrambled Sobol' sets, one after
+    the other."""
+    qmc = importlib.import_module("scipy.stats.qmc")
+    seeds = gen.integers(0, 2**63, _SCRAMBLES)
+    sets = [qmc.Sobol(dim, scramble=True, seed=int(s)).random_base2(log2n) for s in seeds]
+    return np.concatenate(sets).T
+
+
+def _sov_integrand(lo: Any, hi: Any, low: Any, w: np.ndarray, dtype: Any) -> Any:
+    """prod_i (e_i - c_i) at each point: (rows, points). lo, hi are (rows, d) limits
+    with lo <= hi (infinite ones allowed), low the Cholesky factor."""
+    lo_v, hi_v = np.asarray(_value(lo)), np.asarray(_value(hi))
+    tiny, top = np.finfo(dtype).tiny, 1.0 - np.finfo(dtype).epsneg
+    ys: list[Any] = []
+    f: Any = 1.0
+    for i in range(low.shape[0]):
+        s: Any = 0.0
+        for j, y in enumerate(ys):
+            s = s + low[i, j] * y
+        probs = []
+        for lim, v in ((lo, lo_v[:, i : i + 1]), (hi, hi_v[:, i : i + 1])):
+            inf = np.isinf(v)  # an infinite limit stays infinite, with no NaN gradient
+            safe = where(inf, 0.0, lim[:, i : i + 1])
+            probs.append(ndtr(where(inf, v, (safe - s) / low[i, i])))
+        c, e = probs
+        f = f * (e - c)
+        if i + 1 < low.shape[0]:
+            u = clip(c + w[i].astype(dtype) * (e - c), tiny, top)
+            ys.append(_sp["ndtri"](u))
+    return f
+
+
+def _value(x: Any) -> Any:
+    return x.numpy() if hasattr(x, "numpy") else x
+
+
+def _genz_order(a: np.ndarray, b: np.ndarray, cov: np.ndarray) -> tuple[int, ...]:
+    """Genz-Bretz variable order for one pair of limits: at each step the variable of
+    smallest conditional probability, its value then set to its truncated mean."""
+    d = len(a)
+    perm, a, b, c = np.arange(d), a.copy(), b.copy(), cov.copy()
+    low, y = np.zeros((d, d)), np.zeros(d)
+    sp = importlib.import_module("scipy.special")
+    with np.errstate(all="ignore"):
+        for i in range(d):
+            shift = low[i:, :i] @ y[:i]
+            sd = np.sqrt(np.maximum(np.diag(c)[i:] - np.sum(low[i:, :i] ** 2, axis=1), 0.0))
+            alpha, beta = (a[i:] - shift) / sd, (b[i:] - shift) / sd
+            j = i + int(np.argmin(np.nan_to_num(sp.ndtr(beta) - sp.ndtr(alpha), nan=2.0)))
+            for arr in (perm, a, b, low):
+                arr[[i, j]] = arr[[j, i]]
+            c[[i, j]] = c[[j, i]]
+            c[:, [i, j]] = c[:, [j, i]]
+            al, be, low[i, i] = alpha[j - i], beta[j - i], sd[j - i]
+            low[i + 1 :, i] = (c[i + 1 :, i] - low[i + 1 :, :i] @ low[i, :i]) / low[i, i]
+            p = sp.ndtr(be) - sp.ndtr(al)
+            if p > 1e-300:  # E[Z | al <= Z <= be] = (phi(al) - phi(be)) / p
+                y[i] = (math.exp(-0.5 * al * al) - math.exp(-0.5 * be * be)) / (_SQRT_2PI * p)
+            else:  # no mass: the nearer limit, if finite
+                y[i] = np.clip(be if be < 0 else al, -40.0, 40.0)
+    return tuple(int(k) for k in perm)
+
+
+def _lattice_sizes(
+    lo: np.ndarray, hi: np.ndarray, cov: np.ndarray, points: Callable, n_max: int, tol: tuple
+) -> np.ndarray:
+    """log2 of the points per scramble at which each row of limits (already in the
+    integration order) meets the tolerance, doubling from 64 up to n_max."""
+    abseps, releps = tol
+    low = np.linalg.cholesky(cov)
+    sizes = np.zeros(len(lo), dtype=int)
+    pending, log2n = np.arange(len(lo)), 6
+    while len(pending):
+        n = 1 << log2n
+        w = points(log2n)
+        step = max(1, _MVN_CHUNK // w.shape[1])
+        for k in range(0, len(pending), step):
+            rows = pending[k : k + step]
+            f = np.asarray(_value(_sov_integrand(lo[rows], hi[rows], low, w, np.float64)))
+            means = f.reshape(len(rows), _SCRAMBLES, n).mean(axis=2)
+            err = 3.0 * means.std(axis=1, ddof=1) / math.sqrt(_SCRAMBLES)
+            done = (err <= np.maximum(abseps, releps * np.abs(means.mean(axis=1)))) | (
+                2 * n > n_max
+            )
+            sizes[rows[done]] = log2n
+            sizes[rows[~done]] = -1
+        pending = np.flatnonzero(sizes < 0)
+        sizes[pending] = 0
+        log2n += 1
+    return sizes
+
+
+def _mvn_cdf(
+    x: Any,
+    mean: Any = None,
+    cov: Any = 1.0,
+    allow_singular: bool = False,
+    maxpts: int | None = None,
+    abseps: float = 1e-5,
+    releps: float = 1e-5,
+    *,
+    lower_limit: Any = None,
+    rng: Any = None,
+) -> Any:
+    """P(lower_limit <= X <= x) for X ~ N(mean, cov), by Genz's separation of variables
+    (see above); a limit above x counts negatively, as SciPy's."""
+    cov, d = _mvn_cov(cov)
+    hi = _mvn_points(x, mean, d)
+    if lower_limit is None:  # -inf in x's own precision, so float32 stays float32
+        lower_limit = np.full(d, -np.inf, np.result_type(hi.dtype, np.float32))
+    lo = _mvn_points(lower_limit, mean, d)
+    shape = np.broadcast_shapes(hi.shape, lo.shape)
+    hi, lo = _np["broadcast_to"](hi, shape), _np["broadcast_to"](lo, shape)
+    hi, lo = hi.reshape(-1, d), lo.reshape(-1, d)
+    hi_v, lo_v, cov_v = np.asarray(_value(hi)), np.asarray(_value(lo)), _value(cov)
+    dtype = np.result_type(hi_v.dtype, cov_v.dtype, np.float32)
+    try:
+        np.linalg.cholesky(cov_v)
+    except np.linalg.LinAlgError:
+        raise ValueError(
+            f"multivariate_normal.cdf: cov {cov_v.shape} {cov_v.dtype} is not positive "
+            "definite; a singular normal's distribution function is not supported"
+        ) from None
+    swap = hi_v < lo_v  # integrate over [min, max], the sign says how often swapped
+    lo, hi = where(swap, hi, lo), where(swap, lo, hi)
+    lo_v, hi_v = np.where(swap, hi_v, lo_v), np.where(swap, lo_v, hi_v)
+    sign = (-1.0) ** swap.sum(axis=-1)
+    if rng is None:
+        points = functools.partial(_seeded_sobol, d - 1)
+    else:  # the caller's generator: new scrambles on every call, as SciPy's
+        gen = np.random.default_rng(rng)
+        points = functools.lru_cache()(lambda log2n: _sobol(d - 1, log2n, gen))
+    n_max = max(1, int(maxpts or 1_000_000 * d) // _SCRAMBLES)
+    orders: dict[tuple, list[int]] = {}
+    for r in range(hi_v.shape[0]):  # Genz-Bretz order for each pair of limits
+        orders.setdefault(_genz_order(lo_v[r], hi_v[r], cov_v) if d > 1 else (0,), []).append(r)
+    parts, rows = [], []
+    for perm, members in orders.items():
+        p, idx = list(perm), np.asarray(members)
+        low = _la["cholesky"](cov[p][:, p])
+        if d == 1:  # ndtr of the limits, exactly
+            sizes = np.zeros(len(idx), dtype=int)
+        else:
+            args = lo_v[idx][:, p], hi_v[idx][:, p], cov_v[np.ix_(p, p)], points, n_max
+            sizes = _lattice_sizes(*args, (abseps, releps))
+        for log2n in np.unique(sizes):
+            w = points(int(log2n)) if d > 1 else np.zeros((0, 1))
+            same = idx[sizes == log2n]
+            step = max(1, _MVN_CHUNK // w.shape[1])
+            for k in range(0, len(same), step):
+                chunk = same[k : k + step]
+                f = _sov_integrand(lo[chunk][:, p], hi[chunk][:, p], low, w, dtype)
+                parts.append(_np["mean"](f, axis=-1) * sign[chunk].astype(dtype))
+                rows.append(chunk)
+    out = parts[0] if len(parts) == 1 else _np["concatenate"](parts)
+    if len(parts) > 1:
+        out = out[np.argsort(np.concatenate(rows))]
+    return _scalar_if_one(out.reshape(shape[:-1]))
 
 
 def _dirichlet_logpdf(x: Any, alpha: Any) -> Any:
@@ -585,7 +787,12 @@ beta = Distribution(
 )
 multivariate_normal = Distribution(
     "multivariate_normal",
-    {"logpdf": _mvn_logpdf, "pdf": lambda x, mean=None, cov=1.0: exp(_mvn_logpdf(x, mean, cov))},
+    {
+        "logpdf": _mvn_logpdf,
+        "pdf": lambda x, mean=None, cov=1.0: exp(_mvn_logpdf(x, mean, cov)),
+        "cdf": _mvn_cdf,
+        "logcdf": lambda *args, **kwargs: log(_mvn_cdf(*args, **kwargs)),
+    },
 )
 dirichlet = Distribution(
     "dirichlet",
