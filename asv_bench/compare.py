@@ -398,6 +398,10 @@ def _ode_rows(repeat: int, peers: bool = True) -> list[dict]:
     direct, adjoint = ode.tapegrad_fit(log_obs), ode.tapegrad_fit(log_obs, adjoint=True)
     direct45 = ode.tapegrad_fit(log_obs, "RK45")
     adjoint45 = ode.tapegrad_fit(log_obs, "RK45", True)
+    fwd_long, direct_long = (
+        ode.tapegrad_forward(log_obs, "RK45-long"),
+        ode.tapegrad_fit(log_obs, "RK45-long"),
+    )
     impls = {
         "hand-written NumPy + adjoint": (lambda: ode.numpy_fit(theta, log_obs), 1e-12),
         "NumPy forward solve alone": (lambda: (ode.numpy_loss(theta, log_obs), None), 0),
@@ -407,6 +411,8 @@ def _ode_rows(repeat: int, peers: bool = True) -> list[dict]:
         "tapegrad RK45 rtol 1e-6": (lambda: direct45(theta), 1e-4),
         "tapegrad RK45 adjoint": (lambda: adjoint45(theta), 1e-4),
         "tapegrad RK45 forward alone": (lambda: (fwd45(theta), None), 0),
+        "tapegrad RK45 rtol 1e-13 (~1000 steps)": (lambda: direct_long(theta), 1e-6),
+        "tapegrad RK45 rtol 1e-13 forward alone": (lambda: (fwd_long(theta), None), 0),
     }
     torch_fn, torch_label = ode.torch_fit(log_obs) if peers else (None, None)
     if not peers:
@@ -438,6 +444,7 @@ def _ode_rows(repeat: int, peers: bool = True) -> list[dict]:
         ("tapegrad odeint adjoint", "tapegrad forward solve alone"),
         ("tapegrad RK45 rtol 1e-6", "tapegrad RK45 forward alone"),
         ("tapegrad RK45 adjoint", "tapegrad RK45 forward alone"),
+        ("tapegrad RK45 rtol 1e-13 (~1000 steps)", "tapegrad RK45 rtol 1e-13 forward alone"),
     ):
         rows.append({"workload": label, "impl": f"{name} / its forward (x)",
                      "x": medians[name] / medians[alone]})  # fmt: skip

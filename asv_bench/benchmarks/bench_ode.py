@@ -1,6 +1,7 @@
 """The Lotka-Volterra fit's loss and gradient through ``tapegrad.integrate.odeint``
-(1000 RK4 steps; adaptive RK45 at rtol 1e-6), against its forward solve alone and
-hand-written NumPy RK4 with a hand-written discrete adjoint (``ode_workloads``)."""
+(1000 RK4 steps; adaptive RK45 at rtol 1e-6, 58 steps, and at rtol 1e-13, about 1000),
+against its forward solve alone and hand-written NumPy RK4 with a hand-written discrete
+adjoint (``ode_workloads``)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from .ode_workloads import (
 
 
 class LotkaVolterraODE:
-    params = (["RK4", "RK45"],)
+    params = (["RK4", "RK45", "RK45-long"],)
     param_names = ["method"]
 
     def setup(self, method):
