@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.stats as ss
+from scipy.integrate import quad
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
@@ -220,6 +221,16 @@ def test_multivariate_normal_cdf_matches_scipy(d):
 def test_multivariate_normal_cdf_exact_cases():
     """Independent components multiply; d = 1 is ndtr exactly; a scalar or diagonal cov
     as logpdf reads them; the log is logcdf; the same inputs give the same bits."""
+    # d = 2 in closed form: SciPy's bivariate routine (Genz's) to rounding, across the
+    # switch at |r| = 0.925 and near +-1, limits anywhere
+    h = np.concatenate([RNG.uniform(-5, 5, (40, 2)), [[0, 0], [1, 1], [-3, -3], [0.5, 0.5001]]])
+    for r in (0.0, 0.4, -0.7, 0.925, 0.93, -0.95, 0.999, -0.99999):
+        cov2 = np.array([[2.0, r * np.sqrt(2.0) * 0.5], [r * np.sqrt(2.0) * 0.5, 0.25]])
+        np.testing.assert_allclose(
+            ts.multivariate_normal.cdf(tg.tensor(h), [0.1, -0.2], cov2).numpy(),
+            ss.multivariate_normal.cdf(h, [0.1, -0.2], cov2),
+            atol=2e-15,
+        )
     x = np.array([0.3, -0.7, 1.2])
     sd = np.array([1.0, 2.0, 0.5])
     got = ts.multivariate_normal.cdf(tg.tensor(x), None, sd**2).numpy()
@@ -255,15 +266,101 @@ def test_multivariate_normal_cdf_gradients():
     check_grads(f, [x, mean, a, lower])
     check_grads(lambda x, a: f(x, mean, a, lower), [x, a], order=2, rtol=1e-5)
     check_grads(lambda x: tnp.sum(ts.multivariate_normal.logcdf(x, mean, a @ a.T + np.eye(3))), [x])
-    r, h, k = 0.6, 0.3, -0.4
-    xt = tg.tensor(np.array([h, k]), requires_grad=True)
-    ct = tg.tensor(np.array([[1.0, r], [r, 1.0]]), requires_grad=True)
-    ts.multivariate_normal.cdf(xt, None, ct).backward()
-    s = np.sqrt(1 - r * r)
-    want = ss.norm.pdf([h, k]) * ss.norm.cdf([(k - r * h) / s, (h - r * k) / s])
-    np.testing.assert_allclose(xt.grad, want, atol=5e-5)
-    density = ss.multivariate_normal.pdf([h, k], None, [[1.0, r], [r, 1.0]])
-    np.testing.assert_allclose(ct.grad[0, 1] + ct.grad[1, 0], density, atol=5e-5)
+    for r, h, k in ((0.6, 0.3, -0.4), (0.0, 0.0, 0.0), (0.97, 1.1, 1.3), (-0.99, 2.0, -1.5)):
+        xt = tg.tensor(np.array([h, k]), requires_grad=True)
+        ct = tg.tensor(np.array([[1.0, r], [r, 1.0]]), requires_grad=True)
+        ts.multivariate_normal.cdf(xt, None, ct).backward()
+        s = np.sqrt(1 - r * r)
+        want = ss.norm.pdf([h, k]) * ss.norm.cdf([(k - r * h) / s, (h - r * k) / s])
+        np.testing.assert_allclose(xt.grad, want, rtol=1e-12, atol=1e-15)
+        density = ss.multivariate_normal.pdf([h, k], None, [[1.0, r], [r, 1.0]])
+        np.testing.assert_allclose(ct.grad[0, 1] + ct.grad[1, 0], density, rtol=1e-11)
+
+
+def test_multivariate_normal_cdf_gradient_accuracy_in_three_dimensions():
+    """The points grow until a directional derivative meets the tolerance too: at an
+    identity cov the value's integrand is constant (exact at any size) but not its
+    derivative. Plackett: dP/dcov_ij = phi(b_i) phi(b_j) prod_(k != i, j) Phi(b_k)."""
+    b = np.array([0.3, -0.2, 0.8])
+    c = tg.tensor(np.eye(3), requires_grad=True)
+    ts.multivariate_normal.cdf(tg.tensor(b), None, c).backward()
+    pdf, cdf = ss.norm.pdf(b), ss.norm.cdf(b)
+    for i, j in ((0, 1), (0, 2), (1, 2)):
+        want = pdf[i] * pdf[j] * cdf[3 - i - j]
+        assert abs(c.grad[i, j] + c.grad[j, i] - want) < 1e-4 * want
+
+
+def test_multivariate_normal_cdf_tails_and_forward_mode():
+    """Upper tails to full relative precision (each coordinate above the mean mirrored),
+    where 1 - (1 - tiny) would leave nothing; second derivatives by forward mode with
+    infinite limits finite and right."""
+    sf8 = ss.norm.sf(8.0)
+    for d in (1, 2, 3):
+        got = ts.multivariate_normal.cdf(
+            tg.tensor(np.full(d, np.inf)), None, np.eye(d), lower_limit=np.full(d, 8.0)
+        )
+        np.testing.assert_allclose(got.numpy(), sf8**d, rtol=1e-9)
+    # P(X > 5, Y > 6) at r = 0.7 by one quadrature: int_-inf^-5 phi(x) Phi((-6 - r x)/s)
+    r = 0.7
+    want = quad(lambda x: ss.norm.pdf(x) * ss.norm.cdf((-6 - r * x) / np.sqrt(1 - r * r)),
+                -np.inf, -5.0, epsabs=0, epsrel=1e-13)[0]  # fmt: skip
+    cov = np.array([[1.0, r], [r, 1.0]])
+    mvn = ts.multivariate_normal
+    upper = mvn.cdf(tg.tensor([np.inf, np.inf]), None, cov, lower_limit=[5.0, 6.0])
+    np.testing.assert_allclose(upper.numpy(), want, rtol=1e-12)  # SciPy: 2e-7 off
+    np.testing.assert_allclose(
+        mvn.cdf(tg.tensor([-5.0, -6.0]), None, cov).numpy(), want, rtol=1e-12
+    )
+    for d in (1, 2, 3):
+        a = np.eye(d) + 0.3
+        check_grads(
+            lambda x, a: ts.multivariate_normal.cdf(x, None, a @ a.T),
+            [np.linspace(-0.5, 0.7, d), a],
+            order=2,
+            modes=("fwd", "rev"),
+            rtol=1e-5,
+        )
+
+
+def test_multivariate_normal_cdf_bad_input():
+    """SciPy's reading of the arguments, and a clear error naming the function, the
+    shapes and dtypes for anything else."""
+    mvn = ts.multivariate_normal
+    got = mvn.cdf(tg.tensor([0.2, -0.1]), [0.1, 0.3], 2.0)  # d from mean
+    np.testing.assert_allclose(
+        got.numpy(), ss.multivariate_normal.cdf([0.2, -0.1], [0.1, 0.3], 2.0), rtol=1e-12
+    )
+    np.testing.assert_allclose(
+        mvn.logpdf(tg.tensor([0.2, -0.1]), [0.1, 0.3], 2.0).numpy(),
+        ss.multivariate_normal.logpdf([0.2, -0.1], [0.1, 0.3], 2.0),
+        rtol=1e-12,
+    )
+    eye = np.eye(2)
+    bad = [
+        (dict(x=tg.tensor([0.1, 0.2, 0.3]), cov=eye), r"cdf: x has shape \(3,\)"),
+        (dict(x=tg.tensor(0.5), cov=eye), r"x has shape \(\)"),
+        (dict(x=tg.tensor([0.1, 0.2]), mean=[0.0, 0.0, 0.0], cov=eye), r"mean has shape \(3,\)"),
+        (dict(x=tg.tensor([0.1, 0.2]), cov=np.ones((2, 3))), r"cov must be .* \(2, 3\)"),
+        (dict(x=tg.tensor([0.1, 0.2]), cov=np.ones((2, 2, 2))), r"cov must be"),
+        (dict(x=tg.tensor([0.1, 0.2]), cov=[[1.0, 0.9], [-0.5, 1.0]]), r"symmetric"),
+        (dict(x=tg.tensor([0.1, 0.2]), cov=[[1.0, np.nan], [np.nan, 1.0]]), r"finite"),
+    ]
+    for kwargs, message in bad:
+        with pytest.raises(
+            ValueError, match="multivariate_normal.cdf: " + ".*" + message.split(": ")[-1]
+        ):
+            mvn.cdf(**kwargs)
+    assert mvn.cdf(tg.tensor(np.zeros((0, 3))), None, np.eye(3)).shape == (0,)
+    x = tg.tensor(np.array([[0.1, np.nan, 0.2], [0.3, 0.1, -0.2]]), requires_grad=True)
+    out = mvn.cdf(x, None, np.eye(3) + 0.2, maxpts=10**9)  # NaN: no integration at all
+    assert np.isnan(out.numpy()[0]) and np.isfinite(out.numpy()[1])
+    out[1].backward()
+    assert np.all(x.grad[0] == 0) and np.all(np.isfinite(x.grad[1]))
+    deep = tg.tensor([-40.0, -40.0], requires_grad=True)
+    assert mvn.logcdf(deep.detach(), None, eye).numpy() == -np.inf  # SciPy's value
+    with pytest.raises(ValueError, match="logcdf: the probability underflows"):
+        mvn.logcdf(deep, None, eye)
+    assert np.isfinite(mvn.cdf(tg.tensor([0.1, 0.2, 0.3]), None, np.eye(3) + 0.1, maxpts=1).numpy())
 
 
 def test_multivariate_normal_cdf_hostile():

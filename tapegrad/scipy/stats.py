@@ -11,8 +11,9 @@ Here: the densities and log-densities of ``norm expon laplace cauchy logistic lo
 uniform t gamma beta vonmises multivariate_normal dirichlet``, the mass functions of
 ``poisson bernoulli binom nbinom``, ``cdf sf logcdf logsf`` of ``norm expon laplace
 cauchy logistic lognorm gamma t beta vonmises poisson bernoulli binom nbinom``
-(``uniform``: ``cdf sf``) and ``cdf logcdf`` of ``multivariate_normal`` (randomised
-quasi-Monte Carlo from a fixed seed, as described at ``_mvn_cdf``).
+(``uniform``: ``cdf sf``) and ``cdf logcdf`` of ``multivariate_normal`` (exact for
+d <= 2; randomised quasi-Monte Carlo from a fixed seed above, as described before
+``_bvn``).
 The distribution functions of ``t beta binom nbinom`` are the regularized incomplete
 beta function (``special.betainc``), those of ``gamma`` and ``poisson`` the incomplete
 gamma function: both differentiable in every argument (in the shape parameters to first
@@ -31,7 +32,8 @@ import numpy as np
 
 from .._namespace import NAMESPACES
 from .._protocols import holds_tensor
-from ..tensors import as_tensor
+from ..higher import jvp
+from ..tensors import as_tensor, no_grad, tensor
 
 _np = NAMESPACES["numpy"]
 _la = NAMESPACES["numpy.linalg"]
@@ -416,20 +418,33 @@ def _beta_log_density(z: Any, a: Any, b: Any) -> Any:
 # --- multivariate --------------------------------------------------------------------------
 
 
-def _mvn_cov(cov: Any) -> tuple[Any, int]:
-    """cov as a (d, d) tensor (a variance or a diagonal grows into a matrix), and d."""
+def _mvn_args(name: str, x: Any, mean: Any, cov: Any) -> tuple[Any, Any, int]:
+    """(x - mean with the components on the last axis, cov as a (d, d) tensor, d), read
+    as SciPy reads them: d from mean when given, else from cov; a variance or a
+    diagonal grows into a matrix; for d = 1 a 1-D x is a list of points."""
     cov = as_tensor(cov)
-    d = 1 if np.ndim(cov) == 0 else cov.shape[-1]
-    if np.ndim(cov) <= 1:  # a variance or the diagonal
+    if cov.ndim > 2 or (cov.ndim == 2 and cov.shape[0] != cov.shape[1]):
+        raise ValueError(
+            f"{name}: cov must be a variance, a diagonal or a square matrix, got shape "
+            f"{cov.shape} {cov.dtype}"
+        )
+    if mean is not None and np.ndim(mean) > 1:
+        raise ValueError(f"{name}: mean must be 1-D, got shape {np.shape(mean)}")
+    d = cov.shape[-1] if cov.ndim else (int(np.size(mean)) if mean is not None else 1)
+    if mean is not None and np.size(mean) != d:
+        raise ValueError(
+            f"{name}: mean has shape {np.shape(mean)} but cov {cov.shape} is for {d} components"
+        )
+    if cov.ndim <= 1:
         cov = cov * np.eye(d)
-    return cov, d
-
-
-def _mvn_points(x: Any, mean: Any, d: int) -> Any:
-    """x - mean with the components on the last axis (SciPy's reading of x)."""
     xs = as_tensor(x)
-    pts = xs if np.ndim(xs) >= 1 and xs.shape[-1] == d else xs.reshape((*np.shape(xs), 1))
-    return pts - (0.0 if mean is None else mean)
+    if d == 1 and (xs.ndim == 0 or xs.shape[-1] != 1 or xs.ndim == 1):
+        xs = xs.reshape((*xs.shape, 1))  # a list of points on the line
+    elif d > 1 and (xs.ndim == 0 or xs.shape[-1] != d):
+        raise ValueError(
+            f"{name}: x has shape {xs.shape}; its last axis must hold the {d} components"
+        )
+    return xs - (0.0 if mean is None else mean), cov, d
 
 
 def _scalar_if_one(out: Any) -> Any:
@@ -440,8 +455,7 @@ def _mvn_logpdf(x: Any, mean: Any = None, cov: Any = 1.0) -> Any:
     """log N(x; mean, cov) through the Cholesky factor: ``-(d log 2 pi + log det cov +
     |L^-1 (x - mean)|^2) / 2``; x's last axis holds the components (SciPy squeezes a
     single point to a scalar)."""
-    cov, d = _mvn_cov(cov)
-    diff = _mvn_points(x, mean, d)
+    diff, cov, d = _mvn_args("multivariate_normal.logpdf", x, mean, cov)
     low = _la["cholesky"](cov)
     z = _sla["solve_triangular"](low, _np["moveaxis"](diff.reshape(-1, d), 0, 1), lower=True)
     maha = asum(z * z, axis=0).reshape(diff.shape[:-1])
@@ -449,25 +463,112 @@ def _mvn_logpdf(x: Any, mean: Any = None, cov: Any = 1.0) -> Any:
     return _scalar_if_one(-0.5 * (d * _LOG_2PI + logdet + maha))
 
 
-# The normal distribution function in d dimensions is Genz's separation of variables
-# (Genz 1992): with cov = L L^T and the limits taken one variable at a time,
+# The normal distribution function.
+#
+# d = 1: ndtr of the standardised limits, exactly.
+#
+# d = 2: exactly (to ~1e-15), in tapegrad ops, so its gradient is exact too. With
+# standardised limits and correlation r, by Plackett's identity dPhi2/dr = phi2 and
+# r = sin(t) (Sheppard; Drezner & Wesolowsky 1990):
+#   Phi2(h, k; r) = Phi(h) Phi(k) + 1/(2 pi) int_0^asin(r) exp(-(h^2 + k^2 - 2hk sin t)
+#                   / (2 cos^2 t)) dt,
+# by 20-point Gauss-Legendre for |r| <= 0.925. Nearer 1 (r > 0; r < 0 through
+# Phi2(h, k; r) = Phi(h) - Phi2(h, -k; -r)) the integrand sharpens, and
+#   Phi2 = Phi(min(h, k)) - 1/(2 pi) int_0^a exp(-b^2 / (2x^2)) g(x) dx,
+#   x = sqrt(1 - s^2) for s in [r, 1], a = sqrt(1 - r^2), b = |h - k|,
+#   g(x) = exp(-hk / (1 + s)) / s = e^(-hk/2) (1 + c x^2 + c e x^4 + O(x^6)),
+#   c = (4 - hk) / 8, e = (12 - hk) / 16,
+# whose three leading terms integrate in closed form against exp(-b^2 / 2x^2)
+# (J_n = int_0^a x^2n exp(-b^2/2x^2) dx by parts, in forms with no division by b) and
+# whose O(x^6) rest, smooth even where the exponential is sharp, by the same rule (the
+# splitting of Genz 2004, derived here). A rectangle is four such corners, after each
+# coordinate whose interval lies above 0 is mirrored (so upper tails do not cancel).
+#
+# d >= 3: Genz's separation of variables (Genz 1992): with cov = L L^T,
 #   P(a <= X <= b) = integral over w in [0,1]^(d-1) of  prod_i (e_i - c_i),
 #   c_i, e_i = ndtr((a_i or b_i - sum_{j<i} L_ij y_j) / L_ii),
 #   y_j = ndtri(c_j + w_j (e_j - c_j)),
-# a smooth integrand on the unit cube (exact with no points for d = 1), integrated by
-# randomised quasi-Monte Carlo: _SCRAMBLES independently scrambled Sobol' point sets,
-# whose spread estimates the error (three standard errors, as SciPy). The points double
-# until the error meets max(abseps, releps * value) or maxpts is reached (SciPy's
-# defaults). Variables are ordered by Genz and Bretz's greedy rule (the smallest
-# conditional probability first), which cuts the variance most. The scrambles come
-# from a fixed seed unless rng is given, so the value is a deterministic smooth function
-# of x, mean and cov, and its recorded gradient (to any order) is that function's exact
-# derivative: it agrees with the true one to about the integration error. (Scrambled
-# Sobol' points needed about a quarter of the points of a shifted Richtmyer lattice for
-# 1e-5 at d = 3 and 5.)
+# each difference taken in the upper tail's mirror image when a_i lies above the mean
+# (no cancellation), integrated by randomised quasi-Monte Carlo: _SCRAMBLES
+# independently scrambled Sobol' point sets, whose spread estimates the error (three
+# standard errors, as SciPy). The points double until the error of the value and of a
+# random directional derivative (forward mode through the same integrand) meets
+# max(abseps, releps * |value|), or maxpts is reached (SciPy's defaults). Variables are
+# ordered by Genz and Bretz's greedy rule (the smallest conditional probability first),
+# which cuts the variance most. The scrambles come from a fixed seed unless rng is
+# given, so the value is a deterministic smooth function of x, mean and cov, and its
+# recorded gradient (to any order) is that function's exact derivative. (Scrambled
+# Sobol' points needed about a quarter of the points of a shifted Richtmyer lattice.)
 _SCRAMBLES = 10
 _MVN_SEED = 20261205
 _MVN_CHUNK = 1 << 21  # rows x points evaluated at once
+_DERIVATIVE_TOL = 1.0  # the directional derivative meets the value's tolerance (x this)
+_FAR = 40.0  # a standardised limit beyond this is infinite: ndtr(+-40) is 1, 0 exactly
+_GL_T, _GL_W = np.polynomial.legendre.leggauss(20)
+_GL_T, _GL_W = (_GL_T + 1.0) / 2.0, _GL_W / 2.0  # on [0, 1]
+
+
+def _bvn(h: Any, k: Any, r: Any) -> Any:
+    """Phi2(h, k; r), elementwise over same-shape h, k, r with |r| < 1 and |h|, |k| <=
+    _FAR (see above)."""
+    r_v = np.asarray(_value(r))
+    near = np.abs(r_v) > 0.925
+    # |r| <= 0.925: Sheppard's integral in t (a safe r on the other side)
+    rm = where(near, 0.0, r)
+    top = _np["arcsin"](rm)[..., None]
+    t = top * _GL_T
+    hh, kk = h[..., None], k[..., None]
+    cos2 = _np["cos"](t) ** 2
+    body = exp(-(hh * hh + kk * kk - 2.0 * hh * kk * _np["sin"](t)) / (2.0 * cos2))
+    moderate = ndtr(h) * ndtr(k) + asum(body * _GL_W, axis=-1) * top[..., 0] / (2 * math.pi)
+    # |r| > 0.925: Phi(min) minus the split integral, for r > 0 (mirrored for r < 0)
+    neg = r_v < 0
+    k2 = where(neg, -k, k)
+    rn = where(near, absolute(r), 0.95)
+    a2 = (1.0 - rn) * (1.0 + rn)
+    a = _np["sqrt"](a2)
+    hk = h * k2
+    b2 = (h - k2) ** 2
+    b = absolute(h - k2)
+    c = (4.0 - hk) / 8.0
+    ce = c * (12.0 - hk) / 16.0
+    # e^(-hk/2) (J0 + c J1 + c e J2), exponents kept <= 0 (no overflow)
+    closed = a * exp(-(b2 / a2 + hk) / 2.0) * (
+        1.0 + c * (a2 - b2) / 3.0 + ce * (a2 * a2 / 5.0 - b2 * (a2 - b2) / 15.0)
+    ) - math.sqrt(2 * math.pi) * b * exp(-hk / 2.0 + log_ndtr(-b / a)) * (
+        1.0 - c * b2 / 3.0 + ce * b2 * b2 / 15.0
+    )
+    x = a[..., None] * _GL_T
+    x2 = x * x
+    s = _np["sqrt"]((1.0 - x) * (1.0 + x))
+    hk_, b2_ = hk[..., None], b2[..., None]
+    rest = exp(-(b2_ / (2.0 * x2) + hk_ / (1.0 + s))) / s - exp(-(b2_ / x2 + hk_) / 2.0) * (
+        1.0 + c[..., None] * x2 + ce[..., None] * x2 * x2
+    )
+    integral = closed + a * asum(rest * _GL_W, axis=-1)
+    high = ndtr(minimum(h, k2)) - integral / (2 * math.pi)
+    high = where(neg, ndtr(h) - high, high)
+    return where(near, high, moderate)
+
+
+def _bvn_rect(lo: Any, hi: Any, cov: Any) -> Any:
+    """P(lo <= X <= hi) for X ~ N(0, cov), d = 2, rows of limits (rows, 2) with lo <= hi,
+    exactly: four corners of Phi2, each coordinate whose interval lies above 0 mirrored
+    to [-hi, -lo] first (the correlation changes sign when one of the two is)."""
+    sd = _np["sqrt"](_np["diagonal"](cov))
+    r = cov[0, 1] / (sd[0] * sd[1])
+    z = []
+    for lim in (lo, hi):  # standardised, an infinite limit at +-_FAR
+        v = np.asarray(_value(lim))
+        inf = np.isinf(v)
+        z.append(clip(where(inf, np.sign(v) * _FAR, where(inf, 0.0, lim) / sd), -_FAR, _FAR))
+    up = np.asarray(_value(z[0])) > 0
+    low, high = where(up, -z[1], z[0]), where(up, -z[0], z[1])
+    rr = r * np.where(up[:, 0] != up[:, 1], -1.0, 1.0)
+    hs = _np["concatenate"]([high[:, 0], low[:, 0], high[:, 0], low[:, 0]])
+    ks = _np["concatenate"]([high[:, 1], high[:, 1], low[:, 1], low[:, 1]])
+    corners = _bvn(hs, ks, _np["concatenate"]([rr, rr, rr, rr])).reshape(4, -1)
+    return corners[0] - corners[1] - corners[2] + corners[3]
 
 
 @functools.lru_cache(maxsize=16)
@@ -486,8 +587,9 @@ def _sobol(dim: int, log2n: int, gen: np.random.Generator) -> np.ndarray:
 
 def _sov_integrand(lo: Any, hi: Any, low: Any, w: np.ndarray, dtype: Any) -> Any:
     """prod_i (e_i - c_i) at each point: (rows, points). lo, hi are (rows, d) limits
-    with lo <= hi (infinite ones allowed), low the Cholesky factor."""
-    lo_v, hi_v = np.asarray(_value(lo)), np.asarray(_value(hi))
+    with lo <= hi (infinite ones allowed), low the Cholesky factor. Where a standardised
+    lower limit lies above 0 the variable is taken in its mirror image, -X, so that
+    e_i - c_i is a difference of small upper-tail numbers."""
     tiny, top = np.finfo(dtype).tiny, 1.0 - np.finfo(dtype).epsneg
     ys: list[Any] = []
     f: Any = 1.0
@@ -495,16 +597,18 @@ def _sov_integrand(lo: Any, hi: Any, low: Any, w: np.ndarray, dtype: Any) -> Any
         s: Any = 0.0
         for j, y in enumerate(ys):
             s = s + low[i, j] * y
-        probs = []
-        for lim, v in ((lo, lo_v[:, i : i + 1]), (hi, hi_v[:, i : i + 1])):
-            inf = np.isinf(v)  # an infinite limit stays infinite, with no NaN gradient
-            safe = where(inf, 0.0, lim[:, i : i + 1])
-            probs.append(ndtr(where(inf, v, (safe - s) / low[i, i])))
-        c, e = probs
-        f = f * (e - c)
+        z = []
+        for lim in (lo[:, i : i + 1], hi[:, i : i + 1]):  # an infinite limit at +-_FAR
+            v = np.asarray(_value(lim))
+            inf = np.isinf(v)
+            z.append(where(inf, np.sign(v) * _FAR, (where(inf, 0.0, lim) - s) / low[i, i]))
+        # mirror: P(-X <= -lo) - P(-X <= -hi)
+        sign = where(z[0] > 0.0, np.asarray(-1.0, dtype), np.asarray(1.0, dtype))
+        c, e = ndtr(sign * z[0]), ndtr(sign * z[1])
+        f = f * (sign * (e - c))
         if i + 1 < low.shape[0]:
             u = clip(c + w[i].astype(dtype) * (e - c), tiny, top)
-            ys.append(_sp["ndtri"](u))
+            ys.append(sign * _sp["ndtri"](u))
     return f
 
 
@@ -543,23 +647,37 @@ def _lattice_sizes(
     lo: np.ndarray, hi: np.ndarray, cov: np.ndarray, points: Callable, n_max: int, tol: tuple
 ) -> np.ndarray:
     """log2 of the points per scramble at which each row of limits (already in the
-    integration order) meets the tolerance, doubling from 64 up to n_max."""
+    integration order) meets the tolerance in its value and in a random directional
+    derivative (the gradient's error, which the value's alone does not bound: at a
+    diagonal cov the value's integrand is constant but not its derivatives), doubling
+    from 64 (or n_max) up to n_max."""
     abseps, releps = tol
     low = np.linalg.cholesky(cov)
+    gen = np.random.default_rng(_MVN_SEED)
+    finite = lambda v: np.where(np.isfinite(v), gen.standard_normal(v.shape), 0.0)  # noqa: E731
+    direction = (finite(lo), finite(hi), np.tril(gen.standard_normal(low.shape)))
     sizes = np.zeros(len(lo), dtype=int)
-    pending, log2n = np.arange(len(lo)), 6
+    log2n = min(6, max(0, n_max.bit_length() - 1))
+    pending = np.arange(len(lo))
     while len(pending):
         n = 1 << log2n
         w = points(log2n)
         step = max(1, _MVN_CHUNK // w.shape[1])
         for k in range(0, len(pending), step):
             rows = pending[k : k + step]
-            f = np.asarray(_value(_sov_integrand(lo[rows], hi[rows], low, w, np.float64)))
-            means = f.reshape(len(rows), _SCRAMBLES, n).mean(axis=2)
-            err = 3.0 * means.std(axis=1, ddof=1) / math.sqrt(_SCRAMBLES)
-            done = (err <= np.maximum(abseps, releps * np.abs(means.mean(axis=1)))) | (
-                2 * n > n_max
-            )
+            done = np.ones(len(rows), dtype=bool)
+            with no_grad():  # values only, inside any outer recording
+                outs = jvp(
+                    functools.partial(_sov_integrand, w=w, dtype=np.float64),
+                    (lo[rows], hi[rows], low),
+                    (direction[0][rows], direction[1][rows], direction[2]),
+                )
+            for f, loose in zip(outs, (1.0, _DERIVATIVE_TOL)):
+                means = np.asarray(_value(f)).reshape(len(rows), _SCRAMBLES, n).mean(axis=2)
+                err = 3.0 * means.std(axis=1, ddof=1) / math.sqrt(_SCRAMBLES)
+                tol = loose * np.maximum(abseps, releps * np.abs(means.mean(axis=1)))
+                done &= err <= tol
+            done |= 2 * n > n_max
             sizes[rows[done]] = log2n
             sizes[rows[~done]] = -1
         pending = np.flatnonzero(sizes < 0)
@@ -580,39 +698,58 @@ def _mvn_cdf(
     lower_limit: Any = None,
     rng: Any = None,
 ) -> Any:
-    """P(lower_limit <= X <= x) for X ~ N(mean, cov), by Genz's separation of variables
-    (see above); a limit above x counts negatively, as SciPy's."""
-    cov, d = _mvn_cov(cov)
-    hi = _mvn_points(x, mean, d)
+    """P(lower_limit <= X <= x) for X ~ N(mean, cov) (see above); a limit above x counts
+    negatively, as SciPy's."""
+    name = "multivariate_normal.cdf"
+    hi, cov, d = _mvn_args(name, x, mean, cov)
     if lower_limit is None:  # -inf in x's own precision, so float32 stays float32
         lower_limit = np.full(d, -np.inf, np.result_type(hi.dtype, np.float32))
-    lo = _mvn_points(lower_limit, mean, d)
+    lo = _mvn_args(name, lower_limit, mean, cov)[0]
     shape = np.broadcast_shapes(hi.shape, lo.shape)
     hi, lo = _np["broadcast_to"](hi, shape), _np["broadcast_to"](lo, shape)
     hi, lo = hi.reshape(-1, d), lo.reshape(-1, d)
     hi_v, lo_v, cov_v = np.asarray(_value(hi)), np.asarray(_value(lo)), _value(cov)
     dtype = np.result_type(hi_v.dtype, cov_v.dtype, np.float32)
+    asym = np.abs(cov_v - cov_v.T).max()
+    if not np.all(np.isfinite(cov_v)) or asym > 1e-8 * np.abs(cov_v).max():
+        raise ValueError(
+            f"{name}: cov {cov_v.shape} {cov_v.dtype} must be finite and symmetric "
+            f"(largest asymmetry {asym:.3g})"
+        )
     try:
         np.linalg.cholesky(cov_v)
     except np.linalg.LinAlgError:
         raise ValueError(
-            f"multivariate_normal.cdf: cov {cov_v.shape} {cov_v.dtype} is not positive "
-            "definite; a singular normal's distribution function is not supported"
+            f"{name}: cov {cov_v.shape} {cov_v.dtype} is not positive definite; a "
+            "singular normal's distribution function is not supported (allow_singular)"
         ) from None
+    cov = (cov + _np["swapaxes"](cov, 0, 1)) / 2.0  # either triangle, whatever the order
+    if hi_v.shape[0] == 0:
+        return tensor(np.zeros(shape[:-1], dtype))
     swap = hi_v < lo_v  # integrate over [min, max], the sign says how often swapped
     lo, hi = where(swap, hi, lo), where(swap, lo, hi)
     lo_v, hi_v = np.where(swap, hi_v, lo_v), np.where(swap, lo_v, hi_v)
     sign = (-1.0) ** swap.sum(axis=-1)
+    nan = np.isnan(lo_v).any(axis=1) | np.isnan(hi_v).any(axis=1)
     if rng is None:
         points = functools.partial(_seeded_sobol, d - 1)
     else:  # the caller's generator: new scrambles on every call, as SciPy's
         gen = np.random.default_rng(rng)
         points = functools.lru_cache()(lambda log2n: _sobol(d - 1, log2n, gen))
     n_max = max(1, int(maxpts or 1_000_000 * d) // _SCRAMBLES)
-    orders: dict[tuple, list[int]] = {}
-    for r in range(hi_v.shape[0]):  # Genz-Bretz order for each pair of limits
-        orders.setdefault(_genz_order(lo_v[r], hi_v[r], cov_v) if d > 1 else (0,), []).append(r)
     parts, rows = [], []
+    if nan.any():  # NaN limits: NaN, and nothing to integrate
+        parts.append(tensor(np.full(int(nan.sum()), np.nan, dtype)))
+        rows.append(np.flatnonzero(nan))
+    valid = np.flatnonzero(~nan)
+    if d == 2 and len(valid):  # exactly, all rows at once
+        p2 = _bvn_rect(lo[valid], hi[valid], cov) * sign[valid]  # in float64
+        parts.append(p2.astype(dtype) if p2.dtype != dtype else p2)
+        rows.append(valid)
+        valid = valid[:0]
+    orders: dict[tuple, list[int]] = {}
+    for r in valid:  # Genz-Bretz order for each pair of limits
+        orders.setdefault(_genz_order(lo_v[r], hi_v[r], cov_v) if d > 1 else (0,), []).append(r)
     for perm, members in orders.items():
         p, idx = list(perm), np.asarray(members)
         low = _la["cholesky"](cov[p][:, p])
@@ -634,6 +771,21 @@ def _mvn_cdf(
     if len(parts) > 1:
         out = out[np.argsort(np.concatenate(rows))]
     return _scalar_if_one(out.reshape(shape[:-1]))
+
+
+def _mvn_logcdf(*args: Any, **kwargs: Any) -> Any:
+    """log of :func:`_mvn_cdf`; where the probability underflows to 0 that is -inf (as
+    SciPy's), and a gradient there, which would be wrong, raises."""
+    p = _mvn_cdf(*args, **kwargs)
+    zero = np.asarray(_value(p)) == 0.0
+    if zero.any() and getattr(p, "requires_grad", False):
+        raise ValueError(
+            "multivariate_normal.logcdf: the probability underflows to 0 at "
+            f"{int(zero.sum())} of {zero.size} points (first at index "
+            f"{np.unravel_index(int(np.argmax(zero)), zero.shape)}); its logarithm is -inf "
+            "there and has no gradient"
+        )
+    return log(p)
 
 
 def _dirichlet_logpdf(x: Any, alpha: Any) -> Any:
@@ -791,7 +943,7 @@ multivariate_normal = Distribution(
         "logpdf": _mvn_logpdf,
         "pdf": lambda x, mean=None, cov=1.0: exp(_mvn_logpdf(x, mean, cov)),
         "cdf": _mvn_cdf,
-        "logcdf": lambda *args, **kwargs: log(_mvn_cdf(*args, **kwargs)),
+        "logcdf": _mvn_logcdf,
     },
 )
 dirichlet = Distribution(
