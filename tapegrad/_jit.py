@@ -18,9 +18,12 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import re
+import shutil
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,7 +33,7 @@ import numba.extending
 import numpy as np
 from llvmlite import ir
 from numba import types
-from numba.core import caching, config
+from numba.core import caching, config, event
 from numba.core.datamodel import models
 from numba.core.imputils import lower_constant
 from numba.extending import intrinsic, register_jitable, register_model, typeof_impl
@@ -96,13 +99,69 @@ def cache_root() -> Path:
     ``$TAPEGRAD_CACHE_DIR`` overrides the default ``$XDG_CACHE_HOME/tapegrad`` (or
     ``~/.cache/tapegrad``). Each source hash gets its own subdirectory, so editing a
     compiled module (``HASHED``) means recompiling everything once, never running stale
-    code.
+    code. The first call in a process marks this version used and tidies the others
+    (:func:`tidy_cache`).
     """
     base = os.environ.get("TAPEGRAD_CACHE_DIR")
     if not base:
         xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
         base = os.path.join(xdg, "tapegrad")
-    return Path(base) / f"py{sys.version_info[0]}{sys.version_info[1]}-{source_hash()}"
+    root = Path(base) / f"{_PY_TAG}-{source_hash()}"
+    if not _tidied:
+        _mark_and_tidy(root)
+    return root
+
+
+# Each version of the sources leaves a directory of compiled kernels (~110 MB) behind.
+# The first cache use in a process touches LAST_USED in its own directory, then removes
+# the other versions' directories (same Python only) unused for KEEP_DAYS, and all but
+# the KEEP_VERSIONS most recently used. TAPEGRAD_CACHE_TIDY=0 turns this off.
+_PY_TAG = f"py{sys.version_info[0]}{sys.version_info[1]}"
+LAST_USED = "last-used"
+KEEP_DAYS = 21.0
+KEEP_VERSIONS = 8
+_tidied = False
+
+
+def _last_used(path: Path) -> float:
+    marker = path / LAST_USED
+    return (marker if marker.exists() else path).stat().st_mtime
+
+
+def tidy_cache(
+    root: Path, keep_days: float = KEEP_DAYS, keep_versions: int = KEEP_VERSIONS
+) -> list[Path]:
+    """Remove the kernel caches beside ``root`` of other versions of the sources (this
+    Python's) that were last used more than ``keep_days`` ago or are not among the
+    ``keep_versions`` most recently used; returns what it removed. Other files and
+    directories are never touched."""
+    pattern = re.compile(rf"{_PY_TAG}-[0-9a-f]{{16}}")
+    others = []
+    for p in root.parent.iterdir() if root.parent.is_dir() else ():
+        if p != root and p.is_dir() and pattern.fullmatch(p.name):
+            try:
+                others.append((_last_used(p), p))
+            except OSError:  # removed meanwhile by another process
+                pass
+    others.sort(reverse=True)
+    old = time.time() - keep_days * 86400.0
+    stale = [p for i, (used, p) in enumerate(others) if i >= keep_versions or used < old]
+    for p in stale:
+        shutil.rmtree(p, ignore_errors=True)
+    return stale
+
+
+def _mark_and_tidy(root: Path) -> None:
+    global _tidied
+    _tidied = True
+    if os.environ.get("TAPEGRAD_CACHE_TIDY", "1") == "0":
+        return
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        (root / LAST_USED).touch()
+        tidy_cache(root)
+    except OSError:  # a read-only cache: the fallback locator handles it
+        pass
 
 
 class _TapegradCacheLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
@@ -150,6 +209,64 @@ _impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl
 for _cls in (_fallback_locator(), _TapegradCacheLocator):
     if _cls not in _impl._locator_classes:
         _impl._locator_classes.insert(0, _cls)
+
+# ---------------------------------------------------------------------------------
+# the first-use notice
+
+
+class _FirstUseNotice(event.Listener):
+    """Prints one line once tapegrad's own compiling (numba's compile events for
+    functions defined in tapegrad, cache loads excluded) has taken ``after`` seconds in
+    this process: on an empty cache the first model sits silent for tens of seconds."""
+
+    def __init__(self, after: float = 1.0) -> None:
+        self.after = after
+        self.spent = 0.0
+        self.depth = 0
+        self.started = 0.0
+        self.timer: threading.Timer | None = None
+        self.said = False
+        self.lock = threading.Lock()
+
+    def on_start(self, ev: event.Event) -> None:
+        with self.lock:
+            if self.depth == 0:
+                func = getattr(ev.data.get("dispatcher"), "py_func", None)
+                if not getattr(func, "__module__", "").startswith("tapegrad"):
+                    return
+                self.started = time.perf_counter()
+                if not self.said:
+                    self.timer = threading.Timer(max(self.after - self.spent, 0.0), self.say)
+                    self.timer.daemon = True
+                    self.timer.start()
+            self.depth += 1
+
+    def on_end(self, ev: event.Event) -> None:
+        with self.lock:
+            if self.depth == 0:  # the end of a compile not counted (not tapegrad's)
+                return
+            self.depth -= 1
+            if self.depth == 0:
+                self.spent += time.perf_counter() - self.started
+                if self.timer is not None:
+                    self.timer.cancel()
+                    self.timer = None
+
+    def say(self) -> None:
+        with self.lock:
+            if self.said:
+                return
+            self.said = True
+        print(
+            f"tapegrad: compiling kernels for first use (cached afterwards in {cache_root()})...",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+FIRST_USE_NOTICE = _FirstUseNotice()
+if not DISABLE_JIT:
+    event.register("numba:compile", FIRST_USE_NOTICE)
 
 # ---------------------------------------------------------------------------------
 # decorators

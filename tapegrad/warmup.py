@@ -20,7 +20,7 @@ import numpy as np
 import tapegrad as tg
 
 from . import dispatch
-from ._jit import cache_root
+from ._jit import FIRST_USE_NOTICE, cache_root
 from .layout import BWD, FWD
 from .ops import ROWS
 
@@ -37,6 +37,7 @@ def kernels() -> list[tuple[int, int, int]]:
 
 
 def _compile_share(share: list[tuple[int, int, int]], engine: bool) -> int:
+    FIRST_USE_NOTICE.said = True  # compiling is what was asked for: no notice
     if engine:  # the recorder and the scheduler: one small forward and backward
         x = tg.tensor(np.ones(3), requires_grad=True)
         w = tg.tensor(np.ones((3, 2)), requires_grad=True)
@@ -77,6 +78,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     t = time.perf_counter()
+    print(f"tapegrad: compiling every kernel into {cache_root()}...", flush=True)
     n = warmup(args.jobs)
     print(f"tapegrad: {n} kernels ready in {cache_root()} ({time.perf_counter() - t:.1f} s)")
 

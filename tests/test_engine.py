@@ -95,6 +95,69 @@ def test_cache_directory_is_keyed_on_the_sources(tmp_path):
     assert other.stdout.strip() != _jit.source_hash()
 
 
+def test_first_use_notice_is_one_line_for_tapegrad_compiles_only():
+    """A second of tapegrad's own compiling prints one line to stderr, once; a user's
+    numba function compiling says nothing."""
+    code = """
+        import sys, numba
+        from tapegrad import _jit
+        _jit.FIRST_USE_NOTICE.after = 0.05
+
+        def user(x):
+            return x + 1
+        numba.njit(user)(1.0)
+        print("after user", _jit.FIRST_USE_NOTICE.said, flush=True)
+        for k in range(3):
+            def probe(x, k=k):
+                return x * 2.0 + k
+            probe.__module__ = "tapegrad.probe"
+            _jit.jit(probe, cache=False)(1.0)
+        print("after tapegrad", _jit.FIRST_USE_NOTICE.said)
+    """
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd=ROOT
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["after user False", "after tapegrad True"]
+    lines = [ln for ln in out.stderr.splitlines() if ln.startswith("tapegrad:")]
+    assert len(lines) == 1 and "compiling kernels for first use" in lines[0]
+
+
+def test_cache_tidy_removes_only_other_stale_versions(tmp_path):
+    import time
+
+    tag = _jit._PY_TAG
+    root = tmp_path / f"{tag}-{'0' * 16}"
+    names = [f"{tag}-{k:016x}" for k in range(1, 13)]
+    for k, name in enumerate(names):  # one a day, the first the most recent
+        (tmp_path / name).mkdir()
+        marker = tmp_path / name / _jit.LAST_USED
+        marker.touch()
+        os.utime(marker, (time.time() - 86400 * k,) * 2)
+    for name in ("py27-0123456789abcdef", f"{tag}-notahash", "results", "py399-0123456789abcdef"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "notes.txt").write_text("keep me")
+    removed = _jit.tidy_cache(root, keep_days=10, keep_versions=5)
+    assert sorted(p.name for p in removed) == sorted(names[5:])
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == sorted([*names[:5], "py27-0123456789abcdef", f"{tag}-notahash",
+                           "results", "py399-0123456789abcdef", "notes.txt"])  # fmt: skip
+    removed = _jit.tidy_cache(root, keep_days=2.5, keep_versions=5)
+    assert removed == [tmp_path / n for n in names[3:5]]
+    # a process's first cache use marks its own version and tidies the rest
+    old = tmp_path / f"{tag}-{'f' * 16}"
+    old.mkdir()
+    os.utime(old, (time.time() - 86400 * 60,) * 2)
+    code = "import tapegrad; from tapegrad import _jit; print(_jit.cache_root())"
+    mine = Path(_run(code, TAPEGRAD_CACHE_DIR=str(tmp_path)).strip())
+    assert (mine / _jit.LAST_USED).exists() and not old.exists()
+    assert (tmp_path / names[0]).exists()
+    old.mkdir()
+    os.utime(old, (time.time() - 86400 * 60,) * 2)
+    _run(code, TAPEGRAD_CACHE_DIR=str(tmp_path), TAPEGRAD_CACHE_TIDY="0")
+    assert old.exists()
+
+
 def test_warm_process_compiles_nothing():
     code = """
         from numba.core import event
