@@ -2,6 +2,7 @@
 PyTorch and HIPS autograd, on the same workloads in the same run.
 
     python asv_bench/compare.py [--json results.json] [--repeat 15] [--second-order] [--ode]
+                                [--eager] [--threads N]
 
 Every implementation's gradient is checked against the hand-written one first; the
 table gives medians and ratios to hand-written NumPy. Missing peers are skipped.
@@ -453,6 +454,62 @@ def _ode_rows(repeat: int, peers: bool = True) -> list[dict]:
     return rows
 
 
+def _eager_rows(repeat: int) -> list[dict]:
+    """Issue 24's workloads, eager, as users write them: two elementwise chains on 2e6
+    elements (transcendental; log/sqrt/pow), Lennard-Jones 512 in three spellings, and
+    the MLP; each against hand-written NumPy and PyTorch, gradients checked first."""
+    from benchmarks import eager_workloads as ew
+
+    x, w = ew.chain_data()
+    pos = ew.positions()
+    params, xm, labels = mlp_data()
+    torch_mlp = _torch_models().get("mlp")
+    workloads = {
+        "chain: 4 x (sin, *c, tanh, exp, *w, +x), 2e6": (
+            lambda: ew.chain_numpy(x, w),
+            {"tapegrad (eager)": (ew.tapegrad_fn(ew.chain), (x, w)),
+             "PyTorch": (ew.torch_fn(ew.chain), (x, w))},
+        ),
+        "chain: 3 x (x*x+1, sqrt, +c, log, **1.3, *w, +x), 2e6": (
+            lambda: ew.chain_log_numpy(x, w),
+            {"tapegrad (eager)": (ew.tapegrad_fn(ew.chain_log), (x, w)),
+             "PyTorch": (ew.torch_fn(ew.chain_log), (x, w))},
+        ),
+        **{
+            f"Lennard-Jones 512: {spelling}": (
+                lambda: ew.lj_numpy(pos),
+                {"tapegrad (eager)": (ew.lj_tapegrad(f), (pos,)),
+                 "PyTorch": (ew.lj_torch(f), (pos,))},
+            )
+            for spelling, f in ew.LJ_SPELLINGS.items()
+        },
+        "MLP 256x64->256->10, tanh, CE": (
+            lambda: mlp_numpy(params, xm, labels),
+            {"tapegrad (eager)": (lambda: mlp_tapegrad(params, xm, labels), ()),
+             "PyTorch": (torch_mlp and (lambda: torch_mlp(params, xm, labels)), ())},
+        ),
+    }  # fmt: skip
+    rows = []
+    for label, (ref, impls) in workloads.items():
+        value, grads = ref()
+        present = {"hand-written NumPy": ref}
+        for name, (fn, args) in impls.items():
+            if fn is None:
+                continue
+            got, got_grads = fn(*args)
+            np.testing.assert_allclose(got, value, rtol=1e-9)
+            for g, e in zip(got_grads, grads):
+                np.testing.assert_allclose(g, e, rtol=1e-7, atol=1e-9)
+            present[name] = lambda fn=fn, args=args: fn(*args)
+        medians = interleaved_medians(present, repeat)
+        base = medians["hand-written NumPy"]
+        rows += [
+            {"workload": label, "impl": name, "median_ms": t * 1e3, "ratio_to_numpy": t / base}
+            for name, t in medians.items()
+        ]
+    return rows
+
+
 def _listed(value_and_grads):
     value, grads = value_and_grads
     return value, list(grads)
@@ -470,6 +527,9 @@ def main() -> None:
     )
     parser.add_argument("--ode", action="store_true", help="only the ODE-solver rows")
     parser.add_argument(
+        "--eager", action="store_true", help="only issue 24's eager rows (chains, pairwise, MLP)"
+    )
+    parser.add_argument(
         "--no-peers", action="store_true", help="ODE rows without PyTorch and HIPS autograd"
     )
     args = parser.parse_args()
@@ -478,6 +538,9 @@ def main() -> None:
         return
     if args.ode:
         _print(_ode_rows(args.repeat, not args.no_peers), args.json)
+        return
+    if args.eager:
+        _print(_eager_rows(args.repeat), args.json)
         return
 
     rows = []
