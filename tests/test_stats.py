@@ -277,6 +277,50 @@ def test_multivariate_normal_cdf_gradients():
         np.testing.assert_allclose(ct.grad[0, 1] + ct.grad[1, 0], density, rtol=1e-11)
 
 
+def _bvn_quad(h, k, r):
+    """Phi2(h, k; r) as one quadrature with no cancellation: int_-inf^h phi(x)
+    Phi((k - r x) / sqrt(1 - r^2)) dx, to 1e-13 relative however small."""
+    s = np.sqrt(1 - r * r)
+    integrand = lambda x: ss.norm.pdf(x) * ss.norm.cdf((k - r * x) / s)  # noqa: E731
+    return quad(integrand, -np.inf, h, epsabs=0, epsrel=1e-13, limit=200)[0]
+
+
+def test_bivariate_normal_in_hard_places():
+    """Deep tails (the Sheppard integrand peaks narrowly inside its interval), negative
+    correlation in the joint lower tail (Phi(h) Phi(k) less an integral would cancel to
+    nothing: integrated from r = -1 instead), correlations rounding to 1, and second
+    derivatives at h == k above |r| = 0.925, where min(h, k) and |h - k| would lose
+    them. The reference has no cancellation anywhere."""
+    mvn = ts.multivariate_normal
+
+    def cdf(h, k, r, **kw):
+        return mvn.cdf(tg.tensor([float(h), float(k)]), None, [[1.0, r], [r, 1.0]], **kw)
+
+    for h, k, r in ((-30, -20, 0.925), (-20, -8, 0.9), (-15, -10, 0.5), (-25, -25, 0.8),
+                    (-2, -1, -0.5), (-30, -8, 0.99), (-4, 3, -0.95), (-3, -8, -0.9),
+                    (-3, -3, -0.925), (-8, -30, -0.3), (-2, -5, -0.99), (1, -5, -0.97),
+                    (-6, 2, -0.6)):  # fmt: skip
+        np.testing.assert_allclose(cdf(h, k, r).numpy(), _bvn_quad(h, k, r), rtol=2e-12)
+    far = [[1, -0.5], [-0.5, 1]]  # P ~ e^-1800: 0 in float64, as SciPy
+    assert mvn.logcdf(tg.tensor([-30.0, -30.0]), None, far).numpy() == -np.inf
+    with pytest.raises(ValueError, match="underflows"):
+        mvn.logcdf(tg.tensor([-30.0, -30.0], requires_grad=True), None, far)
+    with pytest.raises(ValueError, match="rounds to"):
+        mvn.cdf(tg.tensor([0.3, 0.5]), None, [[1.0, 1.0], [1.0, 1.0 + 2.0**-52]])
+    for h, k, r in ((0.0, 0.0, 0.95), (-1.0, -1.0, 0.99), (-1.0, 1.0, -0.95), (0.7, 0.7, 0.5)):
+        cov = np.array([[1.0, r], [r, 1.0]])
+        got = tg.hessian(lambda x, cov=cov: mvn.cdf(x, None, cov))(np.array([h, k]))
+        s = np.sqrt(1 - r * r)
+        want = np.empty((2, 2))
+        for i, (u, v) in enumerate(((h, k), (k, h))):  # d2/du2 = -u phi Phi - phi phi r / s
+            z = (v - r * u) / s
+            want[i, i] = (
+                -u * ss.norm.pdf(u) * ss.norm.cdf(z) - ss.norm.pdf(u) * ss.norm.pdf(z) * r / s
+            )
+        want[0, 1] = want[1, 0] = ss.multivariate_normal.pdf([h, k], None, cov)
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-14)
+
+
 def test_multivariate_normal_cdf_gradient_accuracy_in_three_dimensions():
     """The points grow until a directional derivative meets the tolerance too: at an
     identity cov the value's integrand is constant (exact at any size) but not its

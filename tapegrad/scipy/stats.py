@@ -506,6 +506,14 @@ _DERIVATIVE_TOL = 1.0  # the directional derivative meets the value's tolerance 
 _FAR = 40.0  # a standardised limit beyond this is infinite: ndtr(+-40) is 1, 0 exactly
 _GL_T, _GL_W = np.polynomial.legendre.leggauss(20)
 _GL_T, _GL_W = (_GL_T + 1.0) / 2.0, _GL_W / 2.0  # on [0, 1]
+_PANELS = 8  # the same rule on 8 equal panels of [0, 1]
+_GL_PANELS_T = ((np.arange(_PANELS)[:, None] + _GL_T) / _PANELS).ravel()
+_GL_PANELS_W = np.tile(_GL_W / _PANELS, _PANELS)
+# and on 8 panels halving towards 1, [0, 1/2], [1/2, 3/4], ..., [1 - 2^-7, 1]: for an
+# integrand that peaks sharply at its upper end
+_EDGES = np.append(1.0 - 0.5 ** np.arange(_PANELS), 1.0)
+_GL_GRADED_T = (_EDGES[:-1, None] + np.diff(_EDGES)[:, None] * _GL_T).ravel()
+_GL_GRADED_W = (np.diff(_EDGES)[:, None] * _GL_W).ravel()
 
 
 def _bvn(h: Any, k: Any, r: Any) -> Any:
@@ -513,23 +521,43 @@ def _bvn(h: Any, k: Any, r: Any) -> Any:
     _FAR (see above)."""
     r_v = np.asarray(_value(r))
     near = np.abs(r_v) > 0.925
-    # |r| <= 0.925: Sheppard's integral in t (a safe r on the other side)
+    # |r| <= 0.925: Sheppard's integral in t (a safe r on the other side), by composite
+    # Gauss-Legendre: in deep tails the integrand peaks narrowly, inside the interval
     rm = where(near, 0.0, r)
     top = _np["arcsin"](rm)[..., None]
-    t = top * _GL_T
+    t = top * _GL_PANELS_T
     hh, kk = h[..., None], k[..., None]
     cos2 = _np["cos"](t) ** 2
     body = exp(-(hh * hh + kk * kk - 2.0 * hh * kk * _np["sin"](t)) / (2.0 * cos2))
-    moderate = ndtr(h) * ndtr(k) + asum(body * _GL_W, axis=-1) * top[..., 0] / (2 * math.pi)
-    # |r| > 0.925: Phi(min) minus the split integral, for r > 0 (mirrored for r < 0)
+    product = ndtr(h) * ndtr(k)
+    sheppard = asum(body * _GL_PANELS_W, axis=-1) * top[..., 0] / (2 * math.pi)
+    moderate = product + sheppard
+    # r < 0 and h + k < -1: Phi(h) Phi(k) less the integral (or, nearer -1, Phi(h) less
+    # Phi2(h, -k; -r)) cancels in the joint lower tail; from r = -1 instead, where Phi2
+    # is 0 for h + k <= 0, every term is positive, and the integrand grows towards
+    # asin(r) (graded panels; h + k bounded away from 0 keeps it smooth at -pi/2)
+    h_v, k_v = np.asarray(_value(h)), np.asarray(_value(k))
     neg = r_v < 0
+    low_left = neg & (h_v + k_v < -1.0)
+    bottom = _np["arcsin"](where(low_left, r, -0.5))[..., None] + math.pi / 2
+    t = bottom * _GL_GRADED_T - math.pi / 2
+    cos2 = _np["cos"](t) ** 2
+    body = exp(-(hh * hh + kk * kk - 2.0 * hh * kk * _np["sin"](t)) / (2.0 * cos2))
+    from_minus_one = asum(body * _GL_GRADED_W, axis=-1) * bottom[..., 0] / (2 * math.pi)
+    # |r| > 0.925: Phi(min) minus the split integral, for r > 0; for r < 0 through
+    # Phi2(h, k; r) = Phi(h) - Phi2(h, -k; -r) = [Phi(h) - Phi(-k)]_+ + the integral,
+    # the Phi(h)'s cancelled exactly. b = |h - k| and min(h, k) are written with the
+    # sign of h - k read off the values (+1 at a tie): each side's formula is analytic
+    # and the function smooth, so derivatives of every order at h == k are right (|.|
+    # and min would lose them).
     k2 = where(neg, -k, k)
+    side = np.where(h_v >= np.where(neg, -k_v, k_v), 1.0, -1.0)
     rn = where(near, absolute(r), 0.95)
     a2 = (1.0 - rn) * (1.0 + rn)
     a = _np["sqrt"](a2)
     hk = h * k2
-    b2 = (h - k2) ** 2
-    b = absolute(h - k2)
+    b = side * (h - k2)
+    b2 = b * b
     c = (4.0 - hk) / 8.0
     ce = c * (12.0 - hk) / 16.0
     # e^(-hk/2) (J0 + c J1 + c e J2), exponents kept <= 0 (no overflow)
@@ -545,10 +573,18 @@ def _bvn(h: Any, k: Any, r: Any) -> Any:
     rest = exp(-(b2_ / (2.0 * x2) + hk_ / (1.0 + s))) / s - exp(-(b2_ / x2 + hk_) / 2.0) * (
         1.0 + c[..., None] * x2 + ce[..., None] * x2 * x2
     )
-    integral = closed + a * asum(rest * _GL_W, axis=-1)
-    high = ndtr(minimum(h, k2)) - integral / (2 * math.pi)
-    high = where(neg, ndtr(h) - high, high)
-    return where(near, high, moderate)
+    integral = (closed + a * asum(rest * _GL_W, axis=-1)) / (2 * math.pi)
+    # Phi(h) - Phi(-k) where h > -k, in the form of the two smaller tails
+    excess = where(k_v < 0, ndtr(k) - ndtr(-h), ndtr(h) - ndtr(-k))
+    high = where(neg, where(side > 0, excess, 0.0) + integral,
+                 ndtr((h + k2 - b) / 2.0) - integral)  # fmt: skip
+    # (only where the usual form would lose more than 3 digits: the two agree to ~1e-12,
+    # and no switch at r = 0)
+    lossy = near | (np.asarray(_value(moderate)) < 1e-3 * np.asarray(_value(product)))
+    value = where(low_left & lossy, from_minus_one, where(near, high, moderate))
+    # rounding (or, for -0.925 <= r < 0 off the joint lower tail, ~1e-16 of the terms)
+    # never leaves a negative probability
+    return where(np.asarray(_value(value)) < 0.0, 0.0, value)
 
 
 def _bvn_rect(lo: Any, hi: Any, cov: Any) -> Any:
@@ -557,6 +593,11 @@ def _bvn_rect(lo: Any, hi: Any, cov: Any) -> Any:
     to [-hi, -lo] first (the correlation changes sign when one of the two is)."""
     sd = _np["sqrt"](_np["diagonal"](cov))
     r = cov[0, 1] / (sd[0] * sd[1])
+    if abs(float(_value(r))) >= 1.0:
+        raise ValueError(
+            "multivariate_normal.cdf: the correlation of cov rounds to +-1 (singular to "
+            f"working precision): cov = {np.asarray(_value(cov)).tolist()}"
+        )
     z = []
     for lim in (lo, hi):  # standardised, an infinite limit at +-_FAR
         v = np.asarray(_value(lim))
@@ -568,7 +609,8 @@ def _bvn_rect(lo: Any, hi: Any, cov: Any) -> Any:
     hs = _np["concatenate"]([high[:, 0], low[:, 0], high[:, 0], low[:, 0]])
     ks = _np["concatenate"]([high[:, 1], high[:, 1], low[:, 1], low[:, 1]])
     corners = _bvn(hs, ks, _np["concatenate"]([rr, rr, rr, rr])).reshape(4, -1)
-    return corners[0] - corners[1] - corners[2] + corners[3]
+    p = corners[0] - corners[1] - corners[2] + corners[3]
+    return where(np.asarray(_value(p)) < 0.0, 0.0, p)  # rounding, never below 0
 
 
 @functools.lru_cache(maxsize=16)
