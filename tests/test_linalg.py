@@ -509,3 +509,25 @@ def test_scipy_namespaces_are_drop_ins():
     ):
         assert type(got) is np.ndarray
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize(
+    "spec, shapes",
+    [
+        ("ijk,ijk->ij", [(3, 4, 2), (3, 4, 2)]),  # the pairwise 'sum over coordinates'
+        ("ij,ij->ij", [(3, 4), (3, 4)]),
+        ("ij,ij->", [(3, 4), (3, 4)]),
+        ("ijk,ikj->i", [(2, 3, 4), (2, 4, 3)]),
+        ("bij,bij->b", [(2, 3, 4), (2, 3, 4)]),
+        ("ij,ji->", [(3, 4), (4, 3)]),
+    ],
+)
+def test_einsum_batched_dot_products(spec, shapes):
+    """Operands with no free letters contract by a product and a reduction (not a
+    matmul of 1 x k by k x 1 per batch element): values, and gradients to second
+    order in both modes."""
+    rng = np.random.default_rng(7)
+    ops = [rng.standard_normal(s) for s in shapes]
+    got = tnp.einsum(spec, *[tg.tensor(o) for o in ops]).numpy()
+    np.testing.assert_allclose(got, np.einsum(spec, *ops), rtol=1e-12)
+    check_grads(lambda *a: tnp.sum(tnp.einsum(spec, *a) ** 2), ops, order=2, modes=("rev", "fwd"))

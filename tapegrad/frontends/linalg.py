@@ -277,6 +277,14 @@ def _contract(a: Tensor, la: str, b: Tensor, lb: str, keep: str) -> tuple[Tensor
     for c in summed:
         if sa[c] != sb[c]:
             raise ValueError(f"einsum: size of {c!r} differs ({sa[c]} and {sb[c]})")
+    if not free_a and not free_b:  # batched dot products ('ijk,ijk->ij'): no matmul
+        # of 1 x k by k x 1 per batch element, one product and a reduction instead
+        at = a.transpose([la.index(c) for c in batch + summed])
+        bt = b.transpose([lb.index(c) for c in batch + summed])
+        r = at * bt
+        if summed:
+            r = _sum(r, axis=tuple(range(len(batch), len(batch) + len(summed))))
+        return r, "".join(batch)
     k = math.prod([sa[c] for c in summed])
     m = math.prod([sa[c] for c in free_a])
     n = math.prod([sb[c] for c in free_b])
@@ -400,9 +408,9 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> T
     axes = normalize_axes(axis, t.ndim, "norm")
     if len(axes) == 1:
         ax = axes
-        a = abs(t)
         if ord is None or ord == 2:
             return safe_sqrt(_sum(t * t, axis=ax, keepdims=keepdims))
+        a = abs(t)  # (only where needed: it is a recorded pass over t)
         if ord == np.inf:
             return _max(a, axis=ax, keepdims=keepdims)
         if ord == -np.inf:
@@ -421,9 +429,9 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> T
         if not isinstance(axis, tuple | list)
         else (operator.index(axis[0]) % t.ndim, operator.index(axis[1]) % t.ndim)
     )
-    a = abs(t)
     if ord is None or ord == "fro":
         return safe_sqrt(_sum(t * t, axis=axes, keepdims=keepdims))
+    a = abs(t)
     if ord in (1, -1):  # max / min absolute column sum
         sums = _sum(a, axis=row, keepdims=True)
         r = (_max if ord == 1 else _min)(sums, axis=col, keepdims=True)
