@@ -588,6 +588,27 @@ def _fma_ol(a, b, c):
         return lambda a, b, c: _fma(a, b, c)
 
 
+def cold_branch() -> None:
+    """Nothing; compiled, an empty inline-assembly statement with a side effect. Placed in
+    a rarely taken branch, it keeps LLVM from speculating the branch: otherwise a loop
+    vectoriser may compute both sides for every element (a libm call in the rare side
+    then costs ~10 ns an element in the common case)."""
+
+
+@intrinsic
+def _cold_branch(typingctx):
+    def codegen(context, builder, sig, args):
+        builder.asm(ir.FunctionType(ir.VoidType(), []), "", "", [], side_effect=True)
+        return context.get_dummy_value()
+
+    return types.none(), codegen
+
+
+@overload(cold_branch)
+def _cold_branch_ol():
+    return lambda: _cold_branch()
+
+
 def float_from_bits(bits: int) -> float:
     """The float64 whose IEEE-754 bit pattern is the int64 ``bits``."""
     return float(np.int64(bits).view(np.float64))

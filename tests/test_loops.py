@@ -74,3 +74,52 @@ def test_square_by_power(dtype):
     np.testing.assert_allclose(xb.grad, e[:5] * b ** (e[:5] - 1), rtol=1e-6)
     if dtype == np.float64:
         check_grads(lambda t: tnp.sum(t**2 * t), [b])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_power_gradient_by_ratio_and_by_pow(dtype):
+    """The power rule's x^(y-1) is out / x wherever x and out are ordinary numbers (no
+    libm pow) and pow elsewhere: zeros, tiny and huge bases, results that overflow or
+    underflow, inf, NaN, negative bases with integer and fractional exponents. Every
+    gradient is within a few roundings of y x^(y-1) computed in float64 (or, where that
+    is not finite, the same non-finite value), and second order still holds."""
+    a = np.array(
+        [
+            0.0,
+            -0.0,
+            1e-40,
+            1e-31,
+            3e-8,
+            0.7,
+            1.0,
+            2.5,
+            -2.0,
+            -0.3,
+            1e29,
+            1e31,
+            1e200,
+            np.inf,
+            -np.inf,
+            np.nan,
+            1e-200,
+        ]
+    )
+    if dtype == np.float32:
+        a = a[np.abs(a) < 1e38].astype(np.float32)
+    for c in (1.3, -6.0, 3.0, 0.5, -0.5, 2.0, 1.0, 7.5):
+        x = tg.tensor(a, requires_grad=True)
+        with np.errstate(all="ignore"):
+            tnp.sum(x**c).backward()
+            cd = float(dtype(c))  # the exponent as the kernel holds it (1.3 in float32)
+            want = (cd * a.astype(np.float64) ** (cd - 1)).astype(dtype)
+        got = x.grad
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=str(c))
+        finite = np.isfinite(want)
+        np.testing.assert_array_equal(
+            got[~finite & ~np.isnan(want)], want[~finite & ~np.isnan(want)]
+        )
+        tol = dict(rtol=4 * np.finfo(dtype).eps, atol=np.finfo(dtype).tiny)  # subnormals
+        np.testing.assert_allclose(got[finite], want[finite], **tol)
+    b = np.array([0.4, 1.7, 3.0])
+    check_grads(lambda t: tnp.sum(t**1.3 + t**-2.5), [b], order=2, modes=("rev", "fwd"))

@@ -83,7 +83,7 @@ def pow_fwd(x, y):
 @jit
 def pow_bwd_x(g, x, y, out):
     # d/dx x^y = y x^(y-1); the y == 0 case is 0 (not 0 * inf at x == 0), as in PyTorch.
-    return select(y == 0, 0.0 * g, g * y * power_less_one(x, y))
+    return select(y == 0, 0.0 * g, g * y * power_less_one(x, y, out))
 
 
 @jit

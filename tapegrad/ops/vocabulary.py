@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .._jit import jit, overload
+from .._jit import cold_branch, jit, overload
 from .table import BY_NAME
 
 
@@ -54,19 +54,30 @@ def _select_compiled(cond, a, b):  # numba compares its signature: no annotation
 
 
 @jit
-def _power_less_one(x, y):
-    # x ** 1 is x exactly: the squares of every loss skip a libm pow call (~20 ns)
-    return x if y == 2 else x ** (y - 1)
+def _power_less_one(x, y, out):
+    # A libm pow costs ~20 ns an element, the backward's whole budget: x ** 1 is x
+    # exactly (the squares of every loss), and x^(y-1) = x^y / x = out / x (one division,
+    # two roundings) wherever x and out are ordinary numbers, in float32 as in float64;
+    # pow only where that ratio would be inexact or undefined (x or out zero, tiny, huge,
+    # inf or NaN).
+    if y == 2:
+        return x
+    ax, ao = abs(x), abs(out)
+    if 1e-30 <= ax <= 1e30 and 1e-30 <= ao <= 1e30:
+        return out / x
+    cold_branch()  # or a vectorised loop would call pow for every element
+    return x ** (y - 1)
 
 
-def power_less_one(x: Any, y: Any) -> Any:
-    """``x ** (y - 1)``, the power rule's factor; compiled, ``y == 2`` costs no pow."""
+def power_less_one(x: Any, y: Any, out: Any) -> Any:
+    """``x ** (y - 1)`` for ``out = x ** y``, the power rule's factor; compiled, no pow
+    for ``y == 2`` or where ``out / x`` is exact to rounding."""
     return x ** (y - 1)
 
 
 @overload(power_less_one)
-def _power_less_one_compiled(x, y):
-    return lambda x, y: _power_less_one(x, y)
+def _power_less_one_compiled(x, y, out):
+    return lambda x, y, out: _power_less_one(x, y, out)
 
 
 def first_order(name: str, compiled: Callable, arity: int, what: str) -> Callable:
