@@ -467,13 +467,15 @@ def _mvn_logpdf(x: Any, mean: Any = None, cov: Any = 1.0) -> Any:
 #
 # d = 1: ndtr of the standardised limits, exactly.
 #
-# d = 2: exactly (to ~1e-15), in tapegrad ops, so its gradient is exact too. With
-# standardised limits and correlation r, by Plackett's identity dPhi2/dr = phi2 and
-# r = sin(t) (Sheppard; Drezner & Wesolowsky 1990):
+# d = 2: exactly (~1e-12 relative in every tail, down to 1e-300), in tapegrad ops, so
+# its gradient is exact too. With standardised limits and correlation r, by Plackett's
+# identity dPhi2/dr = phi2 and r = sin(t) (Sheppard; Drezner & Wesolowsky 1990):
 #   Phi2(h, k; r) = Phi(h) Phi(k) + 1/(2 pi) int_0^asin(r) exp(-(h^2 + k^2 - 2hk sin t)
 #                   / (2 cos^2 t)) dt,
-# by 20-point Gauss-Legendre for |r| <= 0.925. Nearer 1 (r > 0; r < 0 through
-# Phi2(h, k; r) = Phi(h) - Phi2(h, -k; -r)) the integrand sharpens, and
+# by 20-point Gauss-Legendre on 8 panels for |r| <= 0.925 (for r < 0 and h + k < -1,
+# where the two terms would cancel, the same integral from t = -pi/2, where Phi2 = 0,
+# instead). Nearer 1 (r > 0; r < 0 through Phi2(h, k; r) = Phi(h) - Phi2(h, -k; -r),
+# the Phi(h)'s cancelled by hand) the integrand sharpens, and
 #   Phi2 = Phi(min(h, k)) - 1/(2 pi) int_0^a exp(-b^2 / (2x^2)) g(x) dx,
 #   x = sqrt(1 - s^2) for s in [r, 1], a = sqrt(1 - r^2), b = |h - k|,
 #   g(x) = exp(-hk / (1 + s)) / s = e^(-hk/2) (1 + c x^2 + c e x^4 + O(x^6)),
