@@ -279,8 +279,11 @@ def _contract(a: Tensor, la: str, b: Tensor, lb: str, keep: str) -> tuple[Tensor
             raise ValueError(f"einsum: size of {c!r} differs ({sa[c]} and {sb[c]})")
     if not free_a and not free_b:  # batched dot products ('ijk,ijk->ij'): no matmul
         # of 1 x k by k x 1 per batch element, one product and a reduction instead
-        at = a.transpose([la.index(c) for c in batch + summed])
-        bt = b.transpose([lb.index(c) for c in batch + summed])
+        at, bt = (
+            t if order == sorted(order) else t.transpose(order)  # (a copy: only if needed)
+            for t, order in ((a, [la.index(c) for c in batch + summed]),
+                             (b, [lb.index(c) for c in batch + summed]))
+        )  # fmt: skip
         r = at * bt
         if summed:
             r = _sum(r, axis=tuple(range(len(batch), len(batch) + len(summed))))
