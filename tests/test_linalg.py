@@ -531,3 +531,12 @@ def test_einsum_batched_dot_products(spec, shapes):
     got = tnp.einsum(spec, *[tg.tensor(o) for o in ops]).numpy()
     np.testing.assert_allclose(got, np.einsum(spec, *ops), rtol=1e-12)
     check_grads(lambda *a: tnp.sum(tnp.einsum(spec, *a) ** 2), ops, order=2, modes=("rev", "fwd"))
+
+
+def test_einsum_of_bools_stays_bool():
+    a = np.array([[True, False], [True, True]])
+    for spec in ("ij,ij->i", "i,i", "ij,ji->"):
+        ops = (a, a) if spec != "i,i" else (a[0], a[1])
+        got = tnp.einsum(spec, *[tg.tensor(o) for o in ops]).numpy()
+        want = np.einsum(spec, *ops)
+        assert got.dtype == want.dtype and np.array_equal(got, want), spec

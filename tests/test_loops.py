@@ -123,3 +123,14 @@ def test_power_gradient_by_ratio_and_by_pow(dtype):
         np.testing.assert_allclose(got[finite], want[finite], **tol)
     b = np.array([0.4, 1.7, 3.0])
     check_grads(lambda t: tnp.sum(t**1.3 + t**-2.5), [b], order=2, modes=("rev", "fwd"))
+
+
+def test_power_gradient_float32_near_its_range():
+    """out / x must not leave float32's range where the gradient itself is finite (a
+    hostile pass: -inf and 0 where pow gave -1.86e38 and -1e-28)."""
+    for x, c, up in ((1.93086e-26, -0.5, 1.0), (1e-20, -1.0, 1e-3), (1e29, -1.0, 1e30)):
+        t = tg.tensor(np.array([x], np.float32), requires_grad=True)
+        (t**c * np.float32(up)).sum().backward()
+        want = c * np.float64(np.float32(x)) ** (c - 1) * up
+        assert t.grad.dtype == np.float32
+        np.testing.assert_allclose(t.grad[0], want, rtol=1e-6)

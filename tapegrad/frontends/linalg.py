@@ -277,7 +277,8 @@ def _contract(a: Tensor, la: str, b: Tensor, lb: str, keep: str) -> tuple[Tensor
     for c in summed:
         if sa[c] != sb[c]:
             raise ValueError(f"einsum: size of {c!r} differs ({sa[c]} and {sb[c]})")
-    if not free_a and not free_b:  # batched dot products ('ijk,ijk->ij'): no matmul
+    if not free_a and not free_b and a.dtype.kind == b.dtype.kind == "f":
+        # batched dot products ('ijk,ijk->ij'; floats: bools would sum to counts): no matmul
         # of 1 x k by k x 1 per batch element, one product and a reduction instead
         at, bt = (
             t if order == sorted(order) else t.transpose(order)  # (a copy: only if needed)

@@ -57,13 +57,12 @@ def _select_compiled(cond, a, b):  # numba compares its signature: no annotation
 def _power_less_one(x, y, out):
     # A libm pow costs ~20 ns an element, the backward's whole budget: x ** 1 is x
     # exactly (the squares of every loss), and x^(y-1) = x^y / x = out / x (one division,
-    # two roundings) wherever x and out are ordinary numbers, in float32 as in float64;
-    # pow only where that ratio would be inexact or undefined (x or out zero, tiny, huge,
-    # inf or NaN).
+    # two roundings) wherever x and out lie in [1e-15, 1e15], so that the ratio stays
+    # inside float32's normal range too; pow elsewhere (zero, tiny, huge, inf, NaN).
     if y == 2:
         return x
     ax, ao = abs(x), abs(out)
-    if 1e-30 <= ax <= 1e30 and 1e-30 <= ao <= 1e30:
+    if 1e-15 <= ax <= 1e15 and 1e-15 <= ao <= 1e15:
         return out / x
     cold_branch()  # or a vectorised loop would call pow for every element
     return x ** (y - 1)
