@@ -540,3 +540,20 @@ def test_einsum_of_bools_stays_bool():
         got = tnp.einsum(spec, *[tg.tensor(o) for o in ops]).numpy()
         want = np.einsum(spec, *ops)
         assert got.dtype == want.dtype and np.array_equal(got, want), spec
+
+
+@pytest.mark.parametrize("spec", [",->", "i,->i", ",i->i", ",ij,j->i"])
+def test_einsum_scalar_operands(spec):
+    """An operand with no subscripts is a scalar (NumPy's reading), not an error."""
+    shapes = {
+        ",->": [(), ()],
+        "i,->i": [(3,), ()],
+        ",i->i": [(), (3,)],
+        ",ij,j->i": [(), (2, 3), (3,)],
+    }
+    rng = np.random.default_rng(3)
+    ops = [np.asarray(rng.standard_normal(s)) for s in shapes[spec]]
+    np.testing.assert_allclose(
+        tnp.einsum(spec, *[tg.tensor(o) for o in ops]).numpy(), np.einsum(spec, *ops), rtol=1e-13
+    )
+    check_grads(lambda *a: tnp.sum(tnp.einsum(spec, *a) ** 2), ops, order=2)

@@ -183,7 +183,7 @@ def _parse_einsum(subscripts: str, shapes: list[tuple[int, ...]]) -> tuple[list[
         if "..." in spec:
             k = len(shape) - (len(spec) - 3)
             spec = spec.replace("...", ell[ell_nd - k :] if k else "")
-        if len(spec) != len(shape) or not spec.isalpha():
+        if len(spec) != len(shape) or not (spec.isalpha() or spec == ""):  # "": a scalar
             raise ValueError(
                 f"einsum: subscripts {spec!r} do not match an operand of shape {shape}"
             )
