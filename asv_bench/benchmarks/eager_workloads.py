@@ -14,8 +14,11 @@ import numpy as np
 import tapegrad as tg
 import tapegrad.numpy as tnp
 
+from .workloads import lj_numpy as _lj_forces
+from .workloads import lj_positions
+
 SIZE = 2_000_000
-N_PARTICLES = 512
+positions = lj_positions  # 512 particles on a jittered grid, as compare.py's own
 
 
 def chain_data(size: int = SIZE, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -115,13 +118,6 @@ def torch_fn(f):
 # --- pairwise: Lennard-Jones energy, forces = -gradient ---------------------------------
 
 
-def positions(n: int = N_PARTICLES, seed: int = 0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    side = int(np.ceil(n ** (1 / 3)))
-    grid = np.stack(np.meshgrid(*[np.arange(side)] * 3, indexing="ij"), -1).reshape(-1, 3)
-    return grid[:n] * 1.12 + 0.05 * rng.standard_normal((n, 3))
-
-
 def lj_reshape_where(m, x):
     """Broadcast by reshape, sum the coordinate axis, mask the diagonal with where."""
     n = x.shape[0]
@@ -160,15 +156,9 @@ LJ_SPELLINGS = {
 
 
 def lj_numpy(x):
-    """Energy and its gradient (minus the forces) by hand."""
-    n = x.shape[0]
-    diff = x[:, None, :] - x[None, :, :]
-    r2 = np.sum(diff * diff, axis=-1) + np.eye(n)
-    inv6 = 1.0 / r2**3
-    mask = 1.0 - np.eye(n)
-    energy = 2.0 * np.sum((inv6 * inv6 - inv6) * mask)
-    coef = -24.0 * (2.0 * inv6 * inv6 - inv6) / r2 * mask
-    return energy, [np.sum(coef[:, :, None] * diff, axis=1)]
+    """Energy and its gradient (minus the forces) by hand (``workloads.lj_numpy``)."""
+    energy, forces = _lj_forces(x)
+    return energy, [-forces]
 
 
 def lj_tapegrad(f):

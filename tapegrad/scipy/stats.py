@@ -504,7 +504,6 @@ def _mvn_logpdf(x: Any, mean: Any = None, cov: Any = 1.0) -> Any:
 _SCRAMBLES = 10
 _MVN_SEED = 20261205
 _MVN_CHUNK = 1 << 21  # rows x points evaluated at once
-_DERIVATIVE_TOL = 1.0  # the directional derivative meets the value's tolerance (x this)
 _FAR = 40.0  # a standardised limit beyond this is infinite: ndtr(+-40) is 1, 0 exactly
 _GL_T, _GL_W = np.polynomial.legendre.leggauss(20)
 _GL_T, _GL_W = (_GL_T + 1.0) / 2.0, _GL_W / 2.0  # on [0, 1]
@@ -707,25 +706,25 @@ def _lattice_sizes(
         n = 1 << log2n
         w = points(log2n)
         step = max(1, _MVN_CHUNK // w.shape[1])
+        left = []
         for k in range(0, len(pending), step):
             rows = pending[k : k + step]
-            done = np.ones(len(rows), dtype=bool)
+            done = np.full(len(rows), 2 * n > n_max)
             with no_grad():  # values only, inside any outer recording
                 outs = jvp(
                     functools.partial(_sov_integrand, w=w, dtype=np.float64),
                     (lo[rows], hi[rows], low),
                     (direction[0][rows], direction[1][rows], direction[2]),
                 )
-            for f, loose in zip(outs, (1.0, _DERIVATIVE_TOL)):
+            ok = np.ones(len(rows), dtype=bool)
+            for f in outs:  # the value, then the directional derivative
                 means = np.asarray(_value(f)).reshape(len(rows), _SCRAMBLES, n).mean(axis=2)
                 err = 3.0 * means.std(axis=1, ddof=1) / math.sqrt(_SCRAMBLES)
-                tol = loose * np.maximum(abseps, releps * np.abs(means.mean(axis=1)))
-                done &= err <= tol
-            done |= 2 * n > n_max
+                ok &= err <= np.maximum(abseps, releps * np.abs(means.mean(axis=1)))
+            done |= ok
             sizes[rows[done]] = log2n
-            sizes[rows[~done]] = -1
-        pending = np.flatnonzero(sizes < 0)
-        sizes[pending] = 0
+            left.append(rows[~done])
+        pending = np.concatenate(left)
         log2n += 1
     return sizes
 
