@@ -17,7 +17,16 @@ import numpy as np
 
 from . import _generated
 from ._jit import kernel_cfunc
-from .layout import BWD, FWD, N_SIGS, NO_RULE, OPF_THREADS_ONLY, OPF_UFUNC, PY_CALLBACK
+from .layout import (
+    BWD,
+    FWD,
+    N_SIGS,
+    NO_RULE,
+    OPF_ASSIGNS,
+    OPF_THREADS_ONLY,
+    OPF_UFUNC,
+    PY_CALLBACK,
+)
 from .ops import BY_NAME, ELEMENTWISE, ROWS
 from .ops.codegen import sig_name, wrapper_name
 
@@ -65,6 +74,8 @@ def ktable() -> np.ndarray:
                 global _opflags
                 flags = np.zeros(tab.shape[0], np.int64)
                 for op in ROWS:
+                    if op.assigns:
+                        flags[op.code] |= OPF_ASSIGNS
                     if (
                         op.kind in ELEMENTWISE
                         and op.namespace == "numpy"

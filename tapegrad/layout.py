@@ -103,18 +103,28 @@ def cast_sig(src: int, dst: int) -> int:
     H_THREAD_MIN,  # same-shape results this large may be split across threads (0: never)
     H_REQ,  # address of the request buffer (int64; floats stored as float64 bits)
     H_REQ_CAP,
+    H_POISON,  # 1: a gradient buffer a kernel will overwrite is first filled with NaN (tests)
     H_LEN,
-) = range(53)
+) = range(54)
 OPF_UFUNC = 1  # the op's forward is exactly a NumPy ufunc of the same name
 # ... and its kernel is as fast as that ufunc's loop (plain arithmetic): NumPy computes
 # it only to split a large same-shape result across threads
 OPF_THREADS_ONLY = 2
+# The op's backward kernel honours the *fresh* bits of the node's mask (see FRESH_SHIFT):
+# it stores into a fresh gradient buffer instead of adding to it, so the scheduler
+# need not zero that buffer first
+OPF_ASSIGNS = 4
 DEFERRED = 1 << 40  # added to a slot id: "recorded, forward left to NumPy's ufunc"
 
 # --- node table fields ---------------------------------------------------------------
 (N_OP, N_SIG, N_LINK, N_NIN, N_NOUT, N_IP, N_NIP, N_FP, N_NFP, N_FLAGS, N_MASK, N_FIELDS) = range(
     12
 )
+# N_MASK holds the needs-input-grad bits (bit i: input i) and, from FRESH_SHIFT up, the
+# *fresh* bits the scheduler sets just before the node's backward runs: bit
+# FRESH_SHIFT + i says input i's gradient buffer holds nothing yet (not even zeros),
+# and the kernel (of an OPF_ASSIGNS op) must store every element of it, not add.
+FRESH_SHIFT = 32
 NODE_FREED = 1  # saved values released by a backward without retain_graph
 NODE_LIVE = 2  # scheduler scratch: on a path from a requires-grad leaf to the root
 
@@ -127,6 +137,9 @@ SLOT_LEAF = 2  # a user tensor imported into the tape (its gradient lands in .gr
 SLOT_FREED = 4  # a non-leaf whose graph was freed (copied out of an earlier tape epoch)
 SLOT_CONST = 8  # a constant: Python scalar, NumPy array, index array
 SLOT_HOOK = 16  # has gradient hooks: the scheduler yields to Python before its producer
+# scheduler scratch: the slot's gradient buffer holds a value in this backward (zeros or
+# a kernel's first store); cleared when the buffer is laid out
+SLOT_GRAD_SET = 32
 
 # --- kernel table ------------------------------------------------------------------
 FWD, BWD = 0, 1
@@ -342,6 +355,13 @@ def node_fp(h, node):
 def needs_grad(h, node, i):
     """The needs-input-grad mask: bit ``i`` set when input ``i`` wants a gradient."""
     return (nodes(h)[N_MASK, node] >> i) & 1
+
+
+@jit(inline="always")
+def is_fresh(mask, i):
+    """Whether the node mask ``mask`` marks input ``i``'s gradient buffer fresh (see
+    ``FRESH_SHIFT``): the kernel must store into it rather than add."""
+    return ((mask >> (FRESH_SHIFT + i)) & 1) != 0
 
 
 @jit

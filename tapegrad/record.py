@@ -532,3 +532,32 @@ def record_custom(h, op, sig, nin, nout, rg_mask):
         S[S_NODE, s] = k
         S[S_FLAGS, s] = SLOT_RG if (rg_mask >> j) & 1 else 0
     return k
+
+
+@jit
+def reachable_bytes(h, roots):
+    """Bytes of op results (values the tape computed, not imported arrays) that the
+    graphs of slots ``roots`` reach: what the tape must keep for them. One walk down
+    the nodes in reverse order (the tape order is topological). The tape compares it
+    with what its arena holds to tell a big graph from results of graphs nobody holds
+    any more (a loop of forward passes without backward, see ``Tape.fix``)."""
+    N = nodes(h)
+    S = slots(h)
+    L = links(h)
+    mark = np.zeros(h[H_NSLOTS], np.uint8)
+    for r in roots:
+        mark[r] = 1
+    total = 0
+    for k in range(h[H_NNODES] - 1, -1, -1):
+        base = N[N_LINK, k]
+        nin = N[N_NIN, k]
+        hit = False
+        for j in range(N[N_NOUT, k]):
+            s = L[0, base + nin + j]
+            if mark[s]:
+                hit = True
+                total += S[S_SIZE, s] * ITEMSIZE[S[S_DTYPE, s]]
+        if hit:
+            for i in range(nin):
+                mark[L[0, base + i]] = 1
+    return total

@@ -51,7 +51,7 @@ from .layout import (
     nodes,
     slots,
 )
-from .scheduler import run_backward, seed_gradients
+from .scheduler import run_backward, seed_gradients, zero_arena
 
 
 @jit
@@ -160,6 +160,10 @@ def run_plan(h, fwd, bwd, root, want_grad, G, expect):
         return OK
     h[H_STAT_NODES] = 0
     h[H_STAT_CALLBACKS] = 0
+    # The plan runs the nodes the first replay ran, with the masks (fresh bits included)
+    # that run left in the node table: a fresh buffer's kernel stores, every other
+    # buffer must read as zeros, as the scheduler would have made it node by node.
+    zero_arena(h)
     seed_gradients(h, root, -1)
     for i in range(bwd.shape[1]):
         st = call_kernel(bwd[1, i], bwd[0, i], me)

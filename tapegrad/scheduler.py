@@ -9,14 +9,19 @@
    those inputs then want a gradient too. Only live nodes run. Freed graphs,
    non-differentiable ops and kernels not compiled yet are reported here, before
    anything is written.
-2. **allocate** -- each slot that wants a gradient gets a zeroed buffer of its own
-   dtype and size in the gradient arena (offsets in ``S_GRAD``).
-3. **dispatch** -- live nodes run in reverse order through the kernel table.
+2. **allocate** -- each slot that wants a gradient gets a buffer of its own dtype and
+   size in the gradient arena (offsets in ``S_GRAD``). Nothing is written yet.
+3. **dispatch** -- live nodes run in reverse order through the kernel table. Just
+   before a node runs, each gradient buffer it touches that holds nothing yet is
+   either zeroed or, when this node is the buffer's first writer and its kernel can
+   store rather than add (``OPF_ASSIGNS``), marked *fresh* in the node's mask
+   (``FRESH_SHIFT``): most buffers are written once, and the memset pass over them all
+   (half the backward of a long elementwise chain) is gone.
 4. **validate** -- before a kernel runs, the gradient buffers it will touch are checked
    against their slots' metadata (dtype of the kernel's signature, size), so a kernel
    can never write a gradient of the wrong dtype or extent; the node is named if not.
-5. **accumulate** -- kernels add into the buffers in place (fan-out sums for free);
-   the Python side then adds leaf gradients into ``.grad``.
+5. **accumulate** -- kernels add into the buffers in place (fan-out sums for free), or
+   store into fresh ones; the Python side then adds leaf gradients into ``.grad``.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from .layout import (
     E_NO_KERNEL,
     E_NONFINITE,
     E_VERSION,
+    FRESH_SHIFT,
     H_ANOMALY,
     H_ERR_A,
     H_ERR_B,
@@ -50,6 +56,8 @@ from .layout import (
     H_KTAB_OPS,
     H_LO,
     H_NEED,
+    H_OPFLAGS,
+    H_POISON,
     H_SAVED,
     H_SELF,
     H_STAT_CALLBACKS,
@@ -68,6 +76,7 @@ from .layout import (
     NODE_FREED,
     NODE_LIVE,
     OK,
+    OPF_ASSIGNS,
     PY_CALLBACK,
     S_ADDR,
     S_DTYPE,
@@ -78,6 +87,7 @@ from .layout import (
     S_SIZE,
     S_VERSION,
     SLOT_FREED,
+    SLOT_GRAD_SET,
     SLOT_HOOK,
     SLOT_RG,
     is_float,
@@ -109,6 +119,7 @@ def _want(h, s, gen, total):
         total = place(total, nbytes)
         S[S_GEN, s] = gen
         S[S_GRAD, s] = total
+        S[S_FLAGS, s] &= ~SLOT_GRAD_SET
         total += aligned(nbytes)
     return total
 
@@ -242,12 +253,81 @@ def run_backward(h, root, seed, retain):
 
 
 @jit
-def seed_gradients(h, root, seed):
-    """Zero the gradient arena and put the cotangent of ``root`` in its buffer (a copy
-    of slot ``seed``, or ones)."""
+def zero_arena(h):
+    """Zero the whole gradient arena (a replay's plan, which does not track buffers)."""
+    carray(as_pointer(h[H_GRAD], np.uint8), h[H_GRAD_USED])[:] = 0
+
+
+@jit
+def _fill(h, s, poison):
+    """Zero slot ``s``'s gradient buffer, or fill it with NaN (``poison``: a buffer a
+    kernel is about to store into, under ``H_POISON``, so that a kernel that reads it
+    first gives NaN in the tests instead of a stale value that happens to be right)."""
     S = slots(h)
-    arena = carray(as_pointer(h[H_GRAD], np.uint8), h[H_GRAD_USED])
-    arena[:] = 0
+    if poison and S[S_DTYPE, s] == 0:
+        slot_grad(h, s, np.float64)[:] = np.nan
+    elif poison:
+        slot_grad(h, s, np.float32)[:] = np.nan
+    else:
+        nbytes = S[S_SIZE, s] * ITEMSIZE[S[S_DTYPE, s]]
+        carray(as_pointer(h[H_GRAD] + S[S_GRAD, s], np.uint8), nbytes)[:] = 0
+
+
+@jit
+def _once(L, base, nin, i, s):
+    """Whether slot ``s`` is node input ``i`` only (``x * x`` passes it twice)."""
+    for j in range(nin):
+        if j != i and L[0, base + j] == s:
+            return False
+    return True
+
+
+@jit
+def _prepare(h, k, gen):
+    """Make the gradient buffers node ``k`` touches ready for it, just before it runs:
+    an output's buffer that nothing wrote is zeroed (the kernel, or a hook, reads it);
+    an input's buffer that holds nothing yet is zeroed, or, when the op's kernel stores
+    into fresh buffers (``OPF_ASSIGNS``) and the slot is this input only, marked fresh
+    in the node's mask (``FRESH_SHIFT``). Every such buffer then counts as written."""
+    N = nodes(h)
+    S = slots(h)
+    L = links(h)
+    base = N[N_LINK, k]
+    nin = N[N_NIN, k]
+    mask = N[N_MASK, k] & ((1 << FRESH_SHIFT) - 1)
+    op = N[N_OP, k]
+    every = op > h[H_USER_OP0]
+    assigns = carray(as_pointer(h[H_OPFLAGS], np.int64), h[H_KTAB_OPS])[op] & OPF_ASSIGNS
+    poison = h[H_POISON] != 0
+    for j in range(N[N_NOUT, k]):
+        s = L[0, base + nin + j]
+        if S[S_GEN, s] == gen and not S[S_FLAGS, s] & SLOT_GRAD_SET:
+            _fill(h, s, False)
+            S[S_FLAGS, s] |= SLOT_GRAD_SET
+    fresh = 0
+    for i in range(nin):
+        s = L[0, base + i]
+        if S[S_GEN, s] != gen or S[S_FLAGS, s] & SLOT_GRAD_SET:
+            continue
+        wanted = (mask >> i) & 1
+        if not wanted and not every:
+            continue  # not this node's to write
+        if wanted and assigns and _once(L, base, nin, i, s):
+            fresh |= 1 << i
+            if poison:
+                _fill(h, s, True)
+        else:
+            _fill(h, s, False)
+        S[S_FLAGS, s] |= SLOT_GRAD_SET
+    N[N_MASK, k] = mask | (fresh << FRESH_SHIFT)
+
+
+@jit
+def seed_gradients(h, root, seed):
+    """Put the cotangent of ``root`` in its buffer (a copy of slot ``seed``, or ones);
+    the other buffers are made ready node by node (:func:`_prepare`)."""
+    S = slots(h)
+    S[S_FLAGS, root] |= SLOT_GRAD_SET
     nbytes = S[S_SIZE, root] * ITEMSIZE[S[S_DTYPE, root]]
     if seed >= 0:
         groot = carray(as_pointer(h[H_GRAD] + S[S_GRAD, root], np.uint8), nbytes)
@@ -320,6 +400,8 @@ def resume(h, k0, retain, hooks_done):
     for k in range(k0, h[H_LO] - 1, -1):
         if not N[N_FLAGS, k] & NODE_LIVE:
             continue
+        if not (hooks_done and k == k0):  # else prepared before its hooks ran
+            _prepare(h, k, gen)
         if h[H_HOOKS] != 0 and not (hooks_done and k == k0) and _hooked_outputs(h, k, gen):
             h[H_ERR_A] = k
             return E_CALLBACK_HOOK

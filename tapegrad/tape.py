@@ -83,6 +83,7 @@ from .layout import (
     H_NSLOTS,
     H_NUMPY_MIN,
     H_OPFLAGS,
+    H_POISON,
     H_REQ,
     H_REQ_CAP,
     H_SAVED,
@@ -123,7 +124,7 @@ from .layout import (
     SCRATCH_LEN,
     SLOT_RG,
 )
-from .record import import_slot
+from .record import import_slot, reachable_bytes
 
 if TYPE_CHECKING:
     from .tensors import Tensor
@@ -165,7 +166,16 @@ EAGER, TRANSFORM, CAPTURE = 0, 1, 2
 # (SIMD exp/tanh/log are several times faster than the scalar libm calls a numba loop
 # makes; below this the ufunc call and the views cost more than they save).
 NUMPY_MIN = 16384
+# TAPEGRAD_POISON_GRADIENTS=1 (the test suite sets it): a gradient buffer the scheduler
+# lets a kernel store into without zeroing it first is filled with NaN instead, so that
+# a kernel that reads such a buffer before writing every element shows up as NaN
+POISON_GRADIENTS = os.environ.get("TAPEGRAD_POISON_GRADIENTS", "") == "1"
 THREAD_MIN = 1 << 18  # elements from which a NumPy forward is split across the cores
+# An eager tape whose arena is full, holds at least this many bytes and cannot rewind
+# checks whether the graphs still held need a quarter of it; if not (a loop of forward
+# passes nobody runs backward: the arena would grow without end), it is handed over to
+# those graphs at the next op instead of growing (see ``Tape.fix``).
+UNHELD_MIN = 64 << 20
 
 
 def worker_count() -> int:
@@ -258,10 +268,15 @@ class Tape:
         self.h[H_SAVED] = dispatch.saved_masks().ctypes.data
         self.h[H_OPFLAGS] = dispatch.op_flags().ctypes.data
         self.h[H_NUMPY_MIN] = NUMPY_MIN
+        self.h[H_POISON] = int(POISON_GRADIENTS)
         self.h[H_THREAD_MIN] = THREAD_MIN if worker_count() > 1 else 0
         self.chunks: list[np.ndarray] = []
-        # the arena's usable bytes (each chunk has ALIGN bytes of padding)
-        self._new_chunk(sum(c.size - ALIGN for c in like.chunks) if like is not None else 1 << 20)
+        # the arena's usable bytes (each chunk has ALIGN bytes of padding); after a
+        # handover for want of room, the size before the op that found it full
+        if like is None:
+            self._new_chunk(1 << 20)
+        else:
+            self._new_chunk(like.crowded or sum(c.size - ALIGN for c in like.chunks))
         grad_cap = like.h[H_GRAD_CAP] if like is not None else 1 << 16
         self.grad_buf, self.h[H_GRAD] = _aligned_buffer(grad_cap)
         self.h[H_GRAD_CAP] = grad_cap
@@ -293,6 +308,10 @@ class Tape:
         # left to the graphs held in it (hand_over): never rewound; then the handover's
         # serial (later handovers, higher serials: a chained slot names an earlier one)
         self.handed_over = 0
+        # the arena's size when it was found full of results of graphs nobody holds
+        # (``fix``): the thread hands this tape over at its next op, and the next tape
+        # gets this size, not the extra chunk added for the one op
+        self.crowded = 0
         self.running = False  # a backward is running here (engine._drive)
         self.leaf_versions: list[tuple] = []  # (slot, leaf, version) at the handover
         # merged roots of chained backwards, by seeded slots (engine._merged_root)
@@ -371,7 +390,14 @@ class Tape:
                     self.grow(name, HEADROOM[name])
             need = h[H_NEED]
             if h[H_ARENA_TOP] + need > h[H_ARENA_CAP]:
-                self._new_chunk(max(2 * h[H_ARENA_CAP], need + ALIGN))
+                if self._mostly_unheld():
+                    # room for this op only; the next op records into a new tape
+                    # (current_tape: stale, no rewind possible, so _hand_over)
+                    self.crowded = sum(c.size - ALIGN for c in self.chunks)
+                    self._new_chunk(need + ALIGN)
+                    self.stale = True
+                else:
+                    self._new_chunk(max(2 * h[H_ARENA_CAP], need + ALIGN))
         elif status == E_NO_KERNEL:
             dispatch.ensure(h[H_ERR_A], h[H_ERR_B], h[H_ERR_C])
         elif status == E_GRAD_SPACE:
@@ -633,6 +659,26 @@ class Tape:
     def holds_graph(self, live: list) -> bool:
         """True when a handle in ``live`` (or the root of a view among them) requires
         grad through a graph of this tape that has not run backward yet."""
+        return next(self._graph_slots(live), None) is not None
+
+    def _mostly_unheld(self) -> bool:
+        """The arena is full (and the tape could not rewind): is it mostly results of
+        graphs that no handle holds, so that handing the tape over to the held ones
+        frees more than growing it? Only a thread's own eager tape is handed over."""
+        if self.kind != EAGER or self.pinned or self.handed_over or self.capture is not None:
+            return False
+        stack = _stack()
+        if len(stack) != 1 or stack[0] is not self:
+            return False
+        used = sum(c.size - ALIGN for c in self.chunks[:-1]) + self.h[H_ARENA_TOP]
+        if used < UNHELD_MIN:
+            return False
+        roots = np.array(list(self._graph_slots(self._live())), np.int64)
+        return 4 * reachable_bytes(self.header, roots) < used
+
+    def _graph_slots(self, live: list):
+        """The slots of handles in ``live`` whose graph (in this tape) may still run
+        backward (for a view, its root's)."""
         nodes = self.views["node"]
         ncap = self.h[H_NODE_CAP]
         root_of = _VIEW_HOOKS[3] if _VIEW_HOOKS is not None else None
@@ -650,8 +696,7 @@ class Tape:
                 and node >= 0
                 and not nodes[N_FLAGS * ncap + node] & NODE_FREED
             ):
-                return True
-        return False
+                yield s
 
     def retire(self) -> None:
         """The owning thread has ended: copy out what user code still holds and give
@@ -686,6 +731,7 @@ class Tape:
             self.chunks = []
             self._new_chunk(total)
         h[H_ARENA_TOP] = 0
+        self.crowded = 0
         self.epoch += 1
         self.handles = []
         self.leaves = []

@@ -50,6 +50,94 @@ def test_inference_loop_without_grad_does_not_grow():
     np.testing.assert_allclose(y.numpy(), 2 * np.sin(np.ones(64)))
 
 
+def _arena_bytes() -> int:
+    """Arena bytes of this thread's eager tape and the tapes it handed over."""
+    from tapegrad import tape as tape_module
+
+    tapes = [current_tape(), *getattr(tape_module._tls, "handed", [])]
+    return sum(t.capacity()["arena"] for t in tapes)
+
+
+def _in_new_thread(body) -> None:
+    """Run ``body`` in a thread of its own: it starts from a new, small tape."""
+    errors = []
+
+    def run():
+        try:
+            body()
+        except BaseException as e:  # re-raised in the test's thread
+            errors.append(e)
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    if errors:
+        raise errors[0]
+
+
+def test_forward_loop_without_backward_does_not_grow():
+    """Losses computed with requires-grad inputs and dropped without backward (a line
+    search's value-only evaluations): their graphs are garbage, the tape cannot rewind
+    while a forward is running, so without the handover the arena grew by a whole
+    forward every step (here 30 x ~100 MB)."""
+    _in_new_thread(_forward_loop)
+
+
+def _forward_loop() -> None:
+    rng = np.random.default_rng(0)
+    x0, w0 = rng.uniform(-1, 1, 1_000_000), rng.uniform(0.5, 1, 1_000_000)
+
+    def loss(x, w):
+        y = x
+        for _ in range(3):
+            y = tnp.exp(tnp.tanh(tnp.sin(y) * 0.9)) * w + x
+        return tnp.sum(y)
+
+    w = tg.tensor(w0, requires_grad=True)  # a parameter held across the loop
+    sizes = []
+    for _ in range(30):
+        loss(tg.tensor(x0, requires_grad=True), w)
+        sizes.append(_arena_bytes())
+    assert max(sizes) < 700 * 2**20, [s >> 20 for s in sizes]
+    # and a forward that starts on one tape and goes on in the next still differentiates
+    for _ in range(3):
+        x = tg.tensor(x0, requires_grad=True)
+        value = loss(x, w)
+        value.backward()
+        gx, gw = tg.grad(lambda a, b: loss(a, b), argnums=(0, 1))(x0, w0)
+        np.testing.assert_allclose(x.grad, gx, rtol=1e-13)
+        np.testing.assert_allclose(w.grad, gw, rtol=1e-13)
+        w.grad = None
+
+
+def test_one_big_graph_is_not_handed_over():
+    """A single graph larger than the handover threshold keeps its tape: the arena holds
+    what the held graph needs, so it grows instead (one tape, its chunks)."""
+    _in_new_thread(_big_graph)
+
+
+def _big_graph() -> None:
+    from tapegrad import tape as tape_module
+
+    x = tg.tensor(np.linspace(0.1, 1.0, 1_000_000), requires_grad=True)
+    handed = len(getattr(tape_module._tls, "handed", []))
+    y = x
+    for _ in range(20):  # ~320 MB of results, all needed by the backward
+        y = tnp.sin(y) + x
+    assert len(current_tape().chunks) > 1  # it did grow, from the new thread's 1 MB
+    tnp.sum(y).backward()
+    assert len(getattr(tape_module._tls, "handed", [])) == handed
+    np.testing.assert_allclose(x.grad, _chain_grad(x.numpy(), 20), rtol=1e-12)
+
+
+def _chain_grad(v: np.ndarray, n: int) -> np.ndarray:
+    """d/dx of y_n, y_0 = x, y_k = sin(y_{k-1}) + x, by forward accumulation."""
+    y, dy = v, np.ones_like(v)
+    for _ in range(n):
+        y, dy = np.sin(y) + v, np.cos(y) * dy + 1.0
+    return dy
+
+
 def test_views_and_transforms_do_not_keep_graphs_alive():
     w = tg.tensor(np.array([0.3, -0.2, 0.5]), requires_grad=True)
     tape = current_tape()

@@ -63,3 +63,76 @@ def test_not_differentiable(case):
     assert not out.requires_grad
     with pytest.raises(RuntimeError, match="does not require grad"):
         out.sum().backward() if out.dtype.kind == "f" else out.backward(gradient=np.ones(out.shape))
+
+
+# --- fresh gradient buffers (scheduler._prepare, Op.assigns) ----------------------------
+# A backward kernel stores into an input's gradient buffer when it is the buffer's first
+# writer (the suite fills such buffers with NaN first, conftest.py), and adds when
+# another node wrote it before. Each row is run both ways: the extra term recorded after
+# the op (so its backward runs first and the op's kernel adds) and before it.
+
+
+@pytest.mark.parametrize("case", DIFFERENTIABLE, ids=lambda c: c.id)
+@pytest.mark.parametrize("order", ["other term first", "op first"])
+def test_gradient_with_a_second_use_of_each_input(case, order):
+    args = case.args()
+    rng = np.random.default_rng(2)
+    weights = [rng.standard_normal(a.shape) for a in args]
+
+    def plain(*leaves):
+        out = case.f(tnp, *leaves)
+        v = np.random.default_rng(1).standard_normal(out.shape)
+        return tnp.sum(out * v)
+
+    def other(leaves):
+        return sum(tnp.sum(leaf * c) for leaf, c in zip(leaves, weights, strict=True))
+
+    leaves = [tg.tensor(a, requires_grad=True) for a in args]
+    plain(*leaves).backward()
+    alone = [leaf.grad for leaf in leaves]
+    leaves = [tg.tensor(a, requires_grad=True) for a in args]
+    if order == "op first":
+        total = other(leaves) + plain(*leaves)  # the op's node is newer: it runs first
+    else:
+        total = plain(*leaves) + other(leaves)
+    total.backward()
+    for leaf, g, c in zip(leaves, alone, weights, strict=True):
+        want = c if g is None else g + c
+        np.testing.assert_allclose(leaf.grad, want, rtol=1e-12, atol=1e-12)
+
+
+SAME_SHAPE_BINARY = [
+    c for c in DIFFERENTIABLE if c.op.kind.value == "binary" and c.label == "(3, 4) with (3, 4)"
+]
+
+
+@pytest.mark.parametrize("case", SAME_SHAPE_BINARY, ids=lambda c: c.id)
+def test_gradient_with_one_tensor_as_both_operands(case):
+    """``f(x, x)``: the slot is both inputs, so its buffer is zeroed, never fresh (the
+    second formula adds to what the first stored)."""
+    lo = max(case.domain(0)[0], case.domain(1)[0])  # inside both inputs' domains
+    hi = min(case.domain(0)[1], case.domain(1)[1])
+    x = np.random.default_rng(4).uniform(lo, hi, (3, 4))
+    check_grads(lambda x: case.f(tnp, x, x), [x], **case.check)
+
+
+@pytest.mark.parametrize(
+    ("f", "shape"),
+    [
+        (lambda x: tnp.where(x > 0.5, x, x * 2.0), (3, 3)),
+        (lambda x: tnp.where(x > 0.5, x, x), (3, 3)),
+        (lambda x: x @ x, (3, 3)),
+        (lambda x: tnp.matmul(x.reshape(2, 3, 3), x.reshape(2, 3, 3)), (18,)),
+        (lambda x: tnp.sum(x.T * x, axis=0), (3, 3)),
+    ],
+    ids=["where x, 2x", "where x, x", "x @ x", "batched x @ x", "x.T * x"],
+)
+def test_gradient_of_array_ops_reading_one_slot_twice(f, shape):
+    check_grads(f, [np.random.default_rng(3).uniform(0.1, 1.0, shape)])
+
+
+def test_the_suite_runs_with_poisoned_fresh_buffers():
+    from tapegrad.layout import H_POISON
+    from tapegrad.tape import current_tape
+
+    assert current_tape().h[H_POISON] == 1

@@ -31,13 +31,14 @@ from ..layout import (
     in_data,
     in_grad,
     in_shape,
+    is_fresh,
     nodes,
     out_data,
     out_grad,
     out_shape,
     scratch,
 )
-from .loops import broadcast_plan, next_row, row_walk, ux
+from .loops import broadcast_plan, clear, next_row, put, row_walk, ux
 
 # Backward loops over at least this many elements run on all cores (numba prange):
 # measured on 2 vCPUs, g * cos(x) over 2e6 elements takes 9.5 ms instead of 16.7.
@@ -176,13 +177,13 @@ def unary_fwd_block(op, x, out):
 
 
 @jit(inline="always")
-def unary_bwd_block(op, g, x, out, gx):
+def unary_bwd_block(op, g, x, out, gx, f):
     if in_range(x, vector_range(op)):
         for i in range(gx.size):
-            gx[i] += bwd1v(op, g[i], x[i], out[i])
+            put(gx, i, bwd1v(op, g[i], x[i], out[i]), f)
     else:
         for i in range(gx.size):
-            gx[i] += bwd1(op, g[i], x[i], out[i])
+            put(gx, i, bwd1(op, g[i], x[i], out[i]), f)
 
 
 @jit(parallel=True)
@@ -194,11 +195,11 @@ def unary_fwd_blocks_parallel(op, x, out):
 
 
 @jit(parallel=True)
-def unary_bwd_blocks_parallel(op, g, x, out, gx):
+def unary_bwd_blocks_parallel(op, g, x, out, gx, f):
     n = gx.size
     for b in prange((n + BLOCK - 1) // BLOCK):
         s, e = b * BLOCK, min(n, (b + 1) * BLOCK)
-        unary_bwd_block(op, g[s:e], x[s:e], out[s:e], gx[s:e])
+        unary_bwd_block(op, g[s:e], x[s:e], out[s:e], gx[s:e], f)
 
 
 def unary_fwd_arrays(op, x, out):
@@ -230,51 +231,52 @@ def _unary_fwd_arrays(op, x, out):
 
 
 @jit(parallel=True)
-def unary_bwd_parallel(op, g, x, out, gx):
+def unary_bwd_parallel(op, g, x, out, gx, f):
     for i in prange(gx.size):
-        gx[i] += bwd1(op, g[i], x[i], out[i])
+        put(gx, i, bwd1(op, g[i], x[i], out[i]), f)
 
 
 @jit(parallel=True)
-def binary_bwd_parallel(op, which, g, x, y, out, gv):
-    """Same-shape operands, all cores: ``which`` 0 accumulates dx into gv, 1 dy."""
+def binary_bwd_parallel(op, which, g, x, y, out, gv, f):
+    """Same-shape operands, all cores: ``which`` 0 accumulates dx into gv, 1 dy
+    (``f``: gv is fresh, store)."""
     if which == 0:
         for i in prange(g.size):
-            gv[i] += bwd2(op, 0, g[i], x[i], y[i], out[i])
+            put(gv, i, bwd2(op, 0, g[i], x[i], y[i], out[i]), f)
     else:
         for i in prange(g.size):
-            gv[i] += bwd2(op, 1, g[i], x[i], y[i], out[i])
+            put(gv, i, bwd2(op, 1, g[i], x[i], y[i], out[i]), f)
 
 
-def unary_bwd_arrays(op, g, x, out, gx):
-    """``gx += f'(x) g``, on all cores from PARALLEL_MIN elements; vector formulas as in
-    ``unary_fwd_arrays``."""
+def unary_bwd_arrays(op, g, x, out, gx, f):
+    """``gx += f'(x) g`` (``=`` if ``f``: gx is fresh), on all cores from PARALLEL_MIN
+    elements; vector formulas as in ``unary_fwd_arrays``."""
     for i in range(gx.size):
-        gx[i] += bwd1(op, g[i], x[i], out[i])
+        put(gx, i, bwd1(op, g[i], x[i], out[i]), f)
 
 
 @overload(unary_bwd_arrays, inline="always")
-def _unary_bwd_arrays(op, g, x, out, gx):
+def _unary_bwd_arrays(op, g, x, out, gx, f):
     if _row(op).vector is None:
 
-        def plain(op, g, x, out, gx):
+        def plain(op, g, x, out, gx, f):
             n = gx.size
             if n >= PARALLEL_MIN:  # all cores (see PARALLEL_MIN)
-                unary_bwd_parallel(op, g, x, out, gx)
+                unary_bwd_parallel(op, g, x, out, gx, f)
             else:
                 for i in range(n):
-                    gx[i] += bwd1(op, g[i], x[i], out[i])
+                    put(gx, i, bwd1(op, g[i], x[i], out[i]), f)
 
         return plain
 
-    def blocked(op, g, x, out, gx):
+    def blocked(op, g, x, out, gx, f):
         n = gx.size
         if n >= PARALLEL_MIN:
-            unary_bwd_blocks_parallel(op, g, x, out, gx)
+            unary_bwd_blocks_parallel(op, g, x, out, gx, f)
         else:
             for s in range(0, n, BLOCK):
                 e = min(n, s + BLOCK)
-                unary_bwd_block(op, g[s:e], x[s:e], out[s:e], gx[s:e])
+                unary_bwd_block(op, g[s:e], x[s:e], out[s:e], gx[s:e], f)
 
     return blocked
 
@@ -325,43 +327,47 @@ def binary_fwd_arrays(op, x, xshape, y, yshape, out, oshape, sc):
 @jit(inline="always")
 def binary_bwd_fast(op, mask, g, x, y, out, gx, gy):
     """Same-shape and scalar operands; False if broadcasting is needed. Sums into a
-    scalar operand are carried in float64 whatever the dtype."""
+    scalar operand are carried in float64 whatever the dtype. Fresh gradient buffers
+    (``mask``, see ``layout.FRESH_SHIFT``) are stored into: each of their elements
+    receives exactly one value on these paths."""
     n = out.size
     want_x = (mask & 1) != 0
     want_y = (mask & 2) != 0
+    fx = is_fresh(mask, 0)
+    fy = is_fresh(mask, 1)
     if x.size == n and y.size == n:
         if n >= PARALLEL_MIN:
             if want_x:
-                binary_bwd_parallel(op, 0, g, x, y, out, gx)
+                binary_bwd_parallel(op, 0, g, x, y, out, gx, fx)
             if want_y:
-                binary_bwd_parallel(op, 1, g, x, y, out, gy)
+                binary_bwd_parallel(op, 1, g, x, y, out, gy, fy)
             return True
         if want_x:
             for i in range(n):
-                gx[i] += bwd2(op, 0, g[i], x[i], y[i], out[i])
+                put(gx, i, bwd2(op, 0, g[i], x[i], y[i], out[i]), fx)
         if want_y:
             for i in range(n):
-                gy[i] += bwd2(op, 1, g[i], x[i], y[i], out[i])
+                put(gy, i, bwd2(op, 1, g[i], x[i], y[i], out[i]), fy)
     elif x.size == 1 and y.size == n:
         a = x[0]
         if want_x:
             acc = 0.0
             for i in range(n):
                 acc += bwd2(op, 0, g[i], a, y[i], out[i])
-            gx[0] += acc
+            put(gx, 0, acc, fx)
         if want_y:
             for i in range(n):
-                gy[i] += bwd2(op, 1, g[i], a, y[i], out[i])
+                put(gy, i, bwd2(op, 1, g[i], a, y[i], out[i]), fy)
     elif y.size == 1 and x.size == n:
         b = y[0]
         if want_x:
             for i in range(n):
-                gx[i] += bwd2(op, 0, g[i], x[i], b, out[i])
+                put(gx, i, bwd2(op, 0, g[i], x[i], b, out[i]), fx)
         if want_y:
             acc = 0.0
             for i in range(n):
                 acc += bwd2(op, 1, g[i], x[i], b, out[i])
-            gy[0] += acc
+            put(gy, 0, acc, fy)
     else:
         return False
     return True
@@ -428,13 +434,6 @@ def binary_bwd_general(op, mask, g, x, xshape, y, yshape, out, oshape, gx, gy, s
                 gy[ux(ob)] += acc
 
 
-@jit(inline="always")
-def binary_bwd_arrays(op, mask, g, x, xshape, y, yshape, out, oshape, gx, gy, sc):
-    """Accumulate the x formula into ``gx`` (mask bit 0) and the y formula into ``gy``."""
-    if not binary_bwd_fast(op, mask, g, x, y, out, gx, gy):
-        binary_bwd_general(op, mask, g, x, xshape, y, yshape, out, oshape, gx, gy, sc)
-
-
 # --- node adapters -------------------------------------------------------------------
 
 
@@ -458,11 +457,12 @@ def unary_bwd(op, dt, node, tp):
     x = in_data(h, node, 0, dt)
     out = out_data(h, node, 0, dt)
     gx = in_grad(h, node, 0, dt)
+    f = is_fresh(nodes(h)[N_MASK, node], 0)
     if gx.size < SMALL:
         for i in range(gx.size):
-            gx[i] += bwd1(op, g[i], x[i], out[i])
+            put(gx, i, bwd1(op, g[i], x[i], out[i]), f)
     else:
-        unary_bwd_arrays(op, g, x, out, gx)
+        unary_bwd_arrays(op, g, x, out, gx, f)
     return OK
 
 
@@ -519,6 +519,9 @@ def binary_bwd(op, dt, node, tp):
     g = out_grad(h, node, 0, dt)
     out = out_data(h, node, 0, dt)
     if not binary_bwd_fast(op, mask, g, x, y, out, gx, gy):
+        # a broadcast operand's elements receive several contributions: adds only
+        clear(gx, is_fresh(mask, 0))
+        clear(gy, is_fresh(mask, 1))
         binary_bwd_general(
             op,
             mask,

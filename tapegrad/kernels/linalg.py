@@ -16,13 +16,16 @@ from ..layout import (
     E_LINALG,
     H_DGEMM,
     H_SGEMM,
+    N_MASK,
     OK,
     header,
     in_data,
     in_grad,
+    is_fresh,
     needs_grad,
     node_fp,
     node_ip,
+    nodes,
     out_data,
     out_grad,
 )
@@ -112,15 +115,26 @@ def matmul_fwd_arrays(fn, ip, x, y, out):
 
 
 @jit
-def matmul_bwd_arrays(fn, ip, mask, g, x, y, gx, gy):
+def matmul_bwd_arrays(fn, ip, mask, g, x, y, gx, gy, fx, fy):
+    """``gx += g @ y.T``, ``gy += x.T @ g`` per batch; a fresh gx / gy (``fx``, ``fy``)
+    of a single product is stored into (beta 0: BLAS does not read it), and zeroed
+    first when a broadcast batch adds several products into it."""
     nb, m, k, n = ip[0], ip[1], ip[2], ip[3]
-    for bidx in range(batch_count(nb, ip)):
+    count = batch_count(nb, ip)
+    bx = 0.0 if fx and count == 1 else 1.0
+    by = 0.0 if fy and count == 1 else 1.0
+    if count > 1:
+        if fx:
+            gx[:] = 0
+        if fy:
+            gy[:] = 0
+    for bidx in range(count):
         ox, oy = batch_offsets(bidx, nb, ip)
         gb = g[bidx * m * n :]
         if mask & 1:  # gx (m, k) += g (m, n) @ y.T (n, k)
-            gemm(fn, 0, 1, m, k, n, 1.0, gb, n, y[oy * k * n :], n, 1.0, gx[ox * m * k :], k)
+            gemm(fn, 0, 1, m, k, n, 1.0, gb, n, y[oy * k * n :], n, bx, gx[ox * m * k :], k)
         if mask & 2:  # gy (k, n) += x.T (k, m) @ g (m, n)
-            gemm(fn, 1, 0, k, n, m, 1.0, x[ox * m * k :], k, gb, n, 1.0, gy[oy * k * n :], n)
+            gemm(fn, 1, 0, k, n, m, 1.0, x[ox * m * k :], k, gb, n, by, gy[oy * k * n :], n)
 
 
 @jit
@@ -146,7 +160,19 @@ def matmul_bwd(dt, node, tp):
     mask = needs_grad(h, node, 0) | (needs_grad(h, node, 1) << 1)
     gx = in_grad(h, node, 0, dt) if mask & 1 else x
     gy = in_grad(h, node, 1, dt) if mask & 2 else y
-    matmul_bwd_arrays(_blas(h, x), node_ip(h, node), mask, out_grad(h, node, 0, dt), x, y, gx, gy)
+    fresh = nodes(h)[N_MASK, node]
+    matmul_bwd_arrays(
+        _blas(h, x),
+        node_ip(h, node),
+        mask,
+        out_grad(h, node, 0, dt),
+        x,
+        y,
+        gx,
+        gy,
+        is_fresh(fresh, 0),
+        is_fresh(fresh, 1),
+    )
     return OK
 
 

@@ -193,6 +193,27 @@ def ux(i):
     return np.uint64(i)
 
 
+@jit(inline="always")
+def put(a, i, v, fresh):
+    """``a[i] += v``, or ``a[i] = v`` into a fresh gradient buffer (one that holds no
+    value yet: the scheduler skipped zeroing it, see ``layout.FRESH_SHIFT``). ``fresh``
+    is loop-invariant; the select costs nothing measurable (LLVM unswitches or
+    vectorises it), and storing saves the memset pass over the buffer."""
+    if fresh:
+        a[i] = v
+    else:
+        a[i] += v
+
+
+@jit(inline="always")
+def clear(a, fresh):
+    """Zero a fresh buffer that a kernel path can only add into (a broadcast reduction:
+    several contributions per element)."""
+    if fresh:
+        for i in range(a.size):
+            a[i] = 0
+
+
 @jit
 def loop_size(nd, dims):
     n = 1

@@ -12,20 +12,23 @@ import numpy as np
 
 from .._jit import jit
 from ..layout import (
+    N_MASK,
     OK,
     header,
     in_data,
     in_grad,
     in_shape,
+    is_fresh,
     node_fp,
     node_ip,
+    nodes,
     out_data,
     out_grad,
     plan_arrays,
     scratch,
 )
 from . import vecmath as vm
-from .loops import collapse, line_start, lines, next_row, row_walk, ux
+from .loops import collapse, line_start, lines, next_row, put, row_walk, ux
 
 
 @jit
@@ -120,7 +123,9 @@ def sum_fwd_arrays(x, xshape, axes, scale, out, sc):
 
 
 @jit
-def sum_bwd_arrays(g, xshape, axes, scale, gx, sc):
+def sum_bwd_arrays(g, xshape, axes, scale, gx, sc, f):
+    """``gx += scale * g`` broadcast back over the summed axes; each element of gx gets
+    exactly one value, so a fresh gx (``f``) is stored into."""
     n = gx.size
     if n == 0:
         return
@@ -133,10 +138,10 @@ def sum_bwd_arrays(g, xshape, axes, scale, gx, sc):
             v = scale * g[ob]
             gs = gx[oa : oa + inner]
             for j in range(inner):
-                gs[j] += v
+                put(gs, j, v, f)
         else:
             for j in range(inner):
-                gx[ux(oa + j * ia)] += scale * g[ux(ob + j * ib)]
+                put(gx, ux(oa + j * ia), scale * g[ux(ob + j * ib)], f)
 
 
 @jit
@@ -165,6 +170,7 @@ def sum_bwd(dt, node, tp):
         node_fp(h, node)[0],
         in_grad(h, node, 0, dt),
         scratch(h),
+        is_fresh(nodes(h)[N_MASK, node], 0),
     )
     return OK
 
@@ -457,8 +463,10 @@ def log_softmax_fwd(dt, node, tp):
 
 @jit
 def log_softmax_bwd(dt, node, tp):
-    """``gx += g - softmax * sum(g)`` along each line, the softmax being ``exp(out)``."""
+    """``gx += g - softmax * sum(g)`` along each line, the softmax being ``exp(out)``
+    (each element once: a fresh gx is stored into)."""
     h = header(tp)
+    f = is_fresh(nodes(h)[N_MASK, node], 0)
     g = out_grad(h, node, 0, dt)
     out = out_data(h, node, 0, dt)
     gx = in_grad(h, node, 0, dt)
@@ -470,5 +478,5 @@ def log_softmax_bwd(dt, node, tp):
             sg += g[start + k * stride]
         for k in range(length):
             i = start + k * stride
-            gx[i] += g[i] - _exp(out[i]) * sg
+            put(gx, i, g[i] - _exp(out[i]) * sg, f)
     return OK

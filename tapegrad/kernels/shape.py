@@ -21,6 +21,7 @@ import numpy as np
 
 from .._jit import jit
 from ..layout import (
+    FRESH_SHIFT,
     N_MASK,
     N_NIN,
     OK,
@@ -28,6 +29,7 @@ from ..layout import (
     in_data,
     in_grad,
     in_shape,
+    is_fresh,
     needs_grad,
     node_ip,
     nodes,
@@ -37,7 +39,7 @@ from ..layout import (
     plan_arrays,
     scratch,
 )
-from .loops import broadcast_plan, collapse, next_row, row_walk, ux
+from .loops import broadcast_plan, clear, collapse, next_row, put, row_walk, ux
 
 
 @jit
@@ -50,8 +52,9 @@ def reshape_bwd(dt, node, tp):
     h = header(tp)
     g = out_grad(h, node, 0, dt)
     gx = in_grad(h, node, 0, dt)
+    f = is_fresh(nodes(h)[N_MASK, node], 0)
     for i in range(gx.size):
-        gx[i] += g[i]
+        put(gx, i, g[i], f)
     return OK
 
 
@@ -85,9 +88,9 @@ def _transpose_plan(xshape, perm, sc):
 
 
 @jit
-def transpose_arrays(x, xshape, perm, out, sc, backward):
+def transpose_arrays(x, xshape, perm, out, sc, backward, f=False):
     """Forward: ``out = x.transpose(perm)``; backward: ``x += out.transpose(argsort(perm))``
-    (``x`` is then gx and ``out`` is g)."""
+    (``x`` is then gx and ``out`` is g; ``f``: gx is fresh, store)."""
     n = out.size
     if n == 0:
         return
@@ -100,7 +103,7 @@ def transpose_arrays(x, xshape, perm, out, sc, backward):
         oa, oo = w[2], w[4]
         if backward:
             for j in range(inner):
-                x[ux(oa + j * ia)] += out[ux(oo + j * io)]
+                put(x, ux(oa + j * ia), out[ux(oo + j * io)], f)
         else:
             for j in range(inner):
                 out[ux(oo + j * io)] = x[ux(oa + j * ia)]
@@ -130,6 +133,7 @@ def transpose_bwd(dt, node, tp):
         out_grad(h, node, 0, dt),
         scratch(h),
         True,
+        is_fresh(nodes(h)[N_MASK, node], 0),
     )
     return OK
 
@@ -205,8 +209,9 @@ def cast_bwd(src, dst, node, tp):
     h = header(tp)
     g = out_grad(h, node, 0, dst)
     gx = in_grad(h, node, 0, src)
+    f = is_fresh(nodes(h)[N_MASK, node], 0)
     for i in range(gx.size):
-        gx[i] += g[i]
+        put(gx, i, g[i], f)
     return OK
 
 
@@ -216,7 +221,9 @@ def cast_bwd(src, dst, node, tp):
 @jit
 def where_arrays(c, cshape, x, xshape, y, yshape, out, oshape, sc, g, gx, gy, mask, backward):
     """Forward: ``out = where(c, x, y)`` with broadcasting. Backward (``g`` given):
-    ``gx += g`` where c, ``gy += g`` elsewhere (mask bits 1 and 2: inputs x and y)."""
+    ``gx += g`` where c, ``gy += g`` elsewhere (mask bits 1 and 2: inputs x and y). A
+    fresh gx or gy (``mask``; only when it is not broadcast, so that each element is
+    visited once) gets g or 0 stored."""
     n = out.size
     if n == 0:
         return
@@ -229,12 +236,19 @@ def where_arrays(c, cshape, x, xshape, y, yshape, out, oshape, sc, g, gx, gy, ma
         oa, ob, oc = w[2], w[3], w[4]
         base = r * inner
         if backward:
+            fx = is_fresh(mask, 1)
+            fy = is_fresh(mask, 2)
             for j in range(inner):
                 if c[ux(oa + j * ia)]:
                     if mask & 2:
-                        gx[ux(ob + j * ib)] += g[ux(base + j)]
-                elif mask & 4:
-                    gy[ux(oc + j * ic)] += g[ux(base + j)]
+                        put(gx, ux(ob + j * ib), g[ux(base + j)], fx)
+                    if fy:
+                        gy[ux(oc + j * ic)] = 0.0
+                else:
+                    if mask & 4:
+                        put(gy, ux(oc + j * ic), g[ux(base + j)], fy)
+                    if fx:
+                        gx[ux(ob + j * ib)] = 0.0
         else:
             for j in range(inner):
                 out[ux(base + j)] = x[ux(ob + j * ib)] if c[ux(oa + j * ia)] else y[ux(oc + j * ic)]
@@ -271,6 +285,13 @@ def where_bwd(dt, node, tp):
     y = in_data(h, node, 2, dt)
     gx = in_grad(h, node, 1, dt) if mask & 2 else x
     gy = in_grad(h, node, 2, dt) if mask & 4 else y
+    n = out_data(h, node, 0, dt).size
+    if is_fresh(mask, 1) and gx.size != n:  # broadcast: several values per element
+        clear(gx, True)
+        mask &= ~(1 << (FRESH_SHIFT + 1))
+    if is_fresh(mask, 2) and gy.size != n:
+        clear(gy, True)
+        mask &= ~(1 << (FRESH_SHIFT + 2))
     where_arrays(
         in_data(h, node, 0, np.bool_),
         in_shape(h, node, 0),

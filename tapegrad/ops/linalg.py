@@ -64,6 +64,7 @@ MATMUL = Op(
     "matrix product (1-D, 2-D, batched with broadcasting; NumPy rules)",
     cuda="matmul",
     array_saves=("x", "y"),
+    assigns=True,
     dunder=("__matmul__", "__rmatmul__"),
     cases=_matmul_cases,
 )

@@ -138,6 +138,7 @@ SUM = Op(
     "sum over axes (None, int or tuple; keepdims)",
     cuda="sum",
     array_saves=(),
+    assigns=True,
     cases=_axis_cases("sum"),
 )
 
@@ -150,6 +151,7 @@ MEAN = Op(
     "mean over axes (None, int or tuple; keepdims)",
     cuda="mean",
     array_saves=(),
+    assigns=True,
     cases=_axis_cases("mean"),
 )
 

@@ -46,6 +46,7 @@ CAST = Op(
     sigs=tuple(cast_sig(s, d) for d in (F64, F32) for s in (F64, F32, I64, BOOL) if s != d),
     cuda="astype",
     array_saves=(),
+    assigns=True,
     cases=_cast_cases,
 )
 
@@ -68,6 +69,7 @@ RESHAPE = Op(
     alias=True,
     cuda="reshape",
     array_saves=(),
+    assigns=True,
     cases=_reshape_cases,
 )
 
@@ -90,6 +92,7 @@ TRANSPOSE = Op(
     "permute axes",
     cuda="transpose",
     array_saves=(),
+    assigns=True,
     cases=_transpose_cases,
 )
 
@@ -186,6 +189,7 @@ WHERE = Op(
     where_bwd,
     "select x where condition, else y (broadcast)",
     array_saves=("x",),
+    assigns=True,
     cases=_cases(
         ("same shape", lambda m, x, y: m.where(x > 0, x, y), [(3, 4), (3, 4)]),
         ("broadcast", lambda m, x, y: m.where(x > 0.5, x, y), [(3, 1), (4,)]),

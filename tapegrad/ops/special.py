@@ -1529,6 +1529,7 @@ LOG_SOFTMAX = Op(
     log_softmax_bwd,
     "x - logsumexp(x) along axis, one node",
     array_saves=("out",),
+    assigns=True,
     cases=_softmax_cases("log_softmax"),
     namespace="special",
 )

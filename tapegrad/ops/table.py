@@ -125,6 +125,12 @@ class Op:
     failure
         For array rows whose kernels call LAPACK: what a failure (``E_LINALG``) means,
         in the ``numpy.linalg.LinAlgError`` the front end raises.
+    assigns
+        The backward kernel stores into an input gradient buffer the scheduler marks
+        fresh (``layout.FRESH_SHIFT``) instead of adding to it, so that buffer need
+        not be zeroed first. Every element of a fresh buffer must then be written
+        (zeros where the op contributes nothing). Unary and binary rows have it (their
+        adapters handle it); array rows opt in where the kernel was written for it.
     vjp, jvp
         For array rows, the derivative as recorded ops, attached by
         :mod:`tapegrad.derivatives` (the compiled ``bwd`` kernel stays the first-order
@@ -155,6 +161,7 @@ class Op:
     vector_range: float = 0.0
     arith: bool = False
     failure: str = "singular matrix"
+    assigns: bool = False
     vjp: Callable | None = None
     jvp: Callable | None = None
     code: int = field(default=-1, init=False)
@@ -175,6 +182,8 @@ class Op:
             raise ValueError(f"binary op {self.name!r} needs one backward formula per input")
         if self.vector is not None and (self.kind is not Kind.UNARY or self.vector_range <= 0):
             raise ValueError(f"op {self.name!r}: vector formulas need a unary row and a range")
+        if self.kind in (Kind.UNARY, Kind.BINARY):
+            self.assigns = True
         if self.cuda == "default":
             self.cuda = "formulas" if self.kind in (Kind.UNARY, Kind.BINARY) else None
         self.saves = _saved_values(self)
