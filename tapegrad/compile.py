@@ -95,6 +95,7 @@ from .layout import (
     S_SHAPE,
     S_SIZE,
     SLOT_CONST,
+    SLOT_GRAD_SET,
     SLOT_LEAF,
     SLOT_RG,
 )
@@ -392,6 +393,7 @@ class Program:
         # the recorded structure; addresses, gradient offsets, scheduler flags and
         # versions change between recordings and replays, inputs' values between calls
         slots = t.arrays["slot"][[S_DTYPE, S_NDIM, S_SIZE, S_SHAPE, S_FLAGS, S_NODE], :ns]
+        slots[4] &= ~SLOT_GRAD_SET  # the scheduler's scratch bit
         consts = [
             t.read(s).tobytes()
             for s in range(ns)

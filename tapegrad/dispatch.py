@@ -23,11 +23,12 @@ from .layout import (
     N_SIGS,
     NO_RULE,
     OPF_ASSIGNS,
+    OPF_SHARED,
     OPF_THREADS_ONLY,
     OPF_UFUNC,
     PY_CALLBACK,
 )
-from .ops import BY_NAME, ELEMENTWISE, ROWS
+from .ops import BY_NAME, ELEMENTWISE, ROWS, Kind
 from .ops.codegen import sig_name, wrapper_name
 
 _lock = threading.RLock()
@@ -76,6 +77,8 @@ def ktable() -> np.ndarray:
                 for op in ROWS:
                     if op.assigns:
                         flags[op.code] |= OPF_ASSIGNS
+                    if op.kind is Kind.BINARY:
+                        flags[op.code] |= OPF_SHARED
                     if (
                         op.kind in ELEMENTWISE
                         and op.namespace == "numpy"

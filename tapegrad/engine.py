@@ -270,6 +270,8 @@ def _drive(tape: Tape, root: int, seed: np.ndarray | None, retain_graph: bool, u
     tape.h[H_ANOMALY] = int(_anomaly_depth > 0)
     tape.running = True
     try:
+        # the leaves' gradients are computed in the arrays read_grad then hands out
+        tape.use_own_grads([s for s, _ in tape.leaves])
         while True:
             st = run_backward(h, root, seed_slot, retain_graph)
             if st >= 0 or st in (E_CALLBACK_PY, E_CALLBACK_HOOK):
@@ -288,6 +290,7 @@ def _drive(tape: Tape, root: int, seed: np.ndarray | None, retain_graph: bool, u
                 raise_backward_error(tape, st)
                 raise RuntimeError(f"tapegrad: backward status {st}")
     finally:
+        tape.own_grads_done()
         tape.running = False
     _last.header = h
     if tape.kind == TRANSFORM:
@@ -599,6 +602,9 @@ def backward_stats() -> dict[str, int]:
 
 def grad_view(tape: Tape, slot: int) -> np.ndarray:
     """A writable view of ``slot``'s gradient buffer in the running backward."""
+    own = tape._own_grad(slot)
+    if own is not None:  # a leaf's own gradient array (Tape.use_own_grads)
+        return own[0]
     dt = NP_DTYPES[tape.slot_field(S_DTYPE, slot)]
     shape = tape.slot_shape(slot)
     start = tape.h[H_GRAD] - tape.grad_buf.ctypes.data + tape.slot_field(S_GRAD, slot)

@@ -110,28 +110,54 @@ OPF_UFUNC = 1  # the op's forward is exactly a NumPy ufunc of the same name
 # ... and its kernel is as fast as that ufunc's loop (plain arithmetic): NumPy computes
 # it only to split a large same-shape result across threads
 OPF_THREADS_ONLY = 2
-# The op's backward kernel honours the *fresh* bits of the node's mask (see FRESH_SHIFT):
+# The op's backward kernel honours the node's *fresh* bits (N_FRESH):
 # it stores into a fresh gradient buffer instead of adding to it, so the scheduler
 # need not zero that buffer first
 OPF_ASSIGNS = 4
+# ... and when one slot is two of its inputs (``x * x``), the kernel writes that buffer
+# once with both contributions summed (binary rows), so it may be fresh there too
+OPF_SHARED = 8
 DEFERRED = 1 << 40  # added to a slot id: "recorded, forward left to NumPy's ufunc"
 
 # --- node table fields ---------------------------------------------------------------
-(N_OP, N_SIG, N_LINK, N_NIN, N_NOUT, N_IP, N_NIP, N_FP, N_NFP, N_FLAGS, N_MASK, N_FIELDS) = range(
-    12
-)
-# N_MASK holds the needs-input-grad bits (bit i: input i) and, from FRESH_SHIFT up, the
-# *fresh* bits the scheduler sets just before the node's backward runs: bit
-# FRESH_SHIFT + i says input i's gradient buffer holds nothing yet (not even zeros),
-# and the kernel (of an OPF_ASSIGNS op) must store every element of it, not add.
-FRESH_SHIFT = 32
+(
+    N_OP,
+    N_SIG,
+    N_LINK,
+    N_NIN,
+    N_NOUT,
+    N_IP,
+    N_NIP,
+    N_FP,
+    N_NFP,
+    N_FLAGS,
+    N_MASK,
+    # the *fresh* bits the scheduler sets just before the node's backward runs: bit i
+    # says input i's gradient buffer holds nothing yet (not even zeros), and the kernel
+    # (of an OPF_ASSIGNS op) must store every element of it, not add
+    N_FRESH,
+    N_FIELDS,
+) = range(13)
 NODE_FREED = 1  # saved values released by a backward without retain_graph
 NODE_LIVE = 2  # scheduler scratch: on a path from a requires-grad leaf to the root
 
 # --- slot table fields ---------------------------------------------------------------
-(S_DTYPE, S_NDIM, S_SIZE, S_ADDR, S_SHAPE, S_FLAGS, S_NODE, S_VERSION, S_GRAD, S_GEN, S_FIELDS) = (
-    range(11)
-)
+(
+    S_DTYPE,
+    S_NDIM,
+    S_SIZE,
+    S_ADDR,
+    S_SHAPE,
+    S_FLAGS,
+    S_NODE,
+    S_VERSION,
+    S_GRAD,
+    S_GEN,
+    # the address of a gradient buffer outside the arena (0: none): a leaf's, set by
+    # the engine for one backward so that kernels write the array that becomes .grad
+    S_XGRAD,
+    S_FIELDS,
+) = range(12)
 SLOT_RG = 1  # requires grad
 SLOT_LEAF = 2  # a user tensor imported into the tape (its gradient lands in .grad)
 SLOT_FREED = 4  # a non-leaf whose graph was freed (copied out of an earlier tape epoch)
@@ -308,10 +334,17 @@ def slot_data(h, s, dt):
 
 
 @jit
+def grad_address(h, s):
+    """Address of slot ``s``'s gradient buffer: in the arena, or outside (``S_XGRAD``)."""
+    S = slots(h)
+    x = S[S_XGRAD, s]
+    return x if x != 0 else h[H_GRAD] + S[S_GRAD, s]
+
+
+@jit
 def slot_grad(h, s, dt):
     """Flat view of slot ``s``'s gradient buffer as dtype ``dt``."""
-    S = slots(h)
-    return carray(as_pointer(h[H_GRAD] + S[S_GRAD, s], dt), S[S_SIZE, s])
+    return carray(as_pointer(grad_address(h, s), dt), slots(h)[S_SIZE, s])
 
 
 @jit
@@ -358,10 +391,16 @@ def needs_grad(h, node, i):
 
 
 @jit(inline="always")
-def is_fresh(mask, i):
-    """Whether the node mask ``mask`` marks input ``i``'s gradient buffer fresh (see
-    ``FRESH_SHIFT``): the kernel must store into it rather than add."""
-    return ((mask >> (FRESH_SHIFT + i)) & 1) != 0
+def fresh_bits(h, node):
+    """The node's fresh bits (``N_FRESH``) for the backward about to run it."""
+    return nodes(h)[N_FRESH, node]
+
+
+@jit(inline="always")
+def is_fresh(bits, i):
+    """Whether fresh bits ``bits`` mark input ``i``'s gradient buffer fresh (see
+    ``N_FRESH``): the kernel must store into it rather than add."""
+    return ((bits >> i) & 1) != 0
 
 
 @jit

@@ -535,16 +535,17 @@ def record_custom(h, op, sig, nin, nout, rg_mask):
 
 
 @jit
-def reachable_bytes(h, roots):
-    """Bytes of op results (values the tape computed, not imported arrays) that the
-    graphs of slots ``roots`` reach: what the tape must keep for them. One walk down
-    the nodes in reverse order (the tape order is topological). The tape compares it
-    with what its arena holds to tell a big graph from results of graphs nobody holds
-    any more (a loop of forward passes without backward, see ``Tape.fix``)."""
+def reachable(h, roots, mark):
+    """Mark (``mark[s] = 1``, a uint8 array of at least ``H_NSLOTS``) the slots the
+    graphs of slots ``roots`` reach; returns the bytes of op results among them (values
+    the tape computed, not imported arrays): what the tape must keep for those graphs.
+    One walk down the nodes in reverse order (the tape order is topological). The tape
+    compares the bytes with what its arena holds to tell a big graph from results of
+    graphs nobody holds any more (a loop of forward passes without backward, see
+    ``Tape.fix``)."""
     N = nodes(h)
     S = slots(h)
     L = links(h)
-    mark = np.zeros(h[H_NSLOTS], np.uint8)
     for r in roots:
         mark[r] = 1
     total = 0

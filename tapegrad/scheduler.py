@@ -15,7 +15,7 @@
    before a node runs, each gradient buffer it touches that holds nothing yet is
    either zeroed or, when this node is the buffer's first writer and its kernel can
    store rather than add (``OPF_ASSIGNS``), marked *fresh* in the node's mask
-   (``FRESH_SHIFT``): most buffers are written once, and the memset pass over them all
+   (``N_FRESH``): most buffers are written once, and the memset pass over them all
    (half the backward of a long elementwise chain) is gone.
 4. **validate** -- before a kernel runs, the gradient buffers it will touch are checked
    against their slots' metadata (dtype of the kernel's signature, size), so a kernel
@@ -41,7 +41,6 @@ from .layout import (
     E_NO_KERNEL,
     E_NONFINITE,
     E_VERSION,
-    FRESH_SHIFT,
     H_ANOMALY,
     H_ERR_A,
     H_ERR_B,
@@ -66,6 +65,7 @@ from .layout import (
     ITEMSIZE,
     N_DTYPES,
     N_FLAGS,
+    N_FRESH,
     N_LINK,
     N_MASK,
     N_NIN,
@@ -77,6 +77,7 @@ from .layout import (
     NODE_LIVE,
     OK,
     OPF_ASSIGNS,
+    OPF_SHARED,
     PY_CALLBACK,
     S_ADDR,
     S_DTYPE,
@@ -86,10 +87,12 @@ from .layout import (
     S_NODE,
     S_SIZE,
     S_VERSION,
+    S_XGRAD,
     SLOT_FREED,
     SLOT_GRAD_SET,
     SLOT_HOOK,
     SLOT_RG,
+    grad_address,
     is_float,
     ktable,
     links,
@@ -114,7 +117,10 @@ def _want(h, s, gen, total):
     """Give slot ``s`` a gradient buffer in this backward (if it has none yet); returns
     the new end of the gradient arena."""
     S = slots(h)
-    if S[S_GEN, s] != gen:
+    if S[S_GEN, s] != gen and S[S_XGRAD, s] != 0:  # a leaf's own array (engine)
+        S[S_GEN, s] = gen
+        S[S_FLAGS, s] &= ~SLOT_GRAD_SET
+    elif S[S_GEN, s] != gen:
         nbytes = S[S_SIZE, s] * ITEMSIZE[S[S_DTYPE, s]]
         total = place(total, nbytes)
         S[S_GEN, s] = gen
@@ -270,7 +276,7 @@ def _fill(h, s, poison):
         slot_grad(h, s, np.float32)[:] = np.nan
     else:
         nbytes = S[S_SIZE, s] * ITEMSIZE[S[S_DTYPE, s]]
-        carray(as_pointer(h[H_GRAD] + S[S_GRAD, s], np.uint8), nbytes)[:] = 0
+        carray(as_pointer(grad_address(h, s), np.uint8), nbytes)[:] = 0
 
 
 @jit
@@ -287,17 +293,21 @@ def _prepare(h, k, gen):
     """Make the gradient buffers node ``k`` touches ready for it, just before it runs:
     an output's buffer that nothing wrote is zeroed (the kernel, or a hook, reads it);
     an input's buffer that holds nothing yet is zeroed, or, when the op's kernel stores
-    into fresh buffers (``OPF_ASSIGNS``) and the slot is this input only, marked fresh
-    in the node's mask (``FRESH_SHIFT``). Every such buffer then counts as written."""
+    into fresh buffers (``OPF_ASSIGNS``) and the slot is this input only (or the kernel
+    sums a slot passed twice in one pass, ``OPF_SHARED``: the first input's bit
+    speaks for it), marked fresh in the node's ``N_FRESH`` bits. Every such
+    buffer then counts as written."""
     N = nodes(h)
     S = slots(h)
     L = links(h)
     base = N[N_LINK, k]
     nin = N[N_NIN, k]
-    mask = N[N_MASK, k] & ((1 << FRESH_SHIFT) - 1)
+    mask = N[N_MASK, k]
     op = N[N_OP, k]
     every = op > h[H_USER_OP0]
-    assigns = carray(as_pointer(h[H_OPFLAGS], np.int64), h[H_KTAB_OPS])[op] & OPF_ASSIGNS
+    flags = carray(as_pointer(h[H_OPFLAGS], np.int64), h[H_KTAB_OPS])[op]
+    assigns = flags & OPF_ASSIGNS
+    shared = flags & OPF_SHARED
     poison = h[H_POISON] != 0
     for j in range(N[N_NOUT, k]):
         s = L[0, base + nin + j]
@@ -312,14 +322,14 @@ def _prepare(h, k, gen):
         wanted = (mask >> i) & 1
         if not wanted and not every:
             continue  # not this node's to write
-        if wanted and assigns and _once(L, base, nin, i, s):
+        if wanted and assigns and i < 63 and (shared or _once(L, base, nin, i, s)):
             fresh |= 1 << i
             if poison:
                 _fill(h, s, True)
         else:
             _fill(h, s, False)
         S[S_FLAGS, s] |= SLOT_GRAD_SET
-    N[N_MASK, k] = mask | (fresh << FRESH_SHIFT)
+    N[N_FRESH, k] = fresh
 
 
 @jit
@@ -330,16 +340,16 @@ def seed_gradients(h, root, seed):
     S[S_FLAGS, root] |= SLOT_GRAD_SET
     nbytes = S[S_SIZE, root] * ITEMSIZE[S[S_DTYPE, root]]
     if seed >= 0:
-        groot = carray(as_pointer(h[H_GRAD] + S[S_GRAD, root], np.uint8), nbytes)
+        groot = carray(as_pointer(grad_address(h, root), np.uint8), nbytes)
         src = carray(as_pointer(S[S_ADDR, seed], np.uint8), nbytes)
         # a loop, not groot[:] = src: numba's slice assignment checks for overlap and
         # copies through a temporary (512 KB: 170 us instead of 20)
         for i in range(nbytes):
             groot[i] = src[i]
     elif S[S_DTYPE, root] == 0:
-        carray(as_pointer(h[H_GRAD] + S[S_GRAD, root], np.float64), S[S_SIZE, root])[:] = 1.0
+        slot_grad(h, root, np.float64)[:] = 1.0
     else:
-        carray(as_pointer(h[H_GRAD] + S[S_GRAD, root], np.float32), S[S_SIZE, root])[:] = 1.0
+        slot_grad(h, root, np.float32)[:] = 1.0
 
 
 @jit

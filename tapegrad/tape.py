@@ -120,11 +120,13 @@ from .layout import (
     S_NDIM,
     S_NODE,
     S_SHAPE,
+    S_SIZE,
     S_VERSION,
+    S_XGRAD,
     SCRATCH_LEN,
     SLOT_RG,
 )
-from .record import import_slot, reachable_bytes
+from .record import import_slot, reachable
 
 if TYPE_CHECKING:
     from .tensors import Tensor
@@ -172,7 +174,7 @@ NUMPY_MIN = 16384
 POISON_GRADIENTS = os.environ.get("TAPEGRAD_POISON_GRADIENTS", "") == "1"
 THREAD_MIN = 1 << 18  # elements from which a NumPy forward is split across the cores
 # An eager tape whose arena is full, holds at least this many bytes and cannot rewind
-# checks whether the graphs still held need a quarter of it; if not (a loop of forward
+# checks whether the graphs still held need half of it; if not (a loop of forward
 # passes nobody runs backward: the arena would grow without end), it is handed over to
 # those graphs at the next op instead of growing (see ``Tape.fix``).
 UNHELD_MIN = 64 << 20
@@ -308,6 +310,9 @@ class Tape:
         # left to the graphs held in it (hand_over): never rewound; then the handover's
         # serial (later handovers, higher serials: a chained slot names an earlier one)
         self.handed_over = 0
+        # (H_GEN of the backward, {slot: [array, handed out]}) of use_own_grads; -1
+        # while that backward runs
+        self.own_grads: tuple[int, dict] = (0, {})
         # the arena's size when it was found full of results of graphs nobody holds
         # (``fix``): the thread hands this tape over at its next op, and the next tape
         # gets this size, not the extra chunk added for the one op
@@ -496,11 +501,55 @@ class Tape:
         buf = (ctypes.c_char * (n * dt.itemsize)).from_address(self.slot_field(S_ADDR, s))
         return np.frombuffer(buf, dt, n).reshape(shape)
 
+    # --- gradient buffers outside the arena ------------------------------------------
+    def use_own_grads(self, slots: list[int]) -> None:
+        """For the next backward, the gradients of ``slots`` (leaves) are computed in
+        arrays of their own rather than in the arena (``S_XGRAD``): the array that
+        becomes ``.grad`` is the one the kernels wrote, not a copy of the arena (a
+        16 MB copy and its page faults per leaf of a 2e6 chain). Cleared by
+        :meth:`own_grads_done` when the backward ends, however it ends."""
+        own: dict[int, np.ndarray] = {}
+        sv = self.views["slot"]
+        base = S_XGRAD * self.h[H_SLOT_CAP]
+        for s in slots:
+            if s in own or self.slot_field(S_SIZE, s) == 0:
+                continue
+            buf = np.empty(self.slot_shape(s), NP_DTYPES[self.slot_field(S_DTYPE, s)])
+            own[s] = [buf, False]  # (array, handed out by read_grad)
+            sv[base + s] = buf.ctypes.data
+        self.own_grads = (-1, own)
+
+    def own_grads_done(self) -> None:
+        """The backward that :meth:`use_own_grads` prepared has ended: no slot names its
+        arrays any more (the next backward writes the arena); they stay readable, once
+        each, through :meth:`read_grad` while ``H_GEN`` is this backward's."""
+        gen, own = self.own_grads
+        if gen != -1:
+            return
+        sv = self.views["slot"]
+        base = S_XGRAD * self.h[H_SLOT_CAP]
+        for s in own:
+            sv[base + s] = 0
+        self.own_grads = (self.h[H_GEN], own)
+
+    def _own_grad(self, s: int) -> list | None:
+        """``[array, handed out]`` of slot ``s``'s own gradient array in the running
+        backward, or in the last one while no other has run, or None."""
+        gen, own = self.own_grads
+        if not own:
+            return None
+        if gen == -1:  # running: the slot field names the array
+            return own.get(s) if self.slot_field(S_XGRAD, s) != 0 else None
+        return own.get(s) if gen == self.h[H_GEN] else None
+
     def grad_view(self, s: int) -> np.ndarray | None:
         """A view of slot ``s``'s gradient buffer from the last backward (valid until the
         next one lays the arena out again), or None if it got no gradient."""
         if self.slot_field(S_GEN, s) != self.h[H_GEN]:
             return None
+        own = self._own_grad(s)
+        if own is not None:
+            return own[0]
         dt = NP_DTYPES[self.slot_field(S_DTYPE, s)]
         shape = self.slot_shape(s)
         n = math.prod(shape)
@@ -521,6 +570,12 @@ class Tape:
         """A fresh array with slot ``s``'s gradient from the last backward, or None."""
         if self.slot_field(S_GEN, s) != self.h[H_GEN]:
             return None
+        own = self._own_grad(s)
+        if own is not None:  # the array itself the first time (nothing else holds it)
+            if own[1]:
+                return own[0].copy()
+            own[1] = True
+            return own[0]
         off = self.slot_field(S_GRAD, s)
         dt = self.slot_field(S_DTYPE, s)
         out = np.empty(self.slot_shape(s), NP_DTYPES[dt])
@@ -621,6 +676,17 @@ class Tape:
         graphs = [t for t in live if self.holds_graph([t])]
         kept = {id(t) for t in graphs}
         self._copy_out_and_rewind([t for t in live if id(t) not in kept], rewind=False)
+        # chained slots (results of earlier handed-over tapes used here) that the held
+        # graphs do not reach can never receive a gradient: dropping their entries lets
+        # those tapes go once their own handles are dropped (else every handed-over
+        # tape of a loop of forward passes would keep the one before it alive)
+        if any(len(entry) == 4 for entry in self.foreign.values()):
+            _, mark = self._reach(graphs)
+            self.foreign = {
+                key: entry
+                for key, entry in self.foreign.items()
+                if len(entry) != 4 or mark[entry[0]]
+            }
         # leaves bound here are unbound; their in-place updates (a parameter step under
         # no_grad) then no longer bump this tape's slot, so note their versions now
         # (refresh_leaf_versions compares before a backward here)
@@ -673,8 +739,15 @@ class Tape:
         used = sum(c.size - ALIGN for c in self.chunks[:-1]) + self.h[H_ARENA_TOP]
         if used < UNHELD_MIN:
             return False
-        roots = np.array(list(self._graph_slots(self._live())), np.int64)
-        return 4 * reachable_bytes(self.header, roots) < used
+        held, _ = self._reach(self._live())
+        return 2 * held < used
+
+    def _reach(self, live: list) -> tuple[int, np.ndarray]:
+        """(bytes of results, mark per slot) of what the graphs held by handles in
+        ``live`` reach (``record.reachable``)."""
+        mark = np.zeros(self.h[H_NSLOTS], np.uint8)
+        roots = np.array(list(self._graph_slots(live)), np.int64)
+        return reachable(self.header, roots, mark), mark
 
     def _graph_slots(self, live: list):
         """The slots of handles in ``live`` whose graph (in this tape) may still run
@@ -732,6 +805,7 @@ class Tape:
             self._new_chunk(total)
         h[H_ARENA_TOP] = 0
         self.crowded = 0
+        self.own_grads = (0, {})
         self.epoch += 1
         self.handles = []
         self.leaves = []

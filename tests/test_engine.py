@@ -319,3 +319,61 @@ def test_general_takes_numpy_scalars_as_params():
     np.testing.assert_array_equal(y.numpy(), a.T)
     tnp.sum(y * a.T).backward()
     np.testing.assert_array_equal(x.grad, a)
+
+
+# --- leaves' own gradient arrays (Tape.use_own_grads) -------------------------------------
+
+
+def test_leaf_gradient_arrays_are_never_written_after_a_backward():
+    """Kernels write a leaf's gradient into the array that becomes its ``.grad``. Once
+    handed out, no later backward may touch it: not a second backward of a retained
+    graph, not another step reusing the tape."""
+    from tapegrad.layout import S_XGRAD
+
+    a = np.linspace(0.1, 1.0, 50)
+    x = tg.tensor(a, requires_grad=True)
+    y = tnp.sum(tnp.sin(x) * x)
+    y.backward(retain_graph=True)
+    first = x.grad
+    kept = first.copy()
+    x.grad = None
+    y.backward()  # the same graph again: a new array, the first one untouched
+    np.testing.assert_array_equal(first, kept)
+    np.testing.assert_allclose(x.grad, kept)
+    assert x.grad is not first
+    second = x.grad
+    for _ in range(3):  # later steps on the same tape
+        z = tnp.sum(tnp.exp(x) * 2.0)
+        z.backward()
+    np.testing.assert_array_equal(first, kept)
+    np.testing.assert_array_equal(second, kept)  # .grad is replaced by a new sum
+    np.testing.assert_allclose(x.grad, kept + 3 * 2.0 * np.exp(a))
+    assert not current_tape().arrays["slot"][S_XGRAD].any()  # no slot names an own array
+
+
+def test_leaf_gradient_arrays_with_python_nodes_hooks_and_fan_out():
+    """A custom function's Python backward adds into a leaf's own array (grad_view), a
+    hook on an intermediate sees its gradient, a leaf used three times gets one sum."""
+
+    class Square(tg.Function):
+        @staticmethod
+        def forward(ctx, v):
+            ctx.save_for_backward(v)
+            return v * v
+
+        @staticmethod
+        def backward(ctx, g):
+            (v,) = ctx.saved_tensors
+            return 2 * v * g
+
+    a = np.array([0.5, -1.5, 2.0])
+    x = tg.tensor(a, requires_grad=True)
+    seen = []
+    mid = x * 3.0
+    mid.register_hook(lambda g: seen.append(np.array(g)))
+    loss = tnp.sum(Square.apply(x)) + tnp.sum(mid * x) + tnp.sum(x)
+    loss.backward()
+    np.testing.assert_allclose(x.grad, 2 * a + 6 * a + 1.0)
+    np.testing.assert_allclose(seen[0], a)
+    gx = tg.grad(lambda v: tnp.sum(Square.apply(v) * v))(a)
+    np.testing.assert_allclose(gx, 3 * a**2)

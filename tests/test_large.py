@@ -91,3 +91,66 @@ def _unbroadcast(v, shape):
     """Sum ``v`` over the axes broadcasting added or stretched to reach its shape."""
     v = v.sum(axis=tuple(range(v.ndim - len(shape))))
     return v.sum(axis=tuple(d for d, n in enumerate(shape) if n == 1), keepdims=True)
+
+
+# --- every elementwise row on large arrays: blocked, vector and parallel backward loops ----
+# The gradient tests of test_ops.py use a few elements (plain loops). Here each row runs
+# on N elements, once as the first writer of its inputs' gradient buffers (fresh: NaN
+# under the suite's poisoning, see conftest.py) and once adding to what another node
+# wrote; elementwise, the gradient at an element must match the same row on a small
+# slice through the plain loops.
+
+from tapegrad.ops import ROWS, Kind  # noqa: E402
+
+ELEMENTWISE_ROWS = [  # (polygamma's own cases give its integer order)
+    op
+    for op in ROWS
+    if op.kind in (Kind.UNARY, Kind.BINARY) and op.differentiable and op.bwd and op.cases is None
+]
+
+
+def _inputs(op, n):
+    from .optable_cases import Case, function
+
+    case = Case(op, "large", None, [(n,)] * (1 if op.kind is Kind.UNARY else 2))
+    return case.args(), function(tnp, op)
+
+
+@pytest.mark.parametrize("op", ELEMENTWISE_ROWS, ids=lambda op: op.name)
+@pytest.mark.parametrize("second", [False, True], ids=["fresh", "adding"])
+def test_large_elementwise_gradient_matches_small(op, second):
+    args, f = _inputs(op, N)
+    g = np.random.default_rng(5).standard_normal(N)
+    leaves = [tg.tensor(a, requires_grad=True) for a in args]
+    out = f(*leaves)
+    loss = tnp.sum(out * g)
+    if second:
+        loss = loss + sum(tnp.sum(leaf * 0.5) for leaf in leaves)
+    loss.backward()
+    k = 64  # the first elements, through the small (plain) loops
+    small = [tg.tensor(a[:k], requires_grad=True) for a in args]
+    tnp.sum(f(*small) * g[:k]).backward()
+    for leaf, s in zip(leaves, small, strict=True):
+        assert not np.isnan(leaf.grad).any()  # inside the row's domain: no NaN anywhere
+        want = s.grad + (0.5 if second else 0.0)
+        np.testing.assert_allclose(leaf.grad[:k], want, rtol=1e-13, atol=1e-13)
+
+
+def _shared(op):
+    d = op.domain if isinstance(op.domain[0], tuple) else (op.domain, op.domain)
+    return max(d[0][0], d[1][0]), min(d[0][1], d[1][1])
+
+
+@pytest.mark.parametrize(
+    "op",
+    [op for op in ELEMENTWISE_ROWS if op.kind is Kind.BINARY and _shared(op)[0] < _shared(op)[1]],
+    ids=lambda op: op.name,
+)
+def test_large_binary_with_one_tensor_as_both_operands(op):
+    _, f = _inputs(op, N)
+    a = np.random.default_rng(6).uniform(*_shared(op), N)
+    x = tg.tensor(a, requires_grad=True)
+    tnp.sum(f(x, x)).backward()
+    s = tg.tensor(a[:64], requires_grad=True)
+    tnp.sum(f(s, s)).backward()
+    np.testing.assert_allclose(x.grad[:64], s.grad, rtol=1e-13, atol=1e-13)

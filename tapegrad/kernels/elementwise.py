@@ -27,11 +27,13 @@ from .._jit import StaticRef, StaticRefType, jit, overload
 from ..layout import (
     N_MASK,
     OK,
+    fresh_bits,
     header,
     in_data,
     in_grad,
     in_shape,
     is_fresh,
+    node_in,
     nodes,
     out_data,
     out_grad,
@@ -238,11 +240,15 @@ def unary_bwd_parallel(op, g, x, out, gx, f):
 
 @jit(parallel=True)
 def binary_bwd_parallel(op, which, g, x, y, out, gv, f):
-    """Same-shape operands, all cores: ``which`` 0 accumulates dx into gv, 1 dy
-    (``f``: gv is fresh, store)."""
+    """Same-shape operands, all cores: ``which`` 0 accumulates dx into gv, 1 dy, 2 both
+    (x and y are one slot; ``f``: gv is fresh, store)."""
     if which == 0:
         for i in prange(g.size):
             put(gv, i, bwd2(op, 0, g[i], x[i], y[i], out[i]), f)
+    elif which == 2:
+        for i in prange(g.size):
+            v = bwd2(op, 0, g[i], x[i], y[i], out[i]) + bwd2(op, 1, g[i], x[i], y[i], out[i])
+            put(gv, i, v, f)
     else:
         for i in prange(g.size):
             put(gv, i, bwd2(op, 1, g[i], x[i], y[i], out[i]), f)
@@ -325,16 +331,28 @@ def binary_fwd_arrays(op, x, xshape, y, yshape, out, oshape, sc):
 
 
 @jit(inline="always")
-def binary_bwd_fast(op, mask, g, x, y, out, gx, gy):
+def binary_bwd_shared(op, g, x, out, gx, f):
+    """One slot as both operands (``x * x``): ``gx`` receives both formulas, summed, in
+    one pass (stored if fresh: the scheduler marks the first input's bit)."""
+    n = out.size
+    if n >= PARALLEL_MIN:
+        binary_bwd_parallel(op, 2, g, x, x, out, gx, f)
+        return
+    for i in range(n):
+        put(gx, i, bwd2(op, 0, g[i], x[i], x[i], out[i]) + bwd2(op, 1, g[i], x[i], x[i], out[i]), f)
+
+
+@jit(inline="always")
+def binary_bwd_fast(op, mask, fresh, g, x, y, out, gx, gy):
     """Same-shape and scalar operands; False if broadcasting is needed. Sums into a
     scalar operand are carried in float64 whatever the dtype. Fresh gradient buffers
-    (``mask``, see ``layout.FRESH_SHIFT``) are stored into: each of their elements
+    (``fresh``, see ``layout.N_FRESH``) are stored into: each of their elements
     receives exactly one value on these paths."""
     n = out.size
     want_x = (mask & 1) != 0
     want_y = (mask & 2) != 0
-    fx = is_fresh(mask, 0)
-    fy = is_fresh(mask, 1)
+    fx = is_fresh(fresh, 0)
+    fy = is_fresh(fresh, 1)
     if x.size == n and y.size == n:
         if n >= PARALLEL_MIN:
             if want_x:
@@ -457,7 +475,7 @@ def unary_bwd(op, dt, node, tp):
     x = in_data(h, node, 0, dt)
     out = out_data(h, node, 0, dt)
     gx = in_grad(h, node, 0, dt)
-    f = is_fresh(nodes(h)[N_MASK, node], 0)
+    f = is_fresh(fresh_bits(h, node), 0)
     if gx.size < SMALL:
         for i in range(gx.size):
             put(gx, i, bwd1(op, g[i], x[i], out[i]), f)
@@ -518,10 +536,13 @@ def binary_bwd(op, dt, node, tp):
     gy = in_grad(h, node, 1, dt) if mask & 2 else y
     g = out_grad(h, node, 0, dt)
     out = out_data(h, node, 0, dt)
-    if not binary_bwd_fast(op, mask, g, x, y, out, gx, gy):
+    fresh = fresh_bits(h, node)
+    if mask & 3 == 3 and node_in(h, node, 0) == node_in(h, node, 1):
+        binary_bwd_shared(op, g, x, out, gx, is_fresh(fresh, 0))
+    elif not binary_bwd_fast(op, mask, fresh, g, x, y, out, gx, gy):
         # a broadcast operand's elements receive several contributions: adds only
-        clear(gx, is_fresh(mask, 0))
-        clear(gy, is_fresh(mask, 1))
+        clear(gx, is_fresh(fresh, 0))
+        clear(gy, is_fresh(fresh, 1))
         binary_bwd_general(
             op,
             mask,

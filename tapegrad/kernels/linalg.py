@@ -16,8 +16,8 @@ from ..layout import (
     E_LINALG,
     H_DGEMM,
     H_SGEMM,
-    N_MASK,
     OK,
+    fresh_bits,
     header,
     in_data,
     in_grad,
@@ -25,7 +25,6 @@ from ..layout import (
     needs_grad,
     node_fp,
     node_ip,
-    nodes,
     out_data,
     out_grad,
 )
@@ -160,7 +159,7 @@ def matmul_bwd(dt, node, tp):
     mask = needs_grad(h, node, 0) | (needs_grad(h, node, 1) << 1)
     gx = in_grad(h, node, 0, dt) if mask & 1 else x
     gy = in_grad(h, node, 1, dt) if mask & 2 else y
-    fresh = nodes(h)[N_MASK, node]
+    fresh = fresh_bits(h, node)
     matmul_bwd_arrays(
         _blas(h, x),
         node_ip(h, node),

@@ -12,8 +12,8 @@ import numpy as np
 
 from .._jit import jit
 from ..layout import (
-    N_MASK,
     OK,
+    fresh_bits,
     header,
     in_data,
     in_grad,
@@ -21,7 +21,6 @@ from ..layout import (
     is_fresh,
     node_fp,
     node_ip,
-    nodes,
     out_data,
     out_grad,
     plan_arrays,
@@ -170,7 +169,7 @@ def sum_bwd(dt, node, tp):
         node_fp(h, node)[0],
         in_grad(h, node, 0, dt),
         scratch(h),
-        is_fresh(nodes(h)[N_MASK, node], 0),
+        is_fresh(fresh_bits(h, node), 0),
     )
     return OK
 
@@ -466,7 +465,7 @@ def log_softmax_bwd(dt, node, tp):
     """``gx += g - softmax * sum(g)`` along each line, the softmax being ``exp(out)``
     (each element once: a fresh gx is stored into)."""
     h = header(tp)
-    f = is_fresh(nodes(h)[N_MASK, node], 0)
+    f = is_fresh(fresh_bits(h, node), 0)
     g = out_grad(h, node, 0, dt)
     out = out_data(h, node, 0, dt)
     gx = in_grad(h, node, 0, dt)

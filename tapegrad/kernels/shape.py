@@ -21,10 +21,10 @@ import numpy as np
 
 from .._jit import jit
 from ..layout import (
-    FRESH_SHIFT,
     N_MASK,
     N_NIN,
     OK,
+    fresh_bits,
     header,
     in_data,
     in_grad,
@@ -52,7 +52,7 @@ def reshape_bwd(dt, node, tp):
     h = header(tp)
     g = out_grad(h, node, 0, dt)
     gx = in_grad(h, node, 0, dt)
-    f = is_fresh(nodes(h)[N_MASK, node], 0)
+    f = is_fresh(fresh_bits(h, node), 0)
     for i in range(gx.size):
         put(gx, i, g[i], f)
     return OK
@@ -133,7 +133,7 @@ def transpose_bwd(dt, node, tp):
         out_grad(h, node, 0, dt),
         scratch(h),
         True,
-        is_fresh(nodes(h)[N_MASK, node], 0),
+        is_fresh(fresh_bits(h, node), 0),
     )
     return OK
 
@@ -209,7 +209,7 @@ def cast_bwd(src, dst, node, tp):
     h = header(tp)
     g = out_grad(h, node, 0, dst)
     gx = in_grad(h, node, 0, src)
-    f = is_fresh(nodes(h)[N_MASK, node], 0)
+    f = is_fresh(fresh_bits(h, node), 0)
     for i in range(gx.size):
         put(gx, i, g[i], f)
     return OK
@@ -219,11 +219,13 @@ def cast_bwd(src, dst, node, tp):
 
 
 @jit
-def where_arrays(c, cshape, x, xshape, y, yshape, out, oshape, sc, g, gx, gy, mask, backward):
+def where_arrays(
+    c, cshape, x, xshape, y, yshape, out, oshape, sc, g, gx, gy, mask, backward, fresh=0
+):
     """Forward: ``out = where(c, x, y)`` with broadcasting. Backward (``g`` given):
     ``gx += g`` where c, ``gy += g`` elsewhere (mask bits 1 and 2: inputs x and y). A
-    fresh gx or gy (``mask``; only when it is not broadcast, so that each element is
-    visited once) gets g or 0 stored."""
+    fresh gx or gy (``fresh`` bits 1, 2; only when it is not broadcast, so that each
+    element is visited once) gets g or 0 stored."""
     n = out.size
     if n == 0:
         return
@@ -236,8 +238,8 @@ def where_arrays(c, cshape, x, xshape, y, yshape, out, oshape, sc, g, gx, gy, ma
         oa, ob, oc = w[2], w[3], w[4]
         base = r * inner
         if backward:
-            fx = is_fresh(mask, 1)
-            fy = is_fresh(mask, 2)
+            fx = is_fresh(fresh, 1)
+            fy = is_fresh(fresh, 2)
             for j in range(inner):
                 if c[ux(oa + j * ia)]:
                     if mask & 2:
@@ -286,12 +288,13 @@ def where_bwd(dt, node, tp):
     gx = in_grad(h, node, 1, dt) if mask & 2 else x
     gy = in_grad(h, node, 2, dt) if mask & 4 else y
     n = out_data(h, node, 0, dt).size
-    if is_fresh(mask, 1) and gx.size != n:  # broadcast: several values per element
+    fresh = fresh_bits(h, node)
+    if is_fresh(fresh, 1) and gx.size != n:  # broadcast: several values per element
         clear(gx, True)
-        mask &= ~(1 << (FRESH_SHIFT + 1))
-    if is_fresh(mask, 2) and gy.size != n:
+        fresh &= ~2
+    if is_fresh(fresh, 2) and gy.size != n:
         clear(gy, True)
-        mask &= ~(1 << (FRESH_SHIFT + 2))
+        fresh &= ~4
     where_arrays(
         in_data(h, node, 0, np.bool_),
         in_shape(h, node, 0),
@@ -307,6 +310,7 @@ def where_bwd(dt, node, tp):
         gy,
         mask,
         True,
+        fresh,
     )
     return OK
 

@@ -64,6 +64,19 @@ def erf_bwd(g, x, out):
     return g * SQRT_PI_INV2 * np.exp(-x * x)
 
 
+# Vector backward formulas of the Gaussian rows: the same expressions with the
+# vectorisable exp (kernels/vecmath.py), for |x| up to where the argument of exp stays
+# above -708 (beyond, a block takes the libm formulas, which underflow gradually). The
+# forwards stay the libm erf/erfc: a vectorised erf to an ulp is a libm of its own.
+ERF_VECTOR_RANGE = 26.0  # x^2 <= 676
+NDTR_VECTOR_RANGE = 37.0  # x^2 / 2 + log(2 pi) / 2 <= 685.4
+
+
+@jit
+def erf_bwd_vec(g, x, out):
+    return g * SQRT_PI_INV2 * vm.exp(-x * x)
+
+
 @jit
 def erfc_fwd(x):
     return math.erfc(x)
@@ -72,6 +85,11 @@ def erfc_fwd(x):
 @jit
 def erfc_bwd(g, x, out):
     return -g * SQRT_PI_INV2 * np.exp(-x * x)
+
+
+@jit
+def erfc_bwd_vec(g, x, out):
+    return -g * SQRT_PI_INV2 * vm.exp(-x * x)
 
 
 @jit
@@ -209,6 +227,11 @@ def ndtr_fwd(x):
 @jit
 def ndtr_bwd(g, x, out):
     return g * np.exp(-0.5 * x * x - LOG_SQRT_2PI)
+
+
+@jit
+def ndtr_bwd_vec(g, x, out):
+    return g * vm.exp(-0.5 * x * x - LOG_SQRT_2PI)
 
 
 @jit
@@ -1139,11 +1162,27 @@ LOGIT = Op(
 )
 
 
-ERF = Op("erf", Kind.UNARY, erf_fwd, erf_bwd, "error function", namespace="special")
+ERF = Op(
+    "erf",
+    Kind.UNARY,
+    erf_fwd,
+    erf_bwd,
+    "error function",
+    namespace="special",
+    vector=(erf_fwd, erf_bwd_vec),
+    vector_range=ERF_VECTOR_RANGE,
+)
 
 
 ERFC = Op(
-    "erfc", Kind.UNARY, erfc_fwd, erfc_bwd, "complementary error function", namespace="special"
+    "erfc",
+    Kind.UNARY,
+    erfc_fwd,
+    erfc_bwd,
+    "complementary error function",
+    namespace="special",
+    vector=(erfc_fwd, erfc_bwd_vec),
+    vector_range=ERF_VECTOR_RANGE,
 )
 
 
@@ -1215,6 +1254,8 @@ NDTR = Op(
     domain=(-6.0, 6.0),
     namespace="special",
     cuda=None,
+    vector=(ndtr_fwd, ndtr_bwd_vec),
+    vector_range=NDTR_VECTOR_RANGE,
 )
 LOG_NDTR = Op(
     "log_ndtr",
