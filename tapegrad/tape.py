@@ -178,6 +178,10 @@ THREAD_MIN = 1 << 18  # elements from which a NumPy forward is split across the 
 # passes nobody runs backward: the arena would grow without end), it is handed over to
 # those graphs at the next op instead of growing (see ``Tape.fix``).
 UNHELD_MIN = 64 << 20
+# Leaves' gradients of at least this many elements get arrays of their own in a
+# backward (``Tape.use_own_grads``); smaller ones are copied out of the arena. The test
+# suite sets TAPEGRAD_OWN_GRAD_MIN=1, so that every leaf goes through its own array.
+OWN_GRAD_MIN = int(os.environ.get("TAPEGRAD_OWN_GRAD_MIN", "4096"))
 
 
 def worker_count() -> int:
@@ -503,20 +507,21 @@ class Tape:
 
     # --- gradient buffers outside the arena ------------------------------------------
     def use_own_grads(self, slots: list[int]) -> None:
-        """For the next backward, the gradients of ``slots`` (leaves) are computed in
-        arrays of their own rather than in the arena (``S_XGRAD``): the array that
-        becomes ``.grad`` is the one the kernels wrote, not a copy of the arena (a
-        16 MB copy and its page faults per leaf of a 2e6 chain). Cleared by
+        """For the next backward, the gradients of ``slots`` (leaves) of at least
+        ``OWN_GRAD_MIN`` elements are computed in arrays of their own rather than in the
+        arena (``S_XGRAD``): the array that becomes ``.grad`` is the one the kernels
+        wrote, not a copy of the arena (a 16 MB copy and its page faults per leaf of a
+        2e6 chain; a small one is cheaper to copy than to set up). Cleared by
         :meth:`own_grads_done` when the backward ends, however it ends."""
-        own: dict[int, np.ndarray] = {}
+        own: dict[int, list] = {}
         sv = self.views["slot"]
-        base = S_XGRAD * self.h[H_SLOT_CAP]
+        cap = self.h[H_SLOT_CAP]
         for s in slots:
-            if s in own or self.slot_field(S_SIZE, s) == 0:
+            if sv[S_SIZE * cap + s] < OWN_GRAD_MIN or s in own:
                 continue
-            buf = np.empty(self.slot_shape(s), NP_DTYPES[self.slot_field(S_DTYPE, s)])
+            buf = np.empty(self.slot_shape(s), NP_DTYPES[sv[S_DTYPE * cap + s]])
             own[s] = [buf, False]  # (array, handed out by read_grad)
-            sv[base + s] = buf.ctypes.data
+            sv[S_XGRAD * cap + s] = buf.ctypes.data
         self.own_grads = (-1, own)
 
     def own_grads_done(self) -> None:
@@ -525,6 +530,9 @@ class Tape:
         each, through :meth:`read_grad` while ``H_GEN`` is this backward's."""
         gen, own = self.own_grads
         if gen != -1:
+            return
+        if not own:
+            self.own_grads = (0, own)
             return
         sv = self.views["slot"]
         base = S_XGRAD * self.h[H_SLOT_CAP]

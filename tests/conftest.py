@@ -3,6 +3,9 @@ import os
 # Fresh gradient buffers are filled with NaN: a backward kernel that reads one before
 # storing into it fails every gradient test it runs in (tapegrad/scheduler.py _prepare).
 os.environ.setdefault("TAPEGRAD_POISON_GRADIENTS", "1")
+# Every leaf's gradient is computed in an array of its own (tapegrad/tape.py
+# use_own_grads), not only large ones: the copy out of the arena is the old path.
+os.environ.setdefault("TAPEGRAD_OWN_GRAD_MIN", "1")
 
 from hypothesis import settings
 

@@ -324,7 +324,15 @@ def test_general_takes_numpy_scalars_as_params():
 # --- leaves' own gradient arrays (Tape.use_own_grads) -------------------------------------
 
 
-def test_leaf_gradient_arrays_are_never_written_after_a_backward():
+@pytest.fixture(params=[1, 10**9], ids=["own arrays", "copied out"])
+def own_grad_min(request, monkeypatch):
+    from tapegrad import tape as tape_module
+
+    monkeypatch.setattr(tape_module, "OWN_GRAD_MIN", request.param)
+    return request.param
+
+
+def test_leaf_gradient_arrays_are_never_written_after_a_backward(own_grad_min):
     """Kernels write a leaf's gradient into the array that becomes its ``.grad``. Once
     handed out, no later backward may touch it: not a second backward of a retained
     graph, not another step reusing the tape."""
@@ -351,7 +359,7 @@ def test_leaf_gradient_arrays_are_never_written_after_a_backward():
     assert not current_tape().arrays["slot"][S_XGRAD].any()  # no slot names an own array
 
 
-def test_leaf_gradient_arrays_with_python_nodes_hooks_and_fan_out():
+def test_leaf_gradient_arrays_with_python_nodes_hooks_and_fan_out(own_grad_min):
     """A custom function's Python backward adds into a leaf's own array (grad_view), a
     hook on an intermediate sees its gradient, a leaf used three times gets one sum."""
 

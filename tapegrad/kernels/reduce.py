@@ -93,6 +93,20 @@ def sum_contiguous(x):
     return acc
 
 
+# A reduced last axis at most this long (xyz coordinates, a few features) is summed by
+# one flat loop over the rows: per row, the strided walk and sum_contiguous's set-up
+# cost more than the three additions ((512, 512, 3) summed over the last axis: 1.6 ms
+# -> see the closing note of issue 24).
+SHORT_AXIS = 8
+
+
+@jit(inline="always")
+def _short_last_axis(nd, dims, sa, sb, inner, ia, ib):
+    """The plan reduces a short contiguous last axis into a contiguous output: rows of
+    ``inner`` elements, one output element each."""
+    return nd == 2 and inner <= SHORT_AXIS and ia == 1 and ib == 0 and sa[0] == inner and sb[0] == 1
+
+
 @jit
 def sum_fwd_arrays(x, xshape, axes, scale, out, sc):
     """``out = scale * sum(x, axes)``; a reduced inner axis is summed in float64."""
@@ -102,6 +116,13 @@ def sum_fwd_arrays(x, xshape, axes, scale, out, sc):
     if n == 0:
         return
     nd, dims, sa, sb, sz, inner, ia, ib = _reduce_rows(xshape, axes, sc)
+    if _short_last_axis(nd, dims, sa, sb, inner, ia, ib):
+        for i in range(dims[0]):
+            acc = 0.0
+            for j in range(inner):
+                acc += x[ux(i * inner + j)]
+            out[i] = scale * acc
+        return
     w = row_walk(nd, dims, sa, sb, sz, sc)
     for r in range(n // inner):
         w = next_row(w, r)
@@ -129,6 +150,12 @@ def sum_bwd_arrays(g, xshape, axes, scale, gx, sc, f):
     if n == 0:
         return
     nd, dims, sa, sb, sz, inner, ia, ib = _reduce_rows(xshape, axes, sc)
+    if _short_last_axis(nd, dims, sa, sb, inner, ia, ib):
+        for i in range(dims[0]):
+            v = scale * g[i]
+            for j in range(inner):
+                put(gx, ux(i * inner + j), v, f)
+        return
     w = row_walk(nd, dims, sa, sb, sz, sc)
     for r in range(n // inner):
         w = next_row(w, r)
