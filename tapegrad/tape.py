@@ -747,7 +747,14 @@ class Tape:
         used = sum(c.size - ALIGN for c in self.chunks[:-1]) + self.h[H_ARENA_TOP]
         if used < UNHELD_MIN:
             return False
-        held, _ = self._reach(self._live())
+        live = self._live()
+        if _VIEW_HOOKS is not None and _VIEW_HOOKS[0](live):
+            # views are taken again from their roots at a handover; with in-place
+            # writes through them (z = y[1:]; z += 1 in the loop) a hostile pass found
+            # the handed-over tapes holding each other for good: grow, as before, and
+            # let the next backward rewind
+            return False
+        held, _ = self._reach(live)
         return 2 * held < used
 
     def _reach(self, live: list) -> tuple[int, np.ndarray]:

@@ -557,3 +557,17 @@ def test_einsum_scalar_operands(spec):
         tnp.einsum(spec, *[tg.tensor(o) for o in ops]).numpy(), np.einsum(spec, *ops), rtol=1e-13
     )
     check_grads(lambda *a: tnp.sum(tnp.einsum(spec, *a) ** 2), ops, order=2)
+
+
+@pytest.mark.parametrize(
+    ("xs", "ys"),
+    [((0, 3, 4), (4, 2)), ((3, 4), (0, 4, 2)), ((1, 2, 3), (0, 3, 4)), ((4,), (0, 4, 2))],
+)
+def test_matmul_with_an_empty_batch_gives_zero_gradients(xs, ys):
+    """An empty batch contributes nothing: the broadcast operand's gradient is zeros
+    (its buffer was left as it was, a hostile pass found, once buffers went fresh)."""
+    x = tg.tensor(np.ones(xs), requires_grad=True)
+    y = tg.tensor(np.ones(ys), requires_grad=True)
+    tnp.sum(x @ y).backward()
+    np.testing.assert_array_equal(x.grad, np.zeros(xs))
+    np.testing.assert_array_equal(y.grad, np.zeros(ys))

@@ -215,3 +215,27 @@ def test_soak_50000_steps_mixing_eager_replay_held_graphs_and_threads():
     assert max(samples) - samples[0] < 40, samples  # MB
     metrics[-1].backward()  # held graphs stay usable
     assert w1.grad is not None
+
+
+def test_forward_loop_with_in_place_writes_through_views_is_released():
+    """Views written in place in a forward loop without backward (a hostile pass): the
+    tape grows while the loop runs (no handover with views around), and the next step
+    with a backward gives all of it back: one tape, no handed-over ones kept."""
+    _in_new_thread(_view_loop)
+
+
+def _view_loop() -> None:
+    from tapegrad import tape as tape_module
+
+    x = tg.tensor(np.random.default_rng(0).standard_normal(400_000), requires_grad=True)
+    for _ in range(12):
+        y = x * 2.0
+        z = y[1:]
+        z += 1.0
+    del y, z
+    for _ in range(2):
+        tnp.sum(tnp.exp(x * 0.5)).backward()
+        x.grad = None
+    tnp.sum(x * 1.0)  # the first op after the backward rewinds
+    assert getattr(tape_module._tls, "handed", []) == []
+    assert len(current_tape().chunks) == 1

@@ -117,12 +117,13 @@ def matmul_fwd_arrays(fn, ip, x, y, out):
 def matmul_bwd_arrays(fn, ip, mask, g, x, y, gx, gy, fx, fy):
     """``gx += g @ y.T``, ``gy += x.T @ g`` per batch; a fresh gx / gy (``fx``, ``fy``)
     of a single product is stored into (beta 0: BLAS does not read it), and zeroed
-    first when a broadcast batch adds several products into it."""
+    first when a broadcast batch adds several products into it, or none (an empty
+    batch: the broadcast operand's gradient is zero)."""
     nb, m, k, n = ip[0], ip[1], ip[2], ip[3]
     count = batch_count(nb, ip)
     bx = 0.0 if fx and count == 1 else 1.0
     by = 0.0 if fy and count == 1 else 1.0
-    if count > 1:
+    if count != 1:
         if fx:
             gx[:] = 0
         if fy:
