@@ -104,13 +104,16 @@ def cast_sig(src: int, dst: int) -> int:
     H_REQ,  # address of the request buffer (int64; floats stored as float64 bits)
     H_REQ_CAP,
     H_POISON,  # 1: a gradient buffer a kernel will overwrite is first filled with NaN (tests)
+    H_LAZY,  # 1: this backward makes buffers ready node by node (scheduler._prepare)
+    H_NXGRAD,  # buffers outside the arena (S_XGRAD) this backward uses
+    H_LAZY_BYTES,  # below this many gradient bytes per live node, zero the arena at once
     H_LEN,
-) = range(54)
+) = range(57)
 OPF_UFUNC = 1  # the op's forward is exactly a NumPy ufunc of the same name
 # ... and its kernel is as fast as that ufunc's loop (plain arithmetic): NumPy computes
 # it only to split a large same-shape result across threads
 OPF_THREADS_ONLY = 2
-# The op's backward kernel honours the node's *fresh* bits (N_FRESH):
+# The op's backward kernel honours the node's *fresh* bits (FRESH_SHIFT):
 # it stores into a fresh gradient buffer instead of adding to it, so the scheduler
 # need not zero that buffer first
 OPF_ASSIGNS = 4
@@ -132,12 +135,15 @@ DEFERRED = 1 << 40  # added to a slot id: "recorded, forward left to NumPy's ufu
     N_NFP,
     N_FLAGS,
     N_MASK,
-    # the *fresh* bits the scheduler sets just before the node's backward runs: bit i
-    # says input i's gradient buffer holds nothing yet (not even zeros), and the kernel
-    # (of an OPF_ASSIGNS op) must store every element of it, not add
-    N_FRESH,
     N_FIELDS,
-) = range(13)
+) = range(12)
+# N_MASK holds the needs-input-grad bits (bit i: input i) and, from FRESH_SHIFT up, the
+# *fresh* bits the scheduler sets just before the node's backward runs: bit
+# FRESH_SHIFT + i says input i's gradient buffer holds nothing yet (not even zeros), and
+# the kernel (of an OPF_ASSIGNS op) must store every element of it, not add. Nodes with
+# more inputs than FRESH_SHIFT get no fresh bits (their mask bits go up there). One word:
+# the kernels that read the mask get the fresh bits with it (a load less per node).
+FRESH_SHIFT = 32
 NODE_FREED = 1  # saved values released by a backward without retain_graph
 NODE_LIVE = 2  # scheduler scratch: on a path from a requires-grad leaf to the root
 
@@ -334,17 +340,11 @@ def slot_data(h, s, dt):
 
 
 @jit
-def grad_address(h, s):
-    """Address of slot ``s``'s gradient buffer: in the arena, or outside (``S_XGRAD``)."""
-    S = slots(h)
-    x = S[S_XGRAD, s]
-    return x if x != 0 else h[H_GRAD] + S[S_GRAD, s]
-
-
-@jit
 def slot_grad(h, s, dt):
-    """Flat view of slot ``s``'s gradient buffer as dtype ``dt``."""
-    return carray(as_pointer(grad_address(h, s), dt), slots(h)[S_SIZE, s])
+    """Flat view of slot ``s``'s gradient buffer as dtype ``dt`` (a buffer outside the
+    arena, ``S_XGRAD``, has its offset from the arena in ``S_GRAD`` for the backward)."""
+    S = slots(h)
+    return carray(as_pointer(h[H_GRAD] + S[S_GRAD, s], dt), S[S_SIZE, s])
 
 
 @jit
@@ -392,14 +392,14 @@ def needs_grad(h, node, i):
 
 @jit(inline="always")
 def fresh_bits(h, node):
-    """The node's fresh bits (``N_FRESH``) for the backward about to run it."""
-    return nodes(h)[N_FRESH, node]
+    """The node's fresh bits for the backward about to run it (see ``FRESH_SHIFT``)."""
+    return nodes(h)[N_MASK, node] >> FRESH_SHIFT
 
 
 @jit(inline="always")
 def is_fresh(bits, i):
     """Whether fresh bits ``bits`` mark input ``i``'s gradient buffer fresh (see
-    ``N_FRESH``): the kernel must store into it rather than add."""
+    ``FRESH_SHIFT``): the kernel must store into it rather than add."""
     return ((bits >> i) & 1) != 0
 
 

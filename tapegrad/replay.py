@@ -36,6 +36,7 @@ from .layout import (
     E_GUARD,
     FWD,
     H_ERR_A,
+    H_LAZY,
     H_LO,
     H_SELF,
     H_STAT_CALLBACKS,
@@ -51,7 +52,7 @@ from .layout import (
     nodes,
     slots,
 )
-from .scheduler import run_backward, seed_gradients, zero_arena
+from .scheduler import run_backward, seed_gradients
 
 
 @jit
@@ -160,10 +161,11 @@ def run_plan(h, fwd, bwd, root, want_grad, G, expect):
         return OK
     h[H_STAT_NODES] = 0
     h[H_STAT_CALLBACKS] = 0
-    # The plan runs the nodes the first replay ran, with the masks (fresh bits included)
-    # that run left in the node table: a fresh buffer's kernel stores, every other
-    # buffer must read as zeros, as the scheduler would have made it node by node.
-    zero_arena(h)
+    # The plan runs the nodes the first replay ran, with the fresh bits that run left in
+    # the node table: a fresh buffer's kernel stores, every other buffer must read as
+    # zeros, as the scheduler would have made it node by node: the seed zeroes the
+    # whole arena first (H_LAZY 0).
+    h[H_LAZY] = 0
     seed_gradients(h, root, -1)
     for i in range(bwd.shape[1]):
         st = call_kernel(bwd[1, i], bwd[0, i], me)

@@ -15,8 +15,10 @@
    before a node runs, each gradient buffer it touches that holds nothing yet is
    either zeroed or, when this node is the buffer's first writer and its kernel can
    store rather than add (``OPF_ASSIGNS``), marked *fresh* in the node's mask
-   (``N_FRESH``): most buffers are written once, and the memset pass over them all
-   (half the backward of a long elementwise chain) is gone.
+   (``FRESH_SHIFT``): most buffers are written once, and the memset pass over them all
+   (half the backward of a long elementwise chain) is gone. Where the buffers are
+   small (under ``H_LAZY_BYTES``, 64, a live node), one memset of the arena is the
+   cheaper, and that backward does it instead (``H_LAZY`` 0).
 4. **validate** -- before a kernel runs, the gradient buffers it will touch are checked
    against their slots' metadata (dtype of the kernel's signature, size), so a kernel
    can never write a gradient of the wrong dtype or extent; the node is named if not.
@@ -41,6 +43,7 @@ from .layout import (
     E_NO_KERNEL,
     E_NONFINITE,
     E_VERSION,
+    FRESH_SHIFT,
     H_ANOMALY,
     H_ERR_A,
     H_ERR_B,
@@ -53,8 +56,11 @@ from .layout import (
     H_HOOKS,
     H_INPLACE,
     H_KTAB_OPS,
+    H_LAZY,
+    H_LAZY_BYTES,
     H_LO,
     H_NEED,
+    H_NXGRAD,
     H_OPFLAGS,
     H_POISON,
     H_SAVED,
@@ -65,7 +71,6 @@ from .layout import (
     ITEMSIZE,
     N_DTYPES,
     N_FLAGS,
-    N_FRESH,
     N_LINK,
     N_MASK,
     N_NIN,
@@ -92,7 +97,6 @@ from .layout import (
     SLOT_GRAD_SET,
     SLOT_HOOK,
     SLOT_RG,
-    grad_address,
     is_float,
     ktable,
     links,
@@ -119,7 +123,11 @@ def _want(h, s, gen, total):
     S = slots(h)
     if S[S_GEN, s] != gen and S[S_XGRAD, s] != 0:  # a leaf's own array (engine)
         S[S_GEN, s] = gen
+        # as an offset from the arena, so that kernels need no test (the arena does not
+        # move during a backward: a bigger one means running it again from the start)
+        S[S_GRAD, s] = S[S_XGRAD, s] - h[H_GRAD]
         S[S_FLAGS, s] &= ~SLOT_GRAD_SET
+        h[H_NXGRAD] += 1
     elif S[S_GEN, s] != gen:
         nbytes = S[S_SIZE, s] * ITEMSIZE[S[S_DTYPE, s]]
         total = place(total, nbytes)
@@ -189,6 +197,7 @@ def _prune(h, start, gen, total):
                     h[H_ERR_D] = S[S_VERSION, s]
                     return E_VERSION, lo, total
         N[N_FLAGS, k] |= NODE_LIVE
+        h[H_LAZY] += 1  # counts the live nodes here; run_backward then decides
         N[N_MASK, k] = mask
         # a compiled custom function gets a buffer for every float input (its kernel may
         # write them all); the mask still says which are wanted
@@ -246,6 +255,8 @@ def run_backward(h, root, seed, retain):
     h[H_STAT_NODES] = 0
     h[H_STAT_CALLBACKS] = 0
     start = S[S_NODE, root]  # -1 for a leaf: nothing to run
+    h[H_LAZY] = 0
+    h[H_NXGRAD] = 0
     total = _want(h, root, gen, 0)
     st, lo, total = _prune(h, start, gen, total)
     if st != OK:
@@ -255,12 +266,17 @@ def run_backward(h, root, seed, retain):
         return E_GRAD_SPACE
     h[H_GRAD_USED] = total
     h[H_LO] = lo
+    # Small buffers (a scalar recurrence: 10,000 nodes, a few bytes each): one memset of
+    # the arena costs less than making buffers ready node by node (~3 ns a node), so
+    # that pass zeroes everything and the nodes add (no fresh bits). Buffers outside
+    # the arena (leaves' own arrays) always go node by node.
+    h[H_LAZY] = int(h[H_NXGRAD] > 0 or total >= h[H_LAZY_BYTES] * h[H_LAZY])
     return _seed_and_run(h, root, seed, start, retain)
 
 
 @jit
 def zero_arena(h):
-    """Zero the whole gradient arena (a replay's plan, which does not track buffers)."""
+    """Zero the whole gradient arena (small buffers, or a replay's plan)."""
     carray(as_pointer(h[H_GRAD], np.uint8), h[H_GRAD_USED])[:] = 0
 
 
@@ -276,7 +292,7 @@ def _fill(h, s, poison):
         slot_grad(h, s, np.float32)[:] = np.nan
     else:
         nbytes = S[S_SIZE, s] * ITEMSIZE[S[S_DTYPE, s]]
-        carray(as_pointer(grad_address(h, s), np.uint8), nbytes)[:] = 0
+        carray(as_pointer(h[H_GRAD] + S[S_GRAD, s], np.uint8), nbytes)[:] = 0
 
 
 @jit
@@ -295,7 +311,7 @@ def _prepare(h, k, gen):
     an input's buffer that holds nothing yet is zeroed, or, when the op's kernel stores
     into fresh buffers (``OPF_ASSIGNS``) and the slot is this input only (or the kernel
     sums a slot passed twice in one pass, ``OPF_SHARED``: the first input's bit
-    speaks for it), marked fresh in the node's ``N_FRESH`` bits. Every such
+    speaks for it), marked fresh in the node's mask (``FRESH_SHIFT``). Every such
     buffer then counts as written."""
     N = nodes(h)
     S = slots(h)
@@ -308,13 +324,16 @@ def _prepare(h, k, gen):
     flags = carray(as_pointer(h[H_OPFLAGS], np.int64), h[H_KTAB_OPS])[op]
     assigns = flags & OPF_ASSIGNS
     shared = flags & OPF_SHARED
+    fresh = 0
+    narrow = nin <= FRESH_SHIFT  # a wider node's mask bits reach the fresh bits' place
+    if shared and nin == 2 and mask == 3 and L[0, base] == L[0, base + 1]:
+        fresh = 4  # one slot as both operands: the kernel sums both formulas in one pass
     poison = h[H_POISON] != 0
     for j in range(N[N_NOUT, k]):
         s = L[0, base + nin + j]
         if S[S_GEN, s] == gen and not S[S_FLAGS, s] & SLOT_GRAD_SET:
             _fill(h, s, False)
             S[S_FLAGS, s] |= SLOT_GRAD_SET
-    fresh = 0
     for i in range(nin):
         s = L[0, base + i]
         if S[S_GEN, s] != gen or S[S_FLAGS, s] & SLOT_GRAD_SET:
@@ -322,25 +341,29 @@ def _prepare(h, k, gen):
         wanted = (mask >> i) & 1
         if not wanted and not every:
             continue  # not this node's to write
-        if wanted and assigns and i < 63 and (shared or _once(L, base, nin, i, s)):
+        if wanted and assigns and narrow and (shared or _once(L, base, nin, i, s)):
             fresh |= 1 << i
             if poison:
                 _fill(h, s, True)
         else:
             _fill(h, s, False)
         S[S_FLAGS, s] |= SLOT_GRAD_SET
-    N[N_FRESH, k] = fresh
+    if fresh:
+        N[N_MASK, k] = mask | (fresh << FRESH_SHIFT)
 
 
 @jit
 def seed_gradients(h, root, seed):
     """Put the cotangent of ``root`` in its buffer (a copy of slot ``seed``, or ones);
-    the other buffers are made ready node by node (:func:`_prepare`)."""
+    the other buffers are made ready node by node (:func:`_prepare`), or zeroed here
+    first (``H_LAZY`` 0)."""
     S = slots(h)
+    if h[H_LAZY] == 0:
+        zero_arena(h)
     S[S_FLAGS, root] |= SLOT_GRAD_SET
     nbytes = S[S_SIZE, root] * ITEMSIZE[S[S_DTYPE, root]]
     if seed >= 0:
-        groot = carray(as_pointer(grad_address(h, root), np.uint8), nbytes)
+        groot = carray(as_pointer(h[H_GRAD] + S[S_GRAD, root], np.uint8), nbytes)
         src = carray(as_pointer(S[S_ADDR, seed], np.uint8), nbytes)
         # a loop, not groot[:] = src: numba's slice assignment checks for overlap and
         # copies through a temporary (512 KB: 170 us instead of 20)
@@ -410,7 +433,7 @@ def resume(h, k0, retain, hooks_done):
     for k in range(k0, h[H_LO] - 1, -1):
         if not N[N_FLAGS, k] & NODE_LIVE:
             continue
-        if not (hooks_done and k == k0):  # else prepared before its hooks ran
+        if h[H_LAZY] != 0 and not (hooks_done and k == k0):  # else done before its hooks
             _prepare(h, k, gen)
         if h[H_HOOKS] != 0 and not (hooks_done and k == k0) and _hooked_outputs(h, k, gen):
             h[H_ERR_A] = k

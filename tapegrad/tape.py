@@ -69,6 +69,7 @@ from .layout import (
     H_IP_CAP,
     H_KTAB,
     H_KTAB_OPS,
+    H_LAZY_BYTES,
     H_LEN,
     H_LINK,
     H_LINK_CAP,
@@ -172,6 +173,10 @@ NUMPY_MIN = 16384
 # lets a kernel store into without zeroing it first is filled with NaN instead, so that
 # a kernel that reads such a buffer before writing every element shows up as NaN
 POISON_GRADIENTS = os.environ.get("TAPEGRAD_POISON_GRADIENTS", "") == "1"
+# Below this many gradient bytes per live node a backward zeroes its whole arena at once
+# instead of making buffers ready node by node (scheduler.run_backward). The test suite
+# sets TAPEGRAD_LAZY_BYTES=0, so that its small graphs take the node-by-node path too.
+LAZY_BYTES = int(os.environ.get("TAPEGRAD_LAZY_BYTES", "64"))
 THREAD_MIN = 1 << 18  # elements from which a NumPy forward is split across the cores
 # An eager tape whose arena is full, holds at least this many bytes and cannot rewind
 # checks whether the graphs still held need half of it; if not (a loop of forward
@@ -275,6 +280,7 @@ class Tape:
         self.h[H_OPFLAGS] = dispatch.op_flags().ctypes.data
         self.h[H_NUMPY_MIN] = NUMPY_MIN
         self.h[H_POISON] = int(POISON_GRADIENTS)
+        self.h[H_LAZY_BYTES] = LAZY_BYTES
         self.h[H_THREAD_MIN] = THREAD_MIN if worker_count() > 1 else 0
         self.chunks: list[np.ndarray] = []
         # the arena's usable bytes (each chunk has ALIGN bytes of padding); after a

@@ -6,6 +6,8 @@ os.environ.setdefault("TAPEGRAD_POISON_GRADIENTS", "1")
 # Every leaf's gradient is computed in an array of its own (tapegrad/tape.py
 # use_own_grads), not only large ones: the copy out of the arena is the old path.
 os.environ.setdefault("TAPEGRAD_OWN_GRAD_MIN", "1")
+# Small graphs too make gradient buffers ready node by node (not one memset up front).
+os.environ.setdefault("TAPEGRAD_LAZY_BYTES", "0")
 
 from hypothesis import settings
 

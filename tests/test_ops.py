@@ -72,9 +72,23 @@ def test_not_differentiable(case):
 # the op (so its backward runs first and the op's kernel adds) and before it.
 
 
+@pytest.fixture(params=["node by node", "zeroed up front"])
+def zeroing(request):
+    """The two ways a backward readies its buffers (tapegrad/scheduler.py): the suite
+    runs node by node (TAPEGRAD_LAZY_BYTES=0); small graphs normally zero up front."""
+    from tapegrad.layout import H_LAZY_BYTES
+    from tapegrad.tape import current_tape
+
+    h = current_tape().h
+    old = h[H_LAZY_BYTES]
+    h[H_LAZY_BYTES] = 0 if request.param == "node by node" else 1 << 40
+    yield request.param
+    h[H_LAZY_BYTES] = old
+
+
 @pytest.mark.parametrize("case", DIFFERENTIABLE, ids=lambda c: c.id)
 @pytest.mark.parametrize("order", ["other term first", "op first"])
-def test_gradient_with_a_second_use_of_each_input(case, order):
+def test_gradient_with_a_second_use_of_each_input(case, order, zeroing):
     args = case.args()
     rng = np.random.default_rng(2)
     weights = [rng.standard_normal(a.shape) for a in args]
@@ -116,9 +130,9 @@ SAME_SHAPE_BINARY = [
 
 
 @pytest.mark.parametrize("case", SAME_SHAPE_BINARY, ids=lambda c: c.id)
-def test_gradient_with_one_tensor_as_both_operands(case):
-    """``f(x, x)``: the slot is both inputs, so its buffer is zeroed, never fresh (the
-    second formula adds to what the first stored)."""
+def test_gradient_with_one_tensor_as_both_operands(case, zeroing):
+    """``f(x, x)``: the slot is both inputs; node by node, the kernel sums both formulas
+    into the (maybe fresh) buffer in one pass."""
     x = np.random.default_rng(4).uniform(*_shared_domain(case), (3, 4))
     check_grads(lambda x: case.f(tnp, x, x), [x], **case.check)
 
@@ -134,7 +148,7 @@ def test_gradient_with_one_tensor_as_both_operands(case):
     ],
     ids=["where x, 2x", "where x, x", "x @ x", "batched x @ x", "x.T * x"],
 )
-def test_gradient_of_array_ops_reading_one_slot_twice(f, shape):
+def test_gradient_of_array_ops_reading_one_slot_twice(f, shape, zeroing):
     check_grads(f, [np.random.default_rng(3).uniform(0.1, 1.0, shape)])
 
 

@@ -25,6 +25,7 @@ from numba import prange, types
 
 from .._jit import StaticRef, StaticRefType, jit, overload
 from ..layout import (
+    FRESH_SHIFT,
     N_MASK,
     OK,
     fresh_bits,
@@ -33,7 +34,6 @@ from ..layout import (
     in_grad,
     in_shape,
     is_fresh,
-    node_in,
     nodes,
     out_data,
     out_grad,
@@ -346,7 +346,7 @@ def binary_bwd_shared(op, g, x, out, gx, f):
 def binary_bwd_fast(op, mask, fresh, g, x, y, out, gx, gy):
     """Same-shape and scalar operands; False if broadcasting is needed. Sums into a
     scalar operand are carried in float64 whatever the dtype. Fresh gradient buffers
-    (``fresh``, see ``layout.N_FRESH``) are stored into: each of their elements
+    (``fresh``, see ``layout.FRESH_SHIFT``) are stored into: each of their elements
     receives exactly one value on these paths."""
     n = out.size
     want_x = (mask & 1) != 0
@@ -536,8 +536,8 @@ def binary_bwd(op, dt, node, tp):
     gy = in_grad(h, node, 1, dt) if mask & 2 else y
     g = out_grad(h, node, 0, dt)
     out = out_data(h, node, 0, dt)
-    fresh = fresh_bits(h, node)
-    if mask & 3 == 3 and node_in(h, node, 0) == node_in(h, node, 1):
+    fresh = mask >> FRESH_SHIFT
+    if fresh & 4:  # one slot as both operands (the scheduler's mark)
         binary_bwd_shared(op, g, x, out, gx, is_fresh(fresh, 0))
     elif not binary_bwd_fast(op, mask, fresh, g, x, y, out, gx, gy):
         # a broadcast operand's elements receive several contributions: adds only

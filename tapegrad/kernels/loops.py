@@ -196,7 +196,7 @@ def ux(i):
 @jit(inline="always")
 def put(a, i, v, fresh):
     """``a[i] += v``, or ``a[i] = v`` into a fresh gradient buffer (one that holds no
-    value yet: the scheduler skipped zeroing it, see ``layout.N_FRESH``). ``fresh``
+    value yet: the scheduler skipped zeroing it, see ``layout.FRESH_SHIFT``). ``fresh``
     is loop-invariant; the select costs nothing measurable (LLVM unswitches or
     vectorises it), and storing saves the memset pass over the buffer."""
     if fresh:

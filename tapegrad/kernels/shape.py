@@ -21,6 +21,7 @@ import numpy as np
 
 from .._jit import jit
 from ..layout import (
+    FRESH_SHIFT,
     N_MASK,
     N_NIN,
     OK,
@@ -288,7 +289,7 @@ def where_bwd(dt, node, tp):
     gx = in_grad(h, node, 1, dt) if mask & 2 else x
     gy = in_grad(h, node, 2, dt) if mask & 4 else y
     n = out_data(h, node, 0, dt).size
-    fresh = fresh_bits(h, node)
+    fresh = mask >> FRESH_SHIFT
     if is_fresh(fresh, 1) and gx.size != n:  # broadcast: several values per element
         clear(gx, True)
         fresh &= ~2

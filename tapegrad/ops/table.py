@@ -127,7 +127,7 @@ class Op:
         in the ``numpy.linalg.LinAlgError`` the front end raises.
     assigns
         The backward kernel stores into an input gradient buffer the scheduler marks
-        fresh (``layout.N_FRESH``) instead of adding to it, so that buffer need
+        fresh (``layout.FRESH_SHIFT``) instead of adding to it, so that buffer need
         not be zeroed first. Every element of a fresh buffer must then be written
         (zeros where the op contributes nothing). Unary and binary rows have it (their
         adapters handle it); array rows opt in where the kernel was written for it.
