@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import linecache
-import math
 import os
 import sys
 import threading
@@ -46,7 +45,6 @@ from .layout import (
     H_ERR_C,
     H_ERR_D,
     H_GEN,
-    H_GRAD,
     H_HOOKS,
     H_STAT_CALLBACKS,
     H_STAT_NODES,
@@ -57,7 +55,6 @@ from .layout import (
     S_DTYPE,
     S_FLAGS,
     S_GEN,
-    S_GRAD,
     S_NODE,
     SLOT_CONST,
     SLOT_HOOK,
@@ -601,15 +598,9 @@ def backward_stats() -> dict[str, int]:
 
 
 def grad_view(tape: Tape, slot: int) -> np.ndarray:
-    """A writable view of ``slot``'s gradient buffer in the running backward."""
-    own = tape._own_grad(slot)
-    if own is not None:  # a leaf's own gradient array (Tape.use_own_grads)
-        return own[0]
-    dt = NP_DTYPES[tape.slot_field(S_DTYPE, slot)]
-    shape = tape.slot_shape(slot)
-    start = tape.h[H_GRAD] - tape.grad_buf.ctypes.data + tape.slot_field(S_GRAD, slot)
-    n = math.prod(shape) * dt.itemsize
-    return tape.grad_buf[start : start + n].view(dt).reshape(shape)
+    """A writable view of ``slot``'s gradient buffer in the running backward (callers
+    ask only for slots that have one: ``Tape.grad_view`` is None otherwise)."""
+    return tape.grad_view(slot)
 
 
 def _has_grad(tape: Tape, slot: int) -> bool:
