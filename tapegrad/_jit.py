@@ -459,8 +459,9 @@ def blas_gemm(
 ) -> None:
     """Row-major ``C = alpha * op(A) @ op(B) + beta * C`` through a Fortran ``?gemm``.
 
-    ``fn`` is the address of SciPy's ``cython_blas`` ``dgemm``/``sgemm`` (matching the
-    dtype of ``a``, ``b``, ``c``); ``ta``/``tb`` are 0 or 1 (transpose). ``a``, ``b``,
+    ``fn`` is the address of a Fortran ``dgemm``/``sgemm`` (matching the dtype of
+    ``a``, ``b``, ``c``; negated for 64-bit integer arguments, see
+    :func:`blas_addresses`); ``ta``/``tb`` are 0 or 1 (transpose). ``a``, ``b``,
     ``c`` are 1-D arrays whose first element is the matrix origin. Calling BLAS
     directly (rather than ``np.dot``) lets backward kernels accumulate in place
     (``beta = 1``) without a temporary.
@@ -480,7 +481,7 @@ def _gemm(typingctx, fn, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
 
     def codegen(context, builder, sig, args):
         fn_, ta_, tb_, m_, n_, k_, alpha_, a_, lda_, b_, ldb_, beta_, c_, ldc_ = args
-        i8, i32 = ir.IntType(8), ir.IntType(32)
+        i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
         flt = context.get_value_type(dtype)
         fptr = flt.as_pointer()
 
@@ -494,11 +495,6 @@ def _gemm(typingctx, fn, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
             builder.store(val, slot)
             return slot
 
-        def int32(v):
-            slot = builder.alloca(i32)
-            builder.store(builder.trunc(v, i32), slot)
-            return slot
-
         def real(v, vty):
             slot = builder.alloca(flt)
             builder.store(context.cast(builder, v, vty, dtype), slot)
@@ -508,33 +504,46 @@ def _gemm(typingctx, fn, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
             arr = context.make_array(aryty)(context, builder, ary)
             return builder.bitcast(arr.data, fptr)
 
-        # Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the
-        # operands and the m/n roles, keep each operand's own transpose flag.
-        fnty = ir.FunctionType(
-            ir.VoidType(),
-            [i8.as_pointer(), i8.as_pointer()]
-            + [i32.as_pointer()] * 3
-            + [fptr, fptr, i32.as_pointer(), fptr, i32.as_pointer(), fptr, fptr, i32.as_pointer()],
-        )
-        callee = builder.inttoptr(fn_, fnty.as_pointer())
-        builder.call(
-            callee,
-            [
-                chars(tb_),
-                chars(ta_),
-                int32(n_),
-                int32(m_),
-                int32(k_),
-                real(alpha_, sig.args[6]),
-                data(b_, sig.args[9]),
-                int32(ldb_),
-                data(a_, sig.args[7]),
-                int32(lda_),
-                real(beta_, sig.args[11]),
-                data(c_, sig.args[12]),
-                int32(ldc_),
-            ],
-        )
+        def call(addr, ity):
+            """The Fortran call with integers of type ``ity`` (passed by reference)."""
+
+            def integer(v):
+                slot = builder.alloca(ity)
+                builder.store(builder.trunc(v, ity) if ity.width < 64 else v, slot)
+                return slot
+
+            ip = ity.as_pointer()
+            # (transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+            args = [i8.as_pointer()] * 2 + [ip] * 3 + [fptr, fptr, ip, fptr, ip, fptr, fptr, ip]
+            fnty = ir.FunctionType(ir.VoidType(), args)
+            # Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap
+            # the operands and the m/n roles, keep each operand's own transpose flag.
+            builder.call(
+                builder.inttoptr(addr, fnty.as_pointer()),
+                [
+                    chars(tb_),
+                    chars(ta_),
+                    integer(n_),
+                    integer(m_),
+                    integer(k_),
+                    real(alpha_, sig.args[6]),
+                    data(b_, sig.args[9]),
+                    integer(ldb_),
+                    data(a_, sig.args[7]),
+                    integer(lda_),
+                    real(beta_, sig.args[11]),
+                    data(c_, sig.args[12]),
+                    integer(ldc_),
+                ],
+            )
+
+        # a negative address is an ILP64 BLAS (64-bit integers, see blas_addresses)
+        wide = builder.icmp_signed("<", fn_, ir.Constant(i64, 0))
+        with builder.if_else(wide) as (ilp64, lp64):
+            with ilp64:
+                call(builder.neg(fn_), i64)
+            with lp64:
+                call(fn_, i32)
         return context.get_dummy_value()
 
     return types.void(*[fn, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc]), codegen
@@ -548,14 +557,55 @@ def _blas_gemm_ol(fn, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     return impl
 
 
-def blas_addresses() -> tuple[int, int]:
-    """Addresses of SciPy's ``dgemm`` and ``sgemm`` (imports SciPy on first call)."""
-    from numba.extending import get_cython_function_address
+# The BLAS of NumPy's wheels: OpenBLAS built for 64-bit integers, its symbols renamed
+# (scipy-openblas64). SciPy's wheels bundle another copy (32-bit integers).
+NUMPY_GEMM = ("scipy_dgemm_64_", "scipy_sgemm_64_")
 
-    return (
-        get_cython_function_address("scipy.linalg.cython_blas", "dgemm"),
-        get_cython_function_address("scipy.linalg.cython_blas", "sgemm"),
-    )
+
+def _numpy_blas() -> tuple[int, int] | None:
+    """Addresses of ``dgemm``/``sgemm`` in the BLAS NumPy itself loaded, if it is the
+    OpenBLAS of NumPy's wheels (None for any other build)."""
+    root = Path(np.__file__).resolve().parent
+    for folder in (root.parent / "numpy.libs", root / ".dylibs"):
+        for path in sorted(folder.glob("*openblas64*")) if folder.is_dir() else ():
+            try:
+                lib = ctypes.CDLL(str(path))  # loaded already by NumPy: the same copy
+                fns = [getattr(lib, name) for name in NUMPY_GEMM]
+            except (OSError, AttributeError):
+                continue
+            return tuple(ctypes.cast(f, ctypes.c_void_p).value for f in fns)  # type: ignore[return-value]
+    return None
+
+
+_BLAS: dict[str, tuple[int, int]] = {}
+
+
+def blas_addresses(source: str | None = None) -> tuple[int, int]:
+    """The ``fn`` arguments of :func:`blas_gemm` for float64 and float32.
+
+    ``source`` ``"numpy"`` is the BLAS NumPy's wheels bundle, ``"scipy"`` SciPy's
+    ``cython_blas``; by default ``$TAPEGRAD_BLAS``, else NumPy's where it is found.
+    NumPy's comes first because a process that calls NumPy's matrix products between
+    tapegrad's would otherwise run two OpenBLAS thread pools whose idle threads spin
+    against each other: with 2 threads on 2 cores a (256, 64) @ (64, 256) product took
+    11 ms instead of 0.5 when NumPy's and SciPy's copies alternated. An address is
+    negated for an ILP64 BLAS (64-bit integer arguments), which the call reads.
+    """
+    source = source or os.environ.get("TAPEGRAD_BLAS", "numpy")
+    if source not in _BLAS:
+        found = _numpy_blas() if source == "numpy" else None
+        if found is not None:
+            _BLAS[source] = (-found[0], -found[1])
+        elif source in ("numpy", "scipy"):
+            from numba.extending import get_cython_function_address
+
+            _BLAS[source] = (
+                get_cython_function_address("scipy.linalg.cython_blas", "dgemm"),
+                get_cython_function_address("scipy.linalg.cython_blas", "sgemm"),
+            )
+        else:
+            raise ValueError(f"TAPEGRAD_BLAS: expected 'numpy' or 'scipy', got {source!r}")
+    return _BLAS[source]
 
 
 # ---------------------------------------------------------------------------------

@@ -177,7 +177,13 @@ POISON_GRADIENTS = os.environ.get("TAPEGRAD_POISON_GRADIENTS", "") == "1"
 # instead of making buffers ready node by node (scheduler.run_backward). The test suite
 # sets TAPEGRAD_LAZY_BYTES=0, so that its small graphs take the node-by-node path too.
 LAZY_BYTES = int(os.environ.get("TAPEGRAD_LAZY_BYTES", "64"))
-THREAD_MIN = 1 << 18  # elements from which a NumPy forward is split across the cores
+# Same-shape NumPy forwards of at least this many elements are split across the cores.
+# Below it the halves cost more than they save: a result that fits a core's cache is
+# read by the next op from the other core's (Lennard-Jones 512, (512, 512) float64
+# values, 2 threads: 15.1 ms a step at 2^18, 13.6 at 2^20; the 2e6 chains gain the same
+# either way). The test suite lowers it (TAPEGRAD_THREAD_MIN) to reach the threaded path
+# with smaller arrays.
+THREAD_MIN = int(os.environ.get("TAPEGRAD_THREAD_MIN", str(1 << 20)))
 # An eager tape whose arena is full, holds at least this many bytes and cannot rewind
 # checks whether the graphs still held need half of it; if not (a loop of forward
 # passes nobody runs backward: the arena would grow without end), it is handed over to

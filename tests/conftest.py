@@ -8,6 +8,9 @@ os.environ.setdefault("TAPEGRAD_POISON_GRADIENTS", "1")
 os.environ.setdefault("TAPEGRAD_OWN_GRAD_MIN", "1")
 # Small graphs too make gradient buffers ready node by node (not one memset up front).
 os.environ.setdefault("TAPEGRAD_LAZY_BYTES", "0")
+# Large NumPy forwards are split across threads from 2^18 elements (2^20 by default),
+# so that tests/test_large.py reaches that path with arrays of 600,000.
+os.environ.setdefault("TAPEGRAD_THREAD_MIN", str(1 << 18))
 
 from hypothesis import settings
 

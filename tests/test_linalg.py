@@ -571,3 +571,70 @@ def test_matmul_with_an_empty_batch_gives_zero_gradients(xs, ys):
     tnp.sum(x @ y).backward()
     np.testing.assert_array_equal(x.grad, np.zeros(xs))
     np.testing.assert_array_equal(y.grad, np.zeros(ys))
+
+
+@pytest.mark.parametrize("source", ["numpy", "scipy"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize(("ta", "tb"), [(0, 0), (0, 1), (1, 0), (1, 1)])
+def test_gemm_through_either_blas(source, dtype, ta, tb):
+    """The products' kernel calls NumPy's BLAS (64-bit integers, a negated address) or
+    SciPy's (32-bit): both give ``alpha op(a) @ op(b) + beta c`` in every transpose,
+    above the size where the kernel's own loop stops (``SMALL_GEMM``)."""
+    from tapegrad._jit import blas_addresses
+    from tapegrad.kernels.linalg import SMALL_GEMM, gemm
+
+    fn = blas_addresses(source)[0 if dtype == np.float64 else 1]
+    rng = np.random.default_rng(ta + 2 * tb)
+    m, n, k = 37, 41, 29
+    assert m * n * k > SMALL_GEMM
+    a = rng.standard_normal((k, m) if ta else (m, k)).astype(dtype)
+    b = rng.standard_normal((n, k) if tb else (k, n)).astype(dtype)
+    c = rng.standard_normal((m, n)).astype(dtype)
+    want = 0.5 * ((a.T if ta else a) @ (b.T if tb else b)) + 2.0 * c
+    out = c.ravel().copy()
+    gemm(fn, ta, tb, m, n, k, 0.5, a.ravel(), a.shape[1], b.ravel(), b.shape[1], 2.0, out, n)
+    np.testing.assert_allclose(out.reshape(m, n), want, rtol=1e-12 if dtype == np.float64 else 1e-4)
+    assert out.dtype == dtype
+
+
+def test_numpys_blas_is_found_and_used():
+    """NumPy's wheels bundle an ILP64 OpenBLAS: tapegrad's products use it (one thread
+    pool with NumPy's own products), its address negated; SciPy's is the fallback."""
+    from tapegrad._jit import _numpy_blas, blas_addresses
+    from tapegrad.layout import H_DGEMM
+    from tapegrad.tape import current_tape
+
+    if _numpy_blas() is None:
+        pytest.skip("this NumPy is not built with the OpenBLAS of NumPy's wheels")
+    assert all(a < 0 for a in blas_addresses("numpy"))
+    assert all(a > 0 for a in blas_addresses("scipy"))
+    x = tg.tensor(np.ones((64, 64)), requires_grad=True)
+    tnp.sum(x @ x).backward()
+    assert current_tape().h[H_DGEMM] == blas_addresses()[0]
+    with pytest.raises(ValueError, match="TAPEGRAD_BLAS"):
+        blas_addresses("mkl")
+
+
+def test_scipys_blas_by_environment():
+    """``TAPEGRAD_BLAS=scipy`` selects SciPy's BLAS for a whole process; products and
+    their gradients are the same."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np, tapegrad as tg, tapegrad.numpy as tnp\n"
+        "from tapegrad.tape import current_tape\n"
+        "from tapegrad.layout import H_DGEMM\n"
+        "rng = np.random.default_rng(0)\n"
+        "a, b = rng.standard_normal((40, 30)), rng.standard_normal((30, 50))\n"
+        "x, y = tg.tensor(a, requires_grad=True), tg.tensor(b, requires_grad=True)\n"
+        "tnp.sum(tnp.sin(x @ y)).backward()\n"
+        "g = np.cos(a @ b)\n"
+        "assert np.allclose(x.grad, g @ b.T, rtol=1e-12) and np.allclose(y.grad, a.T @ g)\n"
+        "print(current_tape().h[H_DGEMM] > 0)\n"
+    )
+    env = dict(os.environ, TAPEGRAD_BLAS="scipy")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True"
