@@ -14,8 +14,9 @@ import tapegrad.numpy as tnp
 import tapegrad.special as tsp
 from tapegrad.kernels.elementwise import BLOCK, PARALLEL_MIN, SMALL
 from tapegrad.ops import ROWS
+from tapegrad.ops.table import Kind, Op
 
-VECTOR_ROWS = [op for op in ROWS if op.vector is not None]
+VECTOR_ROWS = [op for op in ROWS if op.vector is not None and op.kind is Kind.UNARY]
 
 # The accuracy each row promises within its range, in ulp of the float64 result
 # (kernels/vecmath.py measures and documents the building blocks).
@@ -167,7 +168,200 @@ def test_vector_replay_equals_eager(op):
 
 
 def test_vector_rows_are_declared_consistently():
-    with pytest.raises(ValueError, match="unary row"):
-        from tapegrad.ops.table import Kind, Op
+    def fx(g, x, y, out):
+        return g * x
 
-        Op("bad_vector", Kind.BINARY, lambda x, y: x, (None, None), "x", vector=(None, None))
+    def fy(g, x, y, out):
+        return g * y * out
+
+    with pytest.raises(ValueError, match="unary row"):  # a binary row without a gate
+        Op("bad_vector", Kind.BINARY, lambda x, y: x, (fx, fy), "x", vector=(None, (fx, fy)))
+    with pytest.raises(ValueError, match="unary row"):  # no range
+        Op("bad_vector", Kind.UNARY, lambda x: x, fx, "x", vector=(None, None))
+    # the backward gate reads the input and out: a formula that does not read out
+    # would leave out unsaved (and unchecked) for it
+    with pytest.raises(ValueError, match="reads"):
+        Op(
+            "bad_vector",
+            Kind.BINARY,
+            lambda x, y: x,
+            (fx, fy),
+            "x",
+            vector=(None, (fx, fy)),
+            vector_range=1.0,
+            vector_gate=(fx, fx),
+        )
+
+
+# --- binary rows (logaddexp, logaddexp2): the same checks, with a gate on (x, y) ---------
+
+BINARY_ROWS = [op for op in ROWS if op.vector is not None and op.kind is Kind.BINARY]
+BINARY_ULPS = {"logaddexp": 2, "logaddexp2": 2}
+# the gradients of sum(f(x, y)) from NumPy: the softmax weights of x and of y
+BINARY_DERIVATIVE = {
+    "logaddexp": lambda x, y, out: (np.exp(x - out), np.exp(y - out)),
+    "logaddexp2": lambda x, y, out: (np.exp2(x - out), np.exp2(y - out)),
+}
+
+
+def _pairs(op, n, rng):
+    """(x, y) pairs across the gate's range: same shape, a scalar y (softplus is
+    logaddexp(x, 0)), a scalar x, and near-ties where x - y is tiny."""
+    lim = op.vector_range
+    x = rng.uniform(-lim / 2, lim / 2, n)
+    return [
+        (x, x + rng.uniform(-lim / 2, lim / 2, n)),
+        (rng.uniform(-30, 30, n), rng.uniform(-30, 30, n)),
+        (rng.uniform(-40, 40, n), 0.0),
+        (1.5, rng.uniform(-40, 40, n)),
+        (x, x + rng.standard_normal(n) * 1e-9),
+    ]
+
+
+def _scale(*values):
+    """max(|v|) over the finite values (an infinite operand of a finite result, as in
+    logaddexp(-inf, 3), does not set its scale)."""
+    finite = [np.where(np.isfinite(v), np.abs(v), 0.0) for v in values]
+    return np.maximum.reduce(np.broadcast_arrays(*finite))
+
+
+def _scaled_err(got, want, x0, y0):
+    """Errors in ulp of max(|out|, |x|, |y|): where e^x + e^y is near 1 the result
+    cancels (max + log1p(...) ~ 0) and NumPy's and the vector formula's last-bit
+    errors of the max dominate, whichever is used."""
+    return np.abs(np.asarray(got) - want) / np.spacing(_scale(want, x0, y0))
+
+
+def _weights_ok(got, d, x0, y0, want):
+    """A weight e^(x - out) is as exact as the exponent x - out: the forward's last-bit
+    error in ``out`` (ulps of max(|x|, |y|, |out|), as NumPy's own) scales it, plus
+    the backward's own roundings."""
+    scale = _scale(want, x0, y0)
+    tol = np.abs(d) * 4 * np.spacing(scale) + 4 * np.spacing(np.maximum(np.abs(d), 1.0))
+    return bool(np.all(np.abs(np.asarray(got) - d) <= tol))
+
+
+def _binary_check(op, x0, y0):
+    f = getattr(tnp, op.name)
+    ref = getattr(np, op.name)
+    x = tg.tensor(np.asarray(x0), requires_grad=True)
+    y = tg.tensor(np.asarray(y0), requires_grad=True)
+    out = f(x, y)
+    tnp.sum(out).backward()
+    want = ref(x0, y0)
+    assert _scaled_err(out.numpy(), want, x0, y0).max() <= BINARY_ULPS[op.name], op.name
+    dx, dy = BINARY_DERIVATIVE[op.name](np.asarray(x0), np.asarray(y0), want)
+    dx = np.broadcast_to(dx, np.shape(want))
+    dy = np.broadcast_to(dy, np.shape(want))
+    for got, d, v in ((x.grad, dx, x0), (y.grad, dy, y0)):
+        if np.ndim(v) == 0:  # a scalar operand: the sum of its contributions
+            np.testing.assert_allclose(got, d.sum(), rtol=1e-13)
+        else:
+            assert _weights_ok(got, d, x0, y0, want), op.name
+
+
+@pytest.mark.parametrize(
+    "n",
+    [1, SMALL - 1, SMALL, 16, 3 * BLOCK + 5, PARALLEL_MIN + 7],
+    ids=["one", "libm", "vector", "small", "blocks", "par"],
+)
+@pytest.mark.parametrize("op", BINARY_ROWS, ids=lambda op: op.name)
+def test_binary_vector_forward_and_gradients_float64(op, n):
+    for x0, y0 in _pairs(op, n, np.random.default_rng(n)):
+        _binary_check(op, x0, y0)
+
+
+@pytest.mark.parametrize("op", BINARY_ROWS, ids=lambda op: op.name)
+def test_binary_vector_float32_rounds_once(op):
+    f = getattr(tnp, op.name)
+    rng = np.random.default_rng(7)
+    x0 = rng.uniform(-20, 20, 2 * BLOCK).astype(np.float32)
+    y0 = rng.uniform(-20, 20, 2 * BLOCK).astype(np.float32)
+    x, y = tg.tensor(x0, requires_grad=True), tg.tensor(y0, requires_grad=True)
+    out = f(x, y)
+    tnp.sum(out).backward()
+    assert out.dtype == np.float32 and x.grad.dtype == np.float32 and y.grad.dtype == np.float32
+    want = getattr(np, op.name)(x0.astype(np.float64), y0.astype(np.float64))
+    # float64 formulas rounded once to float32: within a float32 ulp of the scale
+    scale = np.maximum(np.abs(want), np.maximum(np.abs(x0), np.abs(y0))).astype(np.float32)
+    assert np.all(np.abs(out.numpy() - want) <= np.spacing(scale))
+    # the weights of the float32 out the forward stored, in float64, rounded once
+    o64 = out.numpy().astype(np.float64)
+    dx, dy = BINARY_DERIVATIVE[op.name](x0.astype(np.float64), y0.astype(np.float64), o64)
+    for got, d in ((x.grad, dx), (y.grad, dy)):
+        assert np.all(np.abs(got - d) <= np.spacing(np.abs(d).astype(np.float32)))
+
+
+@pytest.mark.parametrize("scalar", [None, "x", "y"])
+@pytest.mark.parametrize("op", BINARY_ROWS, ids=lambda op: op.name)
+def test_binary_blocks_outside_the_gate_use_libm(op, scalar):
+    """A block with a pair outside the gate (x - y huge, inf, NaN) is computed by the
+    libm formulas: NumPy's special cases hold (logaddexp(inf, inf) = inf, a NaN
+    propagates, -inf is an empty sum); the other blocks keep the vector formulas."""
+    f = getattr(tnp, op.name)
+    ref = getattr(np, op.name)
+    rng = np.random.default_rng(8)
+    n = 3 * BLOCK
+    x0, y0 = rng.uniform(-3, 3, n), rng.uniform(-3, 3, n)
+    k = BLOCK + 10
+    xs = [800.0, -900.0, np.nan, np.inf, np.inf, -np.inf, -np.inf, 1e308, 2.0]
+    ys = [-800.0, 900.0, 1.0, np.inf, 1.0, -np.inf, 3.0, -1e308, 2.0]
+    x0[k : k + len(xs)], y0[k : k + len(ys)] = xs, ys
+    if scalar == "x":
+        x0 = np.inf
+    elif scalar == "y":
+        y0 = -1200.0
+    x = tg.tensor(np.asarray(x0), requires_grad=True)
+    y = tg.tensor(np.asarray(y0), requires_grad=True)
+    with np.errstate(all="ignore"):
+        out = f(x, y)
+        want = ref(x0, y0)
+        tnp.sum(out).backward()
+        dx, dy = BINARY_DERIVATIVE[op.name](np.asarray(x0), np.asarray(y0), want)
+    got = out.numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(got[np.isinf(want)], want[np.isinf(want)])
+    fin = np.isfinite(want)
+    xs, ys = np.broadcast_to(x0, want.shape), np.broadcast_to(y0, want.shape)
+    err = _scaled_err(got[fin], want[fin], xs[fin], ys[fin])
+    assert np.all(err <= BINARY_ULPS[op.name])
+    for g, d, v in ((x.grad, dx, x0), (y.grad, dy, y0)):
+        d = np.broadcast_to(d, want.shape)
+        if np.ndim(v) == 0:
+            np.testing.assert_allclose(g, d.sum(), rtol=1e-13, equal_nan=True)
+        else:
+            np.testing.assert_array_equal(np.isnan(g), np.isnan(d))
+            ok = np.isfinite(d)
+            assert _weights_ok(g[ok], d[ok], xs[ok], ys[ok], want[ok])
+
+
+@pytest.mark.parametrize("op", BINARY_ROWS, ids=lambda op: op.name)
+def test_binary_vector_replay_equals_eager(op):
+    f = getattr(tnp, op.name)
+    step = tg.compile(lambda x, y: f(x, y).sum(), argnums=(0, 1))
+    rng = np.random.default_rng(9)
+    x0, y0 = rng.uniform(-2, 2, 3000), rng.uniform(-2, 2, 3000)
+    for _ in range(3):
+        x, y = tg.tensor(x0, requires_grad=True), tg.tensor(y0, requires_grad=True)
+        loss = f(x, y).sum()
+        loss.backward()
+        value, grads = step.value_and_grad(x0, y0)
+        np.testing.assert_allclose(value, loss.item(), rtol=1e-14)
+        np.testing.assert_array_equal(grads[0], x.grad)
+        np.testing.assert_array_equal(grads[1], y.grad)
+        x0 = x0 * 40.0  # beyond the gate in later rounds
+
+
+@pytest.mark.parametrize("plain", [False, True], ids=["tensor", "array"])
+def test_binary_backward_gate_reads_only_what_is_saved(plain):
+    """x's gradient reads x and out, not y: y changed in place after the forward is
+    not version-checked for it, so the backward gate must not read y either. Here
+    e^(x - out) = e^-800 is outside vm.exp's range; a gate on the new (x, y) pairs
+    (|0 - 1| <= 700) would have sent it to the vector formula."""
+    n = 2 * BLOCK
+    x = tg.tensor(np.zeros(n), requires_grad=True)
+    y = np.full(n, 800.0) if plain else tg.tensor(np.full(n, 800.0))
+    out = tnp.logaddexp(x, y)
+    y -= 799.0
+    tnp.sum(out).backward()
+    np.testing.assert_array_equal(x.grad, np.exp(-800.0 * np.ones(n)))

@@ -141,6 +141,44 @@ def _vector_range(op):
         return lambda op: lim
 
 
+def fwd2v(op, x, y):
+    """Vector forward formula of binary ``op``."""
+    return _row(op).vector[0](x, y)
+
+
+def bwd2v(op, i, g, x, y, out):
+    """Vector backward formula of binary ``op`` for input ``i``."""
+    return _row(op).vector[1][i](g, x, y, out)
+
+
+def gate2(op, i, a, b):
+    """Binary ``op``'s vector gate ``i`` (0: forward, of (x, y); 1: backward, of
+    (input, out)) at ``(a, b)``."""
+    return _row(op).vector_gate[i](a, b)
+
+
+@overload(fwd2v)
+def _fwd2v(op, x, y):
+    if isinstance(op, StaticRefType):
+        f = _row(op).vector[0]
+        return lambda op, x, y: f(x, y)
+
+
+@overload(bwd2v)
+def _bwd2v(op, i, g, x, y, out):
+    if isinstance(op, StaticRefType) and isinstance(i, types.IntegerLiteral):
+        b = _row(op).vector[1][i.literal_value]
+        return lambda op, i, g, x, y, out: b(g, x, y, out)
+
+
+@overload(gate2)
+def _gate2(op, i, a, b):
+    if isinstance(op, StaticRefType):
+        fwd, bwd = _row(op).vector_gate
+        # i is a constant where the gate loop is inlined: LLVM drops the other side
+        return lambda op, i, a, b: fwd(a, b) if i == 0 else bwd(a, b)
+
+
 # Vector formulas (kernels/vecmath.py) are checked block by block: a block of this many
 # elements whose x are all inside the row's vector_range (not inf, not NaN) takes them,
 # any other block the libm formulas. Blocks keep the check and the work in one pass over
@@ -160,6 +198,17 @@ def in_range(x, lim):
     ok = True
     for i in range(x.size):
         ok &= abs(x[i]) <= lim
+    return ok
+
+
+@jit(inline="always")
+def gate_holds(op, i, a, b):
+    """Whether binary ``op``'s gate ``i`` (0: forward, at (x, y); 1: backward, at
+    (input, out)) is within its range at every pair (False for a NaN)."""
+    lim = vector_range(op)
+    ok = True
+    for k in range(a.size):
+        ok &= abs(gate2(op, i, a[k], b[k])) <= lim
     return ok
 
 
@@ -288,7 +337,7 @@ def _unary_bwd_arrays(op, g, x, out, gx, f):
 
 
 @jit(inline="always")
-def binary_fwd_fast(op, x, y, out):
+def binary_fwd_plain(op, x, y, out):
     """Same-shape and scalar operands (no shapes needed); False if broadcasting is."""
     n = out.size
     if x.size == n and y.size == n:
@@ -343,7 +392,7 @@ def binary_bwd_shared(op, g, x, out, gx, f):
 
 
 @jit(inline="always")
-def binary_bwd_fast(op, mask, fresh, g, x, y, out, gx, gy):
+def binary_bwd_plain(op, mask, fresh, g, x, y, out, gx, gy):
     """Same-shape and scalar operands; False if broadcasting is needed. Sums into a
     scalar operand are carried in float64 whatever the dtype. Fresh gradient buffers
     (``fresh``, see ``layout.FRESH_SHIFT``) are stored into: each of their elements
@@ -389,6 +438,176 @@ def binary_bwd_fast(op, mask, fresh, g, x, y, out, gx, gy):
     else:
         return False
     return True
+
+
+# --- binary rows with vector formulas (logaddexp) ---------------------------------------
+#
+# Same-shape and scalar operands take the vector formulas block by block, as the unary
+# rows do; a scalar operand is spread over a block-long array once a call, so that one
+# block loop serves the three cases. The forward gate (of x, y) picks the formulas of a
+# forward block, each input's backward gate (of that input and out) those of its
+# gradient. Broadcasting, one slot as both operands and fewer than SMALL elements keep
+# the libm formulas.
+
+
+@jit(inline="always")
+def _operand_block(v, n, s, e, spread):
+    """Elements s:e of an operand: its own, or copies of its one element."""
+    return v[s:e] if v.size == n else spread[: e - s]
+
+
+@jit(inline="always")
+def _spread(v, n):
+    """``v``'s element over a block when it is a scalar operand (else nothing)."""
+    return np.full(min(n, BLOCK) if v.size != n else 0, v[0])
+
+
+@jit(inline="always")
+def binary_fwd_block(op, x, y, out):
+    if gate_holds(op, 0, x, y):
+        for i in range(out.size):
+            out[i] = fwd2v(op, x[i], y[i])
+    else:
+        for i in range(out.size):
+            out[i] = fwd2(op, x[i], y[i])
+
+
+@jit(parallel=True)
+def binary_fwd_blocks_parallel(op, x, y, out, sx, sy):
+    n = out.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        s, e = b * BLOCK, min(n, (b + 1) * BLOCK)
+        xb, yb = _operand_block(x, n, s, e, sx), _operand_block(y, n, s, e, sy)
+        binary_fwd_block(op, xb, yb, out[s:e])
+
+
+@jit(inline="always")
+def binary_bwd_into(op, which, vec, g, x, y, out, dst, f):
+    """``dst (+)= g d out / d input which`` over a block (``f``: store), by the vector
+    formulas (``vec``) or libm's."""
+    if which == 0:
+        if vec:
+            for i in range(dst.size):
+                put(dst, i, bwd2v(op, 0, g[i], x[i], y[i], out[i]), f)
+        else:
+            for i in range(dst.size):
+                put(dst, i, bwd2(op, 0, g[i], x[i], y[i], out[i]), f)
+    elif vec:
+        for i in range(dst.size):
+            put(dst, i, bwd2v(op, 1, g[i], x[i], y[i], out[i]), f)
+    else:
+        for i in range(dst.size):
+            put(dst, i, bwd2(op, 1, g[i], x[i], y[i], out[i]), f)
+
+
+@jit(inline="always")
+def binary_bwd_block(op, which, g, x, y, out, gv, full, f, tmp):
+    """One block of input ``which``'s gradient: into ``gv`` (its block) for a full-size
+    operand; for a scalar one through ``tmp`` (float64), returning the block's sum."""
+    vec = gate_holds(op, 1, x if which == 0 else y, out)
+    if full:
+        binary_bwd_into(op, which, vec, g, x, y, out, gv, f)
+        return 0.0
+    t = tmp[: g.size]
+    binary_bwd_into(op, which, vec, g, x, y, out, t, True)
+    acc = 0.0
+    for i in range(t.size):
+        acc += t[i]
+    return acc
+
+
+@jit(parallel=True)
+def binary_bwd_blocks_parallel(op, which, g, x, y, out, gv, f, sx, sy):
+    n = g.size
+    full = gv.size == n
+    acc = 0.0
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        s, e = b * BLOCK, min(n, (b + 1) * BLOCK)
+        xb, yb = _operand_block(x, n, s, e, sx), _operand_block(y, n, s, e, sy)
+        tmp = np.empty(0 if full else BLOCK, np.float64)
+        gb = gv[s:e] if full else gv
+        acc += binary_bwd_block(op, which, g[s:e], xb, yb, out[s:e], gb, full, f, tmp)
+    return acc
+
+
+@jit(inline="always")
+def binary_bwd_blocks(op, which, g, x, y, out, gv, f, sx, sy):
+    """Input ``which``'s gradient by blocks; the sum for a scalar operand."""
+    n = g.size
+    if n >= PARALLEL_MIN:
+        return binary_bwd_blocks_parallel(op, which, g, x, y, out, gv, f, sx, sy)
+    full = gv.size == n
+    tmp = np.empty(0 if full else min(n, BLOCK), np.float64)
+    acc = 0.0
+    for s in range(0, n, BLOCK):
+        e = min(n, s + BLOCK)
+        xb, yb = _operand_block(x, n, s, e, sx), _operand_block(y, n, s, e, sy)
+        gb = gv[s:e] if full else gv
+        acc += binary_bwd_block(op, which, g[s:e], xb, yb, out[s:e], gb, full, f, tmp)
+    return acc
+
+
+@jit(inline="always")
+def _vector_operands(x, y, n):
+    return n >= SMALL and (x.size == n or x.size == 1) and (y.size == n or y.size == 1)
+
+
+def binary_fwd_fast(op, x, y, out):
+    """``binary_fwd_plain``; compiled, a row with vector formulas runs them by blocks."""
+    return binary_fwd_plain(op, x, y, out)
+
+
+@overload(binary_fwd_fast, inline="always")
+def _binary_fwd_fast(op, x, y, out):
+    if _row(op).vector is None:
+        return lambda op, x, y, out: binary_fwd_plain(op, x, y, out)
+
+    def blocked(op, x, y, out):
+        n = out.size
+        if not _vector_operands(x, y, n):
+            return binary_fwd_plain(op, x, y, out)
+        sx, sy = _spread(x, n), _spread(y, n)
+        if n >= PARALLEL_MIN:
+            binary_fwd_blocks_parallel(op, x, y, out, sx, sy)
+        else:
+            for s in range(0, n, BLOCK):
+                e = min(n, s + BLOCK)
+                xb, yb = _operand_block(x, n, s, e, sx), _operand_block(y, n, s, e, sy)
+                binary_fwd_block(op, xb, yb, out[s:e])
+        return True
+
+    return blocked
+
+
+def binary_bwd_fast(op, mask, fresh, g, x, y, out, gx, gy):
+    """``binary_bwd_plain``; compiled, a row with vector formulas runs them by blocks."""
+    return binary_bwd_plain(op, mask, fresh, g, x, y, out, gx, gy)
+
+
+@overload(binary_bwd_fast, inline="always")
+def _binary_bwd_fast(op, mask, fresh, g, x, y, out, gx, gy):
+    if _row(op).vector is None:
+        return lambda op, mask, fresh, g, x, y, out, gx, gy: binary_bwd_plain(
+            op, mask, fresh, g, x, y, out, gx, gy
+        )
+
+    def blocked(op, mask, fresh, g, x, y, out, gx, gy):
+        n = out.size
+        if not _vector_operands(x, y, n):
+            return binary_bwd_plain(op, mask, fresh, g, x, y, out, gx, gy)
+        sx, sy = _spread(x, n), _spread(y, n)
+        fx, fy = is_fresh(fresh, 0), is_fresh(fresh, 1)
+        if mask & 1:
+            acc = binary_bwd_blocks(op, 0, g, x, y, out, gx, fx, sx, sy)
+            if x.size != n:
+                put(gx, 0, acc, fx)
+        if mask & 2:
+            acc = binary_bwd_blocks(op, 1, g, x, y, out, gy, fy, sx, sy)
+            if y.size != n:
+                put(gy, 0, acc, fy)
+        return True
+
+    return blocked
 
 
 @jit

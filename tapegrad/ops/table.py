@@ -114,14 +114,24 @@ class Op:
         lifted by broadcasting kernels. Array rows name the method of
         ``tapegrad.cuda.CudaTensor`` that records them on the GPU. ``None``: CPU only.
     vector
-        For unary rows: ``(forward, backward)`` formulas with the signatures of ``fwd``
-        and ``bwd`` built on :mod:`tapegrad.kernels.vecmath` (branch-free, so LLVM
-        vectorises the kernel loop), accurate to a few ulp for ``|x| <= vector_range``.
-        The CPU kernels use them for blocks of inputs inside that range and ``fwd``/
-        ``bwd`` (libm) elsewhere; the large-array eager forward then stays in the
-        kernel instead of NumPy's ufunc.
+        ``(forward, backward)`` formulas with the signatures of ``fwd`` and ``bwd``
+        (for binary rows, backward is a pair, one per input) built on
+        :mod:`tapegrad.kernels.vecmath` (branch-free, so LLVM vectorises the kernel
+        loop), accurate to a few ulp for ``|x| <= vector_range`` (unary rows) or
+        inside ``vector_gate`` (binary rows). The CPU kernels use them
+        for blocks of inputs inside that range and ``fwd``/``bwd`` (libm) elsewhere;
+        the large-array eager forward then stays in the kernel instead of NumPy's
+        ufunc. Binary rows take them on same-shape and scalar operands; broadcasting
+        keeps the libm formulas.
     vector_range
         See ``vector``.
+    vector_gate
+        Binary rows with ``vector`` formulas: ``(forward gate, backward gate)``, scalar
+        functions whose magnitude must stay within ``vector_range`` for a block to take
+        them: the forward's of ``(x, y)``, the backward's of ``(v, out)`` with ``v`` the
+        input whose gradient is formed (logaddexp: ``x - y`` and ``v - out``). A
+        backward gate reads only what that input's formula reads: an input changed in
+        place after the forward is version-checked only when its own formula reads it.
     failure
         For array rows whose kernels call LAPACK: what a failure (``E_LINALG``) means,
         in the ``numpy.linalg.LinAlgError`` the front end raises.
@@ -159,6 +169,7 @@ class Op:
     cuda: str | None = "default"
     vector: tuple[Callable, Callable] | None = None
     vector_range: float = 0.0
+    vector_gate: tuple[Callable, Callable] | None = None
     arith: bool = False
     failure: str = "singular matrix"
     assigns: bool = False
@@ -180,17 +191,38 @@ class Op:
             self.sigs = tuple(self.dtypes)
         if self.kind is Kind.BINARY and self.bwd is not None and len(self.bwd) != 2:
             raise ValueError(f"binary op {self.name!r} needs one backward formula per input")
-        if self.vector is not None and (self.kind is not Kind.UNARY or self.vector_range <= 0):
-            raise ValueError(f"op {self.name!r}: vector formulas need a unary row and a range")
+        if self.vector is not None and not (
+            self.vector_range > 0
+            and (
+                (self.kind is Kind.UNARY and self.vector_gate is None)
+                or (
+                    self.kind is Kind.BINARY
+                    and self.vector_gate is not None
+                    and len(self.vector_gate) == 2
+                    and len(self.vector[1]) == 2
+                )
+            )
+        ):
+            raise ValueError(
+                f"op {self.name!r}: vector formulas need a range and a unary row, or a "
+                "binary row with a gate and a backward formula per input"
+            )
         if self.kind in (Kind.UNARY, Kind.BINARY):
             self.assigns = True
         if self.cuda == "default":
             self.cuda = "formulas" if self.kind in (Kind.UNARY, Kind.BINARY) else None
         self.saves = _saved_values(self)
         if self.vector is not None:
-            extra = _loaded_names(self.vector[1]) & {"x", "y", "out"} - set(self.saves)
-            if extra:  # the tape would not keep them (or their version check) for it
-                raise ValueError(f"op {self.name!r}: vector backward reads {sorted(extra)}")
+            binary = self.kind is Kind.BINARY
+            vb = self.vector[1] if binary else (self.vector[1],)
+            for i, (vf, f) in enumerate(zip(vb, self.backward_formulas)):
+                # each reads at most what its libm formula reads: the tape keeps (and
+                # version-checks) only that, per input (saved_mask_for); a binary
+                # row's backward gate reads the input and out
+                reads = _loaded_names(vf) | ({"xy"[i], "out"} if binary else set())
+                extra = reads & {"x", "y", "out"} - _loaded_names(f)
+                if extra:
+                    raise ValueError(f"op {self.name!r}: vector backward reads {sorted(extra)}")
         self.is_unary = self.kind is Kind.UNARY
         self.is_compare = self.kind is Kind.COMPARE
         ROWS.append(self)
