@@ -510,6 +510,35 @@ def _eager_rows(repeat: int) -> list[dict]:
     return rows
 
 
+def _elementwise_rows(repeat: int) -> list[dict]:
+    """Issue 24 item 1: single elementwise functions on 1e6 float64, forward and
+    backward (1 ms = 1 ns an element), against NumPy's ufunc plus the derivative by
+    hand, and PyTorch."""
+    from benchmarks import eager_workloads as ew
+
+    x = ew.elementwise_data()
+    rows = []
+    for name in ew.ELEMENTWISE:
+        ref = ew.elementwise_numpy(name)
+        value, grads = ref(x)
+        present = {"NumPy ufunc + derivative": lambda ref=ref: ref(x)}
+        for impl, fn in (("tapegrad (eager)", ew.elementwise_tapegrad(name)),
+                         ("PyTorch", ew.elementwise_torch(name))):  # fmt: skip
+            if fn is None:
+                continue
+            got, got_grads = fn(x)
+            np.testing.assert_allclose(got, value, rtol=1e-12)
+            np.testing.assert_allclose(got_grads[0], grads[0], rtol=1e-12, atol=1e-15)
+            present[impl] = lambda fn=fn: fn(x)
+        medians = interleaved_medians(present, repeat)
+        base = medians["NumPy ufunc + derivative"]
+        rows += [
+            {"workload": name, "impl": impl, "median_ms": t * 1e3, "ratio_to_numpy": t / base}
+            for impl, t in medians.items()
+        ]
+    return rows
+
+
 def _listed(value_and_grads):
     value, grads = value_and_grads
     return value, list(grads)
@@ -530,6 +559,11 @@ def main() -> None:
         "--eager", action="store_true", help="only issue 24's eager rows (chains, pairwise, MLP)"
     )
     parser.add_argument(
+        "--elementwise",
+        action="store_true",
+        help="only single elementwise functions on 1e6 elements (issue 24 item 1)",
+    )
+    parser.add_argument(
         "--no-peers", action="store_true", help="ODE rows without PyTorch and HIPS autograd"
     )
     args = parser.parse_args()
@@ -541,6 +575,9 @@ def main() -> None:
         return
     if args.eager:
         _print(_eager_rows(args.repeat), args.json)
+        return
+    if args.elementwise:
+        _print(_elementwise_rows(args.repeat), args.json)
         return
 
     rows = []

@@ -5,12 +5,16 @@ hand-written NumPy baseline (``python asv_bench/compare.py --eager`` adds PyTorc
 from __future__ import annotations
 
 from .eager_workloads import (
+    ELEMENTWISE,
     LJ_SPELLINGS,
     chain,
     chain_data,
     chain_log,
     chain_log_numpy,
     chain_numpy,
+    elementwise_data,
+    elementwise_numpy,
+    elementwise_tapegrad,
     lj_numpy,
     lj_tapegrad,
     positions,
@@ -53,3 +57,25 @@ class EagerPairwise:
 
     def time_hand_numpy(self, spelling):
         lj_numpy(self.pos)
+
+
+class EagerElementwise:
+    """One elementwise function on 1e6 float64, forward and backward (issue 24 item 1:
+    the vector formulas against NumPy's ufuncs; ``compare.py --elementwise`` adds
+    PyTorch and prints ns an element)."""
+
+    params = (list(ELEMENTWISE),)
+    param_names = ["function"]
+    timeout = 120
+
+    def setup(self, name):
+        self.x = elementwise_data()
+        self.tapegrad = elementwise_tapegrad(name)
+        self.numpy = elementwise_numpy(name)
+        self.tapegrad(self.x[:2000])
+
+    def time_tapegrad(self, name):
+        self.tapegrad(self.x)
+
+    def time_numpy(self, name):
+        self.numpy(self.x)

@@ -204,3 +204,114 @@ def _torch_lj(f, x):
         r = torch.linalg.norm(diff, dim=-1) + eye
         inv6 = r**-6.0
     return 2.0 * ((inv6 * inv6 - inv6) * (1.0 - eye)).sum()
+
+
+# --- single elementwise functions, forward and backward, per element (issue 24 item 1) ----
+#
+# name: (f(m, x) for tapegrad.numpy / torch, NumPy forward, NumPy derivative (x, out)).
+# Inputs in (0.5, 3) (inside every domain; erf's tails are not the point here).
+
+
+def _expit(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _erf(m, x):
+    if m is np:
+        import scipy.special
+
+        return scipy.special.erf(x)
+    if m is tnp:
+        import tapegrad.special as tsp
+
+        return tsp.erf(x)
+    return m.special.erf(x)
+
+
+def _sigmoid(m, x):
+    if m is np:
+        return _expit(x)
+    if m is tnp:
+        import tapegrad.special as tsp
+
+        return tsp.expit(x)
+    return m.sigmoid(x)
+
+
+def _softplus(m, x):
+    if m is tnp:
+        return m.logaddexp(x, 0.0)
+    return m.nn.functional.softplus(x)  # PyTorch's own
+
+
+ELEMENTWISE = {
+    "exp": (lambda m, x: m.exp(x), np.exp, lambda x, out: out),
+    "log": (lambda m, x: m.log(x), np.log, lambda x, out: 1.0 / x),
+    "log1p": (lambda m, x: m.log1p(x), np.log1p, lambda x, out: 1.0 / (1.0 + x)),
+    "expm1": (lambda m, x: m.expm1(x), np.expm1, lambda x, out: out + 1.0),
+    "sqrt": (lambda m, x: m.sqrt(x), np.sqrt, lambda x, out: 0.5 / out),
+    "x ** 1.3": (lambda m, x: x**1.3, lambda x: x**1.3, lambda x, out: 1.3 * out / x),
+    "arctan": (lambda m, x: m.arctan(x), np.arctan, lambda x, out: 1.0 / (1.0 + x * x)),
+    "tanh": (lambda m, x: m.tanh(x), np.tanh, lambda x, out: 1.0 - out * out),
+    "sin": (lambda m, x: m.sin(x), np.sin, lambda x, out: np.cos(x)),
+    "sigmoid (expit)": (_sigmoid, _expit, lambda x, out: out * (1.0 - out)),
+    "erf": (
+        _erf,
+        lambda x: _erf(np, x),
+        lambda x, out: 2.0 / np.sqrt(np.pi) * np.exp(-x * x),
+    ),
+    "logaddexp(x, y)": (
+        lambda m, x: m.logaddexp(x, 0.5 * x + 1.0),  # a second, recorded operand
+        lambda x: np.logaddexp(x, 0.5 * x + 1.0),
+        lambda x, out: np.exp(x - out) + 0.5 * np.exp(0.5 * x + 1.0 - out),
+    ),
+    "softplus: logaddexp(x, 0)": (
+        _softplus,
+        lambda x: np.logaddexp(x, 0.0),
+        lambda x, out: np.exp(x - out),
+    ),
+}
+ELEMENTWISE_SIZE = 1_000_000
+
+
+def elementwise_data(size: int = ELEMENTWISE_SIZE, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(0.5, 3.0, size)
+
+
+def elementwise_numpy(name: str):
+    """``x -> (sum f(x), [f'(x)])`` by NumPy: the ufunc and the derivative by hand."""
+    _, fwd, deriv = ELEMENTWISE[name]
+
+    def run(x):
+        out = fwd(x)
+        return out.sum(), [deriv(x, out)]
+
+    return run
+
+
+def elementwise_tapegrad(name: str):
+    f = ELEMENTWISE[name][0]
+
+    def run(x0):
+        x = tg.tensor(x0, requires_grad=True)
+        loss = tnp.sum(f(tnp, x))
+        loss.backward()
+        return loss.item(), [x.grad]
+
+    return run
+
+
+def elementwise_torch(name: str):
+    try:
+        import torch
+    except ImportError:
+        return None
+    f = ELEMENTWISE[name][0]
+
+    def run(x0):
+        x = torch.tensor(x0, requires_grad=True)
+        loss = f(torch, x).sum()
+        loss.backward()
+        return loss.item(), [x.grad.numpy()]
+
+    return run

@@ -1,0 +1,44 @@
+"""The benchmark workloads compute what they claim: issue 24's eager workloads
+(asv_bench/benchmarks/eager_workloads.py), small, each against its hand-written NumPy
+baseline (compare.py checks the same at full size before it times them)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "asv_bench"))
+
+from benchmarks import eager_workloads as ew
+
+
+@pytest.mark.parametrize("name", list(ew.ELEMENTWISE))
+def test_elementwise_workloads_agree_with_numpy(name):
+    x = ew.elementwise_data(3000)
+    value, grads = ew.elementwise_numpy(name)(x)
+    got, got_grads = ew.elementwise_tapegrad(name)(x)
+    np.testing.assert_allclose(got, value, rtol=1e-12)
+    np.testing.assert_allclose(got_grads[0], grads[0], rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("f", [ew.chain, ew.chain_log], ids=["transcendental", "log"])
+def test_chains_agree_with_numpy(f):
+    x, w = ew.chain_data(2000)
+    ref = ew.chain_numpy if f is ew.chain else ew.chain_log_numpy
+    value, grads = ref(x, w)
+    got, got_grads = ew.tapegrad_fn(f)(x, w)
+    np.testing.assert_allclose(got, value, rtol=1e-12)
+    for g, e in zip(got_grads, grads):
+        np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("spelling", list(ew.LJ_SPELLINGS))
+def test_pairwise_spellings_agree_with_numpy(spelling):
+    pos = ew.positions(27)
+    value, grads = ew.lj_numpy(pos)
+    got, got_grads = ew.lj_tapegrad(ew.LJ_SPELLINGS[spelling])(pos)
+    np.testing.assert_allclose(got, value, rtol=1e-11)
+    np.testing.assert_allclose(got_grads[0], grads[0], rtol=1e-9, atol=1e-9)
