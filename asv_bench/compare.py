@@ -153,11 +153,7 @@ def _recurrence_rows(repeat: int) -> list[dict]:
         np.testing.assert_allclose(grad, ref_grad, rtol=1e-8)
         present[name] = lambda fn=fn: fn(p, u)
     medians = interleaved_medians(present, repeat)
-    base = medians["hand-written NumPy"]
-    for name, t in medians.items():
-        rows.append(
-            {"workload": label, "impl": name, "median_ms": t * 1e3, "ratio_to_numpy": t / base}
-        )
+    rows += _ratio_rows(label, medians, "hand-written NumPy")
     # capture: a new signature (one more step) on a fresh compiled function, against one
     # eager step on the same arguments, interleaved
     u2 = np.append(u, 0.1)
@@ -319,11 +315,7 @@ def _model_rows(repeat: int) -> list[dict]:
                 np.testing.assert_allclose(g, e, rtol=1e-7, atol=1e-9)
             present[name] = fn
         medians = interleaved_medians(present, repeat)
-        base = medians["hand-written NumPy"]
-        for name, t in medians.items():
-            rows.append(
-                {"workload": label, "impl": name, "median_ms": t * 1e3, "ratio_to_numpy": t / base}
-            )
+        rows += _ratio_rows(label, medians, "hand-written NumPy")
     return rows
 
 
@@ -435,11 +427,7 @@ def _ode_rows(repeat: int, peers: bool = True) -> list[dict]:
             np.testing.assert_allclose(grad, ref_grad, rtol=tol, atol=tol)
         present[name] = fn
     medians = interleaved_medians(present, repeat)
-    base = medians["hand-written NumPy + adjoint"]
-    rows = [
-        {"workload": label, "impl": name, "median_ms": t * 1e3, "ratio_to_numpy": t / base}
-        for name, t in medians.items()
-    ]
+    rows = _ratio_rows(label, medians, "hand-written NumPy + adjoint")
     for name, alone in (
         ("tapegrad odeint", "tapegrad forward solve alone"),
         ("tapegrad odeint adjoint", "tapegrad forward solve alone"),
@@ -502,11 +490,7 @@ def _eager_rows(repeat: int) -> list[dict]:
                 np.testing.assert_allclose(g, e, rtol=1e-7, atol=1e-9)
             present[name] = lambda fn=fn, args=args: fn(*args)
         medians = interleaved_medians(present, repeat)
-        base = medians["hand-written NumPy"]
-        rows += [
-            {"workload": label, "impl": name, "median_ms": t * 1e3, "ratio_to_numpy": t / base}
-            for name, t in medians.items()
-        ]
+        rows += _ratio_rows(label, medians, "hand-written NumPy")
     return rows
 
 
@@ -531,11 +515,7 @@ def _elementwise_rows(repeat: int) -> list[dict]:
             np.testing.assert_allclose(got_grads[0], grads[0], rtol=1e-12, atol=1e-15)
             present[impl] = lambda fn=fn: fn(x)
         medians = interleaved_medians(present, repeat)
-        base = medians["NumPy ufunc + derivative"]
-        rows += [
-            {"workload": name, "impl": impl, "median_ms": t * 1e3, "ratio_to_numpy": t / base}
-            for impl, t in medians.items()
-        ]
+        rows += _ratio_rows(name, medians, "NumPy ufunc + derivative")
     return rows
 
 
@@ -648,6 +628,14 @@ def main() -> None:
     rows += _second_order_rows(args.repeat)
     rows += _ode_rows(args.repeat)
     _print(rows, args.json)
+
+
+def _ratio_rows(label: str, medians: dict, base: str) -> list[dict]:
+    """One table row per implementation: its median and its ratio to ``base``'s."""
+    return [
+        {"workload": label, "impl": name, "median_ms": t * 1e3, "ratio_to_numpy": t / medians[base]}
+        for name, t in medians.items()
+    ]
 
 
 def _print(rows: list[dict], json_path: str | None) -> None:
