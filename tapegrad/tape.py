@@ -195,10 +195,13 @@ UNHELD_MIN = 64 << 20
 OWN_GRAD_MIN = int(os.environ.get("TAPEGRAD_OWN_GRAD_MIN", "4096"))
 
 
+_CPUS = os.cpu_count() or 1  # (os.cpu_count() reads /sys: ~2 us, on every large forward)
+
+
 def worker_count() -> int:
     """Threads for large NumPy forwards: ``$TAPEGRAD_THREADS``, else the CPU count."""
     env = os.environ.get("TAPEGRAD_THREADS")
-    return max(1, int(env)) if env else (os.cpu_count() or 1)
+    return max(1, int(env)) if env else _CPUS
 
 
 def _aligned_buffer(nbytes: int) -> tuple[np.ndarray, int]:
