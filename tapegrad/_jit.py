@@ -591,7 +591,7 @@ def blas_addresses(source: str | None = None) -> tuple[int, int]:
     11 ms instead of 0.5 when NumPy's and SciPy's copies alternated. An address is
     negated for an ILP64 BLAS (64-bit integer arguments), which the call reads.
     """
-    source = source or os.environ.get("TAPEGRAD_BLAS", "numpy")
+    source = (source or os.environ.get("TAPEGRAD_BLAS") or "numpy").strip().lower()
     if source not in _BLAS:
         found = _numpy_blas() if source == "numpy" else None
         if found is not None:

@@ -615,6 +615,17 @@ def test_numpys_blas_is_found_and_used():
         blas_addresses("mkl")
 
 
+def test_blas_environment_values_are_forgiving(monkeypatch):
+    """An empty TAPEGRAD_BLAS is unset and the names ignore case and spaces (a
+    hostile pass found ``TAPEGRAD_BLAS=`` failing every product)."""
+    from tapegrad._jit import blas_addresses
+
+    monkeypatch.setenv("TAPEGRAD_BLAS", "")
+    assert blas_addresses() == blas_addresses("numpy")
+    monkeypatch.setenv("TAPEGRAD_BLAS", " SciPy ")
+    assert blas_addresses() == blas_addresses("scipy")
+
+
 def test_scipys_blas_by_environment():
     """``TAPEGRAD_BLAS=scipy`` selects SciPy's BLAS for a whole process; products and
     their gradients are the same."""

@@ -151,10 +151,9 @@ def bwd2v(op, i, g, x, y, out):
     return _row(op).vector[1][i](g, x, y, out)
 
 
-def gate2(op, i, a, b):
-    """Binary ``op``'s vector gate ``i`` (0: forward, of (x, y); 1: backward, of
-    (input, out)) at ``(a, b)``."""
-    return _row(op).vector_gate[i](a, b)
+def gate2(op, x, y):
+    """Binary ``op``'s vector gate at ``(x, y)``."""
+    return _row(op).vector_gate(x, y)
 
 
 @overload(fwd2v)
@@ -172,11 +171,10 @@ def _bwd2v(op, i, g, x, y, out):
 
 
 @overload(gate2)
-def _gate2(op, i, a, b):
+def _gate2(op, x, y):
     if isinstance(op, StaticRefType):
-        fwd, bwd = _row(op).vector_gate
-        # i is a constant where the gate loop is inlined: LLVM drops the other side
-        return lambda op, i, a, b: fwd(a, b) if i == 0 else bwd(a, b)
+        f = _row(op).vector_gate
+        return lambda op, x, y: f(x, y)
 
 
 # Vector formulas (kernels/vecmath.py) are checked block by block: a block of this many
@@ -202,13 +200,13 @@ def in_range(x, lim):
 
 
 @jit(inline="always")
-def gate_holds(op, i, a, b):
-    """Whether binary ``op``'s gate ``i`` (0: forward, at (x, y); 1: backward, at
-    (input, out)) is within its range at every pair (False for a NaN)."""
+def gate_holds(op, x, y):
+    """Whether binary ``op``'s gate is within its range at every (x, y) pair (False
+    for a NaN)."""
     lim = vector_range(op)
     ok = True
-    for k in range(a.size):
-        ok &= abs(gate2(op, i, a[k], b[k])) <= lim
+    for k in range(x.size):
+        ok &= abs(gate2(op, x[k], y[k])) <= lim
     return ok
 
 
@@ -444,10 +442,9 @@ def binary_bwd_plain(op, mask, fresh, g, x, y, out, gx, gy):
 #
 # Same-shape and scalar operands take the vector formulas block by block, as the unary
 # rows do; a scalar operand is spread over a block-long array once a call, so that one
-# block loop serves the three cases. The forward gate (of x, y) picks the formulas of a
-# forward block, each input's backward gate (of that input and out) those of its
-# gradient. Broadcasting, one slot as both operands and fewer than SMALL elements keep
-# the libm formulas.
+# block loop serves the three cases. The gate (of x, y) picks the formulas of a block,
+# forward and backward. Broadcasting, one slot as both operands and fewer than SMALL
+# elements keep the libm formulas.
 
 
 @jit(inline="always")
@@ -464,7 +461,7 @@ def _spread(v, n):
 
 @jit(inline="always")
 def binary_fwd_block(op, x, y, out):
-    if gate_holds(op, 0, x, y):
+    if gate_holds(op, x, y):
         for i in range(out.size):
             out[i] = fwd2v(op, x[i], y[i])
     else:
@@ -504,7 +501,7 @@ def binary_bwd_into(op, which, vec, g, x, y, out, dst, f):
 def binary_bwd_block(op, which, g, x, y, out, gv, full, f, tmp):
     """One block of input ``which``'s gradient: into ``gv`` (its block) for a full-size
     operand; for a scalar one through ``tmp`` (float64), returning the block's sum."""
-    vec = gate_holds(op, 1, x if which == 0 else y, out)
+    vec = gate_holds(op, x, y)
     if full:
         binary_bwd_into(op, which, vec, g, x, y, out, gv, f)
         return 0.0

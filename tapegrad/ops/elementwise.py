@@ -823,28 +823,45 @@ def logaddexp_fwd(x, y):
     return np.logaddexp(x, y)
 
 
+# d/dx log(e^x + e^y) = e^x / (e^x + e^y) = 1 / (1 + e^(y - x)): from x and y, not from
+# the rounded out (e^(x - out) loses all accuracy once ulp(out) is near 1: |x| ~ 1e16 in
+# float64, ~3e7 in float32; logaddexp(x, x) at 2e7 in float32 had derivative 2). At
+# x = +inf and y finite it is 1 and 0 (e^(x - out) was NaN there).
 @jit
 def logaddexp_bwd_x(g, x, y, out):
-    return g * np.exp(x - out)  # the softmax weight of x: never overflows (x <= out)
+    return g / (1.0 + np.exp(y - x))
 
 
 @jit
 def logaddexp_bwd_y(g, x, y, out):
-    return g * np.exp(y - out)
+    return g / (1.0 + np.exp(x - y))
 
 
-# Vector formulas (kernels/vecmath.py) for blocks where |x - y| <= LOGADDEXP_RANGE
-# (forward) and |x - out| or |y - out| <= LOGADDEXP_RANGE (backward, per input): the
-# forward is max + log1p(e^-|x - y|) (NumPy's own formula, its scalar loop ~15 ns an
-# element), the weights e^(x - out) of the backward then have exponents inside vm.exp's
-# range (and vm.exp2's).
+@jit
+def logaddexp2_fwd(x, y):
+    return np.logaddexp2(x, y)
+
+
+@jit
+def logaddexp2_bwd_x(g, x, y, out):
+    return g / (1.0 + np.exp2(y - x))
+
+
+@jit
+def logaddexp2_bwd_y(g, x, y, out):
+    return g / (1.0 + np.exp2(x - y))
+
+
+# Vector formulas (kernels/vecmath.py) for blocks where every |x - y| <= 700 (forward and
+# backward): the forward is max + log1p(e^-|x - y|) (NumPy's own formula; its scalar
+# loop takes ~15 ns an element), the backward the weights above with vm.exp (vm.exp2).
 LOGADDEXP_RANGE = 700.0
 LOG2E = 1.4426950408889634
 
 
 @jit
-def difference(a, b):
-    return a - b
+def difference(x, y):
+    return x - y
 
 
 @jit
@@ -855,12 +872,12 @@ def logaddexp_fwd_vec(x, y):
 
 @jit
 def logaddexp_bwd_x_vec(g, x, y, out):
-    return g * vm.exp(np.float64(x) - np.float64(out))
+    return g / (1.0 + vm.exp(np.float64(y) - np.float64(x)))
 
 
 @jit
 def logaddexp_bwd_y_vec(g, x, y, out):
-    return g * vm.exp(np.float64(y) - np.float64(out))
+    return g / (1.0 + vm.exp(np.float64(x) - np.float64(y)))
 
 
 @jit
@@ -871,27 +888,12 @@ def logaddexp2_fwd_vec(x, y):
 
 @jit
 def logaddexp2_bwd_x_vec(g, x, y, out):
-    return g * vm.exp2(np.float64(x) - np.float64(out))
+    return g / (1.0 + vm.exp2(np.float64(y) - np.float64(x)))
 
 
 @jit
 def logaddexp2_bwd_y_vec(g, x, y, out):
-    return g * vm.exp2(np.float64(y) - np.float64(out))
-
-
-@jit
-def logaddexp2_fwd(x, y):
-    return np.logaddexp2(x, y)
-
-
-@jit
-def logaddexp2_bwd_x(g, x, y, out):
-    return g * np.exp2(x - out)
-
-
-@jit
-def logaddexp2_bwd_y(g, x, y, out):
-    return g * np.exp2(y - out)
+    return g / (1.0 + vm.exp2(np.float64(x) - np.float64(y)))
 
 
 @jit
@@ -976,7 +978,7 @@ LOGADDEXP = Op(
     "log(exp(x) + exp(y)) without overflow",
     vector=(logaddexp_fwd_vec, (logaddexp_bwd_x_vec, logaddexp_bwd_y_vec)),
     vector_range=LOGADDEXP_RANGE,
-    vector_gate=(difference, difference),
+    vector_gate=difference,
 )
 
 
@@ -988,7 +990,7 @@ LOGADDEXP2 = Op(
     "log2(2**x + 2**y) without overflow",
     vector=(logaddexp2_fwd_vec, (logaddexp2_bwd_x_vec, logaddexp2_bwd_y_vec)),
     vector_range=LOGADDEXP_RANGE,
-    vector_gate=(difference, difference),
+    vector_gate=difference,
 )
 
 

@@ -126,12 +126,12 @@ class Op:
     vector_range
         See ``vector``.
     vector_gate
-        Binary rows with ``vector`` formulas: ``(forward gate, backward gate)``, scalar
-        functions whose magnitude must stay within ``vector_range`` for a block to take
-        them: the forward's of ``(x, y)``, the backward's of ``(v, out)`` with ``v`` the
-        input whose gradient is formed (logaddexp: ``x - y`` and ``v - out``). A
-        backward gate reads only what that input's formula reads: an input changed in
-        place after the forward is version-checked only when its own formula reads it.
+        Binary rows with ``vector`` formulas: the scalar function of ``(x, y)`` whose
+        magnitude must stay within ``vector_range`` over a block for the block to take
+        them, forward and backward (logaddexp: ``x - y``). Both backward formulas must
+        read x and y: the tape keeps and version-checks only what a formula reads, and
+        an operand changed in place after the forward must not steer a gradient to a
+        formula outside its range.
     failure
         For array rows whose kernels call LAPACK: what a failure (``E_LINALG``) means,
         in the ``numpy.linalg.LinAlgError`` the front end raises.
@@ -169,7 +169,7 @@ class Op:
     cuda: str | None = "default"
     vector: tuple[Callable, Callable] | None = None
     vector_range: float = 0.0
-    vector_gate: tuple[Callable, Callable] | None = None
+    vector_gate: Callable | None = None
     arith: bool = False
     failure: str = "singular matrix"
     assigns: bool = False
@@ -198,7 +198,6 @@ class Op:
                 or (
                     self.kind is Kind.BINARY
                     and self.vector_gate is not None
-                    and len(self.vector_gate) == 2
                     and len(self.vector[1]) == 2
                 )
             )
@@ -215,11 +214,11 @@ class Op:
         if self.vector is not None:
             binary = self.kind is Kind.BINARY
             vb = self.vector[1] if binary else (self.vector[1],)
-            for i, (vf, f) in enumerate(zip(vb, self.backward_formulas)):
+            for vf, f in zip(vb, self.backward_formulas):
                 # each reads at most what its libm formula reads: the tape keeps (and
                 # version-checks) only that, per input (saved_mask_for); a binary
-                # row's backward gate reads the input and out
-                reads = _loaded_names(vf) | ({"xy"[i], "out"} if binary else set())
+                # row's gate reads x and y
+                reads = _loaded_names(vf) | ({"x", "y"} if binary else set())
                 extra = reads & {"x", "y", "out"} - _loaded_names(f)
                 if extra:
                     raise ValueError(f"op {self.name!r}: vector backward reads {sorted(extra)}")
