@@ -23,6 +23,7 @@ from .layout import (
     N_SIGS,
     NO_RULE,
     OPF_ASSIGNS,
+    OPF_PASS,
     OPF_SHARED,
     OPF_THREADS_ONLY,
     OPF_UFUNC,
@@ -101,6 +102,8 @@ def ktable() -> np.ndarray:
                         flags[op.code] |= OPF_ASSIGNS
                     if op.kind is Kind.BINARY:
                         flags[op.code] |= OPF_SHARED
+                    for i in op.passes:
+                        flags[op.code] |= OPF_PASS << i
                     if (
                         op.kind in ELEMENTWISE
                         and op.namespace == "numpy"

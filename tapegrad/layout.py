@@ -120,6 +120,12 @@ OPF_ASSIGNS = 4
 # ... and when one slot is two of its inputs (``x * x``), the kernel writes that buffer
 # once with both contributions summed (binary rows), so it may be fresh there too
 OPF_SHARED = 8
+# Bits OPF_PASS << i: input i's gradient is the output's, element for element, when
+# their dtypes and sizes match (add: both inputs; subtract: x). The scheduler then lets
+# that input's buffer *be* the output's (the output's gradient is complete and nobody
+# reads it after this node) and clears the input's mask bit: no copy. Binary rows
+# only: their kernels leave an input alone whose mask bit is clear.
+OPF_PASS = 16
 DEFERRED = 1 << 40  # added to a slot id: "recorded, forward left to NumPy's ufunc"
 
 # --- node table fields ---------------------------------------------------------------

@@ -82,6 +82,7 @@ from .layout import (
     NODE_LIVE,
     OK,
     OPF_ASSIGNS,
+    OPF_PASS,
     OPF_SHARED,
     PY_CALLBACK,
     S_ADDR,
@@ -311,8 +312,10 @@ def _prepare(h, k, gen):
     an input's buffer that holds nothing yet is zeroed, or, when the op's kernel stores
     into fresh buffers (``OPF_ASSIGNS``) and the slot is this input only (or the kernel
     sums a slot passed twice in one pass, ``OPF_SHARED``: the first input's bit
-    speaks for it), marked fresh in the node's mask (``FRESH_SHIFT``). Every such
-    buffer then counts as written."""
+    speaks for it), marked fresh in the node's mask (``FRESH_SHIFT``); or, when its
+    gradient is the output's unchanged (``OPF_PASS``: add, subtract's x), it takes the
+    output's buffer itself and leaves the node's mask. Every such buffer then counts as
+    written."""
     N = nodes(h)
     S = slots(h)
     L = links(h)
@@ -324,7 +327,9 @@ def _prepare(h, k, gen):
     flags = carray(as_pointer(h[H_OPFLAGS], np.int64), h[H_KTAB_OPS])[op]
     assigns = flags & OPF_ASSIGNS
     shared = flags & OPF_SHARED
+    passes = (flags // OPF_PASS) & 3 if N[N_NOUT, k] == 1 else 0
     fresh = 0
+    mask0 = mask
     narrow = nin <= FRESH_SHIFT  # a wider node's mask bits reach the fresh bits' place
     if shared and nin == 2 and mask == 3 and L[0, base] == L[0, base + 1]:
         fresh = 4  # one slot as both operands: the kernel sums both formulas in one pass
@@ -341,6 +346,19 @@ def _prepare(h, k, gen):
         wanted = (mask >> i) & 1
         if not wanted and not every:
             continue  # not this node's to write
+        if wanted and (passes >> i) & 1 and _can_pass(h, s, L[0, base + nin], L, base, nin, i):
+            # The output's gradient is complete (its consumers ran) and nothing reads
+            # it after this node (hooks on it run before its kernel and change that
+            # very buffer, which the input should see): the input's gradient starts as
+            # it. Later writers of the input add to it; this node's kernel leaves the
+            # input alone (mask bit cleared; replay plans keep the mask and the offset
+            # this run left). One input per node: two sharing a buffer would add each
+            # other's later contributions.
+            S[S_GRAD, s] = S[S_GRAD, L[0, base + nin]]
+            S[S_FLAGS, s] |= SLOT_GRAD_SET
+            mask &= ~(1 << i)
+            passes = 0
+            continue
         if wanted and assigns and narrow and (shared or _once(L, base, nin, i, s)):
             fresh |= 1 << i
             if poison:
@@ -348,8 +366,23 @@ def _prepare(h, k, gen):
         else:
             _fill(h, s, False)
         S[S_FLAGS, s] |= SLOT_GRAD_SET
-    if fresh:
+    if fresh or mask != mask0:
         N[N_MASK, k] = mask | (fresh << FRESH_SHIFT)
+
+
+@jit
+def _can_pass(h, s, o, L, base, nin, i):
+    """Whether input slot ``s`` (input ``i`` of the node whose output is ``o``) may take
+    ``o``'s gradient buffer: same dtype and size (no broadcast, no cast), both in the
+    arena (a leaf's own array stays its own), and ``s`` is this input only."""
+    S = slots(h)
+    return (
+        S[S_SIZE, s] == S[S_SIZE, o]
+        and S[S_DTYPE, s] == S[S_DTYPE, o]
+        and S[S_XGRAD, s] == 0
+        and S[S_XGRAD, o] == 0
+        and _once(L, base, nin, i, s)
+    )
 
 
 @jit

@@ -133,6 +133,7 @@ ADD = Op(
     "x + y",
     dunder=("__add__", "__radd__"),
     arith=True,
+    passes=(0, 1),
 )
 
 
@@ -144,6 +145,7 @@ SUB = Op(
     "x - y",
     dunder=("__sub__", "__rsub__"),
     arith=True,
+    passes=(0,),
 )
 
 

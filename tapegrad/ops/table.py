@@ -135,6 +135,11 @@ class Op:
     failure
         For array rows whose kernels call LAPACK: what a failure (``E_LINALG``) means,
         in the ``numpy.linalg.LinAlgError`` the front end raises.
+    passes
+        Binary rows: the inputs whose gradient is the output's gradient unchanged
+        (add: ``(0, 1)``; subtract: ``(0,)``). Where such an input has the output's
+        dtype and size and nothing wrote its gradient yet, the scheduler hands it the
+        output's buffer (``layout.OPF_PASS``) instead of running a copy.
     assigns
         The backward kernel stores into an input gradient buffer the scheduler marks
         fresh (``layout.FRESH_SHIFT``) instead of adding to it, so that buffer need
@@ -173,6 +178,7 @@ class Op:
     arith: bool = False
     failure: str = "singular matrix"
     assigns: bool = False
+    passes: tuple[int, ...] = ()
     vjp: Callable | None = None
     jvp: Callable | None = None
     code: int = field(default=-1, init=False)
@@ -206,6 +212,8 @@ class Op:
                 f"op {self.name!r}: vector formulas need a range and a unary row, or a "
                 "binary row with a gate and a backward formula per input"
             )
+        if self.passes and (self.kind is not Kind.BINARY or not set(self.passes) <= {0, 1}):
+            raise ValueError(f"op {self.name!r}: passes names inputs of a binary row")
         if self.kind in (Kind.UNARY, Kind.BINARY):
             self.assigns = True
         if self.cuda == "default":
