@@ -327,7 +327,9 @@ def _prepare(h, k, gen):
     flags = carray(as_pointer(h[H_OPFLAGS], np.int64), h[H_KTAB_OPS])[op]
     assigns = flags & OPF_ASSIGNS
     shared = flags & OPF_SHARED
-    passes = (flags // OPF_PASS) & 3 if N[N_NOUT, k] == 1 else 0
+    # (not in anomaly mode: its check after the kernel reads the inputs the mask names,
+    # and must name this node for a NaN a hook put on the output)
+    passes = (flags // OPF_PASS) & 3 if N[N_NOUT, k] == 1 and h[H_ANOMALY] == 0 else 0
     fresh = 0
     mask0 = mask
     narrow = nin <= FRESH_SHIFT  # a wider node's mask bits reach the fresh bits' place
