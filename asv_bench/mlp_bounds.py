@@ -30,15 +30,9 @@ from benchmarks.workloads import (  # noqa: E402
 
 def main() -> None:
     import torch
+    from compare import _torch_models  # compare.py's PyTorch step (one thread)
 
-    torch.set_num_threads(1)
-
-    def torch_step(params, x, labels):
-        ps = [torch.tensor(p, requires_grad=True) for p in params]
-        h = torch.tanh(torch.tensor(x) @ ps[0] + ps[1])
-        loss = torch.nn.functional.cross_entropy(h @ ps[2] + ps[3], torch.tensor(labels))
-        loss.backward()
-        return loss.item(), [p.grad.numpy() for p in ps]
+    torch_step = _torch_models()["mlp"]
 
     big, small = mlp_data(), mlp_data(batch=2, n_in=2, hidden=2, n_out=2)
     x, w1 = big[1], big[0][0]
