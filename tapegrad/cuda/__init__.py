@@ -39,6 +39,7 @@ import builtins
 import itertools
 import math
 import threading
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -86,6 +87,8 @@ _lock = threading.RLock()
 _cuda: Any = None
 _kernels: dict[tuple, Any] = {}
 _small: dict[tuple, Any] = {}  # small device arrays by content: metadata, scalars
+_configs: dict[tuple, Any] = {}  # configured launches of small grids (see _configure)
+SMALL_GRID = 128  # numba-cuda warns on launches of fewer blocks than this
 _seq = itertools.count()
 
 
@@ -118,9 +121,33 @@ def available() -> bool:
     return True
 
 
+def _configure(kernel: Any, grid: Any, block: Any) -> Any:
+    """``kernel[grid, block]``, without numba-cuda's low-occupancy warning.
+
+    numba-cuda warns (``NumbaPerformanceWarning``, "Grid size N will likely result in
+    GPU under-utilization") on every launch of fewer than 128 blocks. A small tensor is
+    the user's choice, not a mistake in how tapegrad launches, so the warning is
+    silenced for tapegrad's own launches and nowhere else. Small-grid configurations
+    are made once, under the lock and with the warning filtered, then reused; large
+    grids never warn and are configured per launch. (A configuration holds the default
+    stream, the only one tapegrad launches on.)
+    """
+    if math.prod(grid if isinstance(grid, tuple) else (grid,)) >= SMALL_GRID:
+        return kernel[grid, block]
+    key = (kernel, grid, block)
+    c = _configs.get(key)
+    if c is None:
+        with _lock, warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Grid size .* under-utilization")
+            c = kernel[grid, block]
+        if c is not kernel:  # numba's simulator configures the kernel itself: no cache
+            _configs[key] = c
+    return c
+
+
 def _launch(kernel: Any, n: int, *args: Any) -> None:
     if n > 0:
-        kernel[(n + THREADS - 1) // THREADS, THREADS](*args)
+        _configure(kernel, (n + THREADS - 1) // THREADS, THREADS)(*args)
 
 
 def _kernel(key: tuple, build: Callable[[Any], Any]) -> Any:
@@ -550,7 +577,7 @@ def _reduce(x: CudaTensor, axis: Any, keepdims: bool, name: str) -> CudaTensor:
         total = _kernel(("sum_all", dtype.str), lambda k: k.sum_all_kernel(dtype, THREADS))
         blocks = builtins.min((x.size + THREADS - 1) // THREADS, 1024)
         if x.size:
-            total[blocks, THREADS](_flat(x.data), _flat(out), scale)
+            _configure(total, blocks, THREADS)(_flat(x.data), _flat(out), scale)
     else:
         _launch(fwd, x.size, _flat(x.data), _flat(out), scale, meta)
 
@@ -613,7 +640,7 @@ def _gemm(kernel: Any, nbatch: int, a: Any, b: Any, c: Any, p: Any, q: tuple) ->
             (rows + TILE - 1) // TILE,
             builtins.min(MAX_GRID_Z, nbatch - t0),
         )
-        kernel[grid, (TILE, TILE)](_flat(a), _flat(b), _flat(c), p, qd, t0)
+        _configure(kernel, grid, (TILE, TILE))(_flat(a), _flat(b), _flat(c), p, qd, t0)
 
 
 def reshape(x: CudaTensor, shape: Any) -> CudaTensor:

@@ -366,3 +366,41 @@ def test_matmul_batches_beyond_one_grid(monkeypatch):
     (ca @ cb).backward(gradient=v)
     np.testing.assert_allclose(ga.grad.numpy(), ca.grad, rtol=1e-12)
     np.testing.assert_allclose(gb.grad.numpy(), cb.grad, rtol=1e-12)
+
+
+def test_small_launches_do_not_warn():
+    """numba-cuda warns on every launch of fewer than 128 blocks; a small tensor is not
+    a mistake, so tapegrad's own launches (elementwise, reduce, sum_all, matmul) make
+    none. On a GPU the real warning is checked; everywhere, a stand-in kernel that warns
+    as numba-cuda does."""
+    import warnings
+
+    import tapegrad.cuda as tc
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        x = tg.tensor(np.linspace(0.1, 1.0, 300), requires_grad=True, device="cuda")
+        m = x[:12].reshape(3, 4)
+        loss = (tnp.sin(x) * x).sum() + (m @ m.T).sum() + tnp.sum(m, axis=0).sum()
+        loss.backward()
+    assert x.grad.numpy().shape == (300,)
+
+    calls = []
+
+    class Warns:  # what numba-cuda's _LaunchConfiguration does for small grids
+        def __getitem__(self, config):
+            warnings.warn(
+                f"Grid size {config[0]} will likely result in GPU under-utilization "
+                "due to low occupancy.",
+                stacklevel=2,
+            )
+            return lambda *args: calls.append((config, args))
+
+    k = Warns()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tc._launch(k, 5, "a")
+        tc._launch(k, 5, "b")  # the configured launch is reused
+        with pytest.raises(UserWarning, match="under-utilization"):
+            k[1, 1]  # the user's own launches keep the warning
+    assert calls == [((1, tc.THREADS), ("a",)), ((1, tc.THREADS), ("b",))]
