@@ -7,6 +7,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 export NUMBA_ENABLE_CUDASIM=0          # the real GPU, never the simulator
 export TAPEGRAD_CUDA_SIZE="${TAPEGRAD_CUDA_SIZE:-2000000}"
+# the versions first: a GPU image's own NumPy/numba/numba-cuda are what usually breaks
+# (see "GPU runs" in docs/design.md)
+python -c "import sys, numpy, numba, numba_cuda
+print('python', sys.version.split()[0], 'numpy', numpy.__version__, 'numba',
+      numba.__version__, 'numba-cuda', numba_cuda.__version__)"
 python -c "from numba import cuda; assert cuda.is_available(), 'no CUDA GPU found'; cuda.detect()"
 python -m pytest -m cuda tests/gpu -q -p no:cacheprovider
 python tests/gpu/speed.py "$@"
