@@ -154,3 +154,35 @@ def test_large_binary_with_one_tensor_as_both_operands(op):
     s = tg.tensor(a[:64], requires_grad=True)
     tnp.sum(f(s, s)).backward()
     np.testing.assert_allclose(x.grad[:64], s.grad, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize(
+    "op", [op for op in ELEMENTWISE_ROWS if op.kind is Kind.BINARY], ids=lambda op: op.name
+)
+@pytest.mark.parametrize("side", [0, 1], ids=["x_scalar", "y_scalar"])
+@pytest.mark.parametrize("scalar", ["tensor", "python"])
+@pytest.mark.parametrize("second", [False, True], ids=["fresh", "adding"])
+def test_large_binary_with_a_scalar_operand(op, side, scalar, second):
+    """``c op x`` and ``x op c`` on N elements (the scalar-operand backward loops, on
+    all cores from PARALLEL_MIN): the full-size operand's gradient element by element,
+    and the sum a 0-d tensor ``c`` receives, against the same row with ``c`` spread to
+    a full-size operand."""
+    args, f = _inputs(op, N)
+    c = float(args[side][0])  # a value inside the row's domain
+    g = np.random.default_rng(7).standard_normal(N)
+    other = 1 - side
+    big = tg.tensor(args[other], requires_grad=True)
+    small = tg.tensor(c, requires_grad=True) if scalar == "tensor" else c
+    operands = [big, small] if other == 0 else [small, big]
+    loss = tnp.sum(f(*operands) * g)
+    if second:  # then the row's backward adds to what another node wrote first
+        loss = loss + tnp.sum(big * 0.5) + (small * 0.5 if scalar == "tensor" else 0.0)
+    loss.backward()
+    spread = [tg.tensor(a, requires_grad=True) for a in args]
+    spread[side] = tg.tensor(np.full(N, c), requires_grad=True)
+    tnp.sum(f(*spread) * g).backward()
+    extra = 0.5 if second else 0.0
+    np.testing.assert_allclose(big.grad, spread[other].grad + extra, rtol=1e-13, atol=1e-13)
+    if scalar == "tensor":
+        want = spread[side].grad.sum() + extra
+        assert abs(small.grad - want) <= 1e-12 * (np.abs(spread[side].grad).sum() + 1.0)

@@ -301,6 +301,62 @@ def binary_bwd_parallel(op, which, g, x, y, out, gv, f):
             put(gv, i, bwd2(op, 1, g[i], x[i], y[i], out[i]), f)
 
 
+@jit(parallel=True)
+def binary_bwd_scalar_parallel(op, which, g, x, y, out, gv, f):
+    """One operand a scalar (``x`` or ``y`` has one element), all cores: input
+    ``which``'s gradient, stored or added (``f``) element by element into ``gv`` when
+    that input is the full-size one, else summed in float64 and returned (``x * 0.9``,
+    ``x ** 1.3``, ``1 - x``: until this, one core at any size)."""
+    n = g.size
+    acc = 0.0
+    if x.size == 1:
+        a = x[0]
+        if which == 0:
+            for i in prange(n):
+                acc += bwd2(op, 0, g[i], a, y[i], out[i])
+        else:
+            for i in prange(n):
+                put(gv, i, bwd2(op, 1, g[i], a, y[i], out[i]), f)
+    else:
+        b = y[0]
+        if which == 1:
+            for i in prange(n):
+                acc += bwd2(op, 1, g[i], x[i], b, out[i])
+        else:
+            for i in prange(n):
+                put(gv, i, bwd2(op, 0, g[i], x[i], b, out[i]), f)
+    return acc
+
+
+def binary_bwd_scalar_large(op, mask, fresh, g, x, y, out, gx, gy):
+    """Whether the backward of a large scalar-operand case was run on all cores: never
+    in Python (the serial loops serve); compiled, see the overload."""
+    return False
+
+
+@overload(binary_bwd_scalar_large, inline="always")
+def _binary_bwd_scalar_large(op, mask, fresh, g, x, y, out, gx, gy):
+    if not _row(op).scalar_parallel:  # see Op.scalar_parallel
+        return lambda op, mask, fresh, g, x, y, out, gx, gy: False
+
+    def parallel(op, mask, fresh, g, x, y, out, gx, gy):
+        n = out.size
+        if not ((x.size == 1 or y.size == 1) and (x.size == n or y.size == n)):
+            return False
+        fx, fy = is_fresh(fresh, 0), is_fresh(fresh, 1)
+        if mask & 1:
+            acc = binary_bwd_scalar_parallel(op, 0, g, x, y, out, gx, fx)
+            if x.size != n:
+                put(gx, 0, acc, fx)
+        if mask & 2:
+            acc = binary_bwd_scalar_parallel(op, 1, g, x, y, out, gy, fy)
+            if y.size != n:
+                put(gy, 0, acc, fy)
+        return True
+
+    return parallel
+
+
 def unary_bwd_arrays(op, g, x, out, gx, f):
     """``gx += f'(x) g`` (``=`` if ``f``: gx is fresh), on all cores from PARALLEL_MIN
     elements; vector formulas as in ``unary_fwd_arrays``."""
@@ -413,6 +469,8 @@ def binary_bwd_plain(op, mask, fresh, g, x, y, out, gx, gy):
         if want_y:
             for i in range(n):
                 put(gy, i, bwd2(op, 1, g[i], x[i], y[i], out[i]), fy)
+    elif n >= PARALLEL_MIN and binary_bwd_scalar_large(op, mask, fresh, g, x, y, out, gx, gy):
+        pass
     elif x.size == 1 and y.size == n:
         a = x[0]
         if want_x:

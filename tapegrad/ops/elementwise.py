@@ -134,6 +134,7 @@ ADD = Op(
     dunder=("__add__", "__radd__"),
     arith=True,
     passes=(0, 1),
+    scalar_parallel=True,
 )
 
 
@@ -146,6 +147,7 @@ SUB = Op(
     dunder=("__sub__", "__rsub__"),
     arith=True,
     passes=(0,),
+    scalar_parallel=True,
 )
 
 
@@ -157,6 +159,7 @@ MUL = Op(
     "x * y",
     dunder=("__mul__", "__rmul__"),
     arith=True,
+    scalar_parallel=True,
 )
 
 
@@ -170,6 +173,7 @@ TRUEDIV = Op(
     aliases=("divide",),
     dunder=("__truediv__", "__rtruediv__"),
     arith=True,
+    scalar_parallel=True,
 )
 
 
@@ -182,6 +186,7 @@ POW = Op(
     domain=((0.5, 2.0), (-1.5, 1.5)),
     aliases=("pow",),
     dunder=("__pow__", "__rpow__"),
+    scalar_parallel=True,
 )
 
 
@@ -191,6 +196,7 @@ MAXIMUM = Op(
     maximum_fwd,
     (maximum_bwd_x, maximum_bwd_y),
     "elementwise max; ties split the gradient equally",
+    scalar_parallel=True,
 )
 
 
@@ -200,6 +206,7 @@ MINIMUM = Op(
     minimum_fwd,
     (minimum_bwd_x, minimum_bwd_y),
     "elementwise min; ties split the gradient equally",
+    scalar_parallel=True,
 )
 
 

@@ -140,6 +140,12 @@ class Op:
         (add: ``(0, 1)``; subtract: ``(0,)``). Where such an input has the output's
         dtype and size and nothing wrote its gradient yet, the scheduler hands it the
         output's buffer (``layout.OPF_PASS``) instead of running a copy.
+    scalar_parallel
+        Binary rows users write with a Python number beside a large array (``x * 0.9``,
+        ``x ** 1.3``, ``1 - x``, ``maximum(x, 0)``): their scalar-operand backward runs
+        on all cores from ``kernels.elementwise.PARALLEL_MIN`` elements. Each such row
+        costs a parallel function per compiled signature (~3 s of a cold cache's
+        compile), so the other rows keep the serial loops.
     assigns
         The backward kernel stores into an input gradient buffer the scheduler marks
         fresh (``layout.FRESH_SHIFT``) instead of adding to it, so that buffer need
@@ -179,6 +185,7 @@ class Op:
     failure: str = "singular matrix"
     assigns: bool = False
     passes: tuple[int, ...] = ()
+    scalar_parallel: bool = False
     vjp: Callable | None = None
     jvp: Callable | None = None
     code: int = field(default=-1, init=False)
@@ -212,6 +219,8 @@ class Op:
                 f"op {self.name!r}: vector formulas need a range and a unary row, or a "
                 "binary row with a gate and a backward formula per input"
             )
+        if self.scalar_parallel and self.kind is not Kind.BINARY:
+            raise ValueError(f"op {self.name!r}: scalar_parallel is for binary rows")
         if self.passes and (self.kind is not Kind.BINARY or not set(self.passes) <= {0, 1}):
             raise ValueError(f"op {self.name!r}: passes names inputs of a binary row")
         if self.kind in (Kind.UNARY, Kind.BINARY):
