@@ -42,3 +42,27 @@ def test_pairwise_spellings_agree_with_numpy(spelling):
     got, got_grads = ew.lj_tapegrad(ew.LJ_SPELLINGS[spelling])(pos)
     np.testing.assert_allclose(got, value, rtol=1e-11)
     np.testing.assert_allclose(got_grads[0], grads[0], rtol=1e-9, atol=1e-9)
+
+
+def test_chain_ops_script_runs():
+    """asv_bench/chain_ops.py (the README's op-by-op chain numbers) end to end, tiny."""
+    import subprocess
+
+    script = Path(__file__).resolve().parents[1] / "asv_bench" / "chain_ops.py"
+    r = subprocess.run(
+        [sys.executable, str(script), "--size", "3000", "--repeat", "1", "--threads", "1"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    row = next(line for line in r.stdout.splitlines() if line.startswith("tapegrad "))
+    assert len([float(v) for v in row.split()[1:]]) == 8  # six ops, forward, backward
+    r = subprocess.run(
+        [sys.executable, str(script), "--vecmath", "--size", "3000", "--repeat", "1"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert sum(line.startswith("tapegrad vecmath") for line in r.stdout.splitlines()) == 3
