@@ -181,3 +181,22 @@ def test_a_compiled_step_stays_flat_over_10000_calls_with_new_floats():
         tracemalloc.stop()
     assert step.stats["captures"] == 1
     assert grown < 200_000, grown  # bytes; a program or array kept per call is far more
+
+
+def _large_scaled_gradient(seed: int) -> float:
+    """A spawned worker's job: a backward on all cores (x * 0.9 over 200,000 elements)."""
+    x = tg.tensor(np.random.default_rng(seed).standard_normal(200_000), requires_grad=True)
+    (x * 0.9 + x * x).sum().backward()
+    want = 0.9 + 2 * x.numpy()
+    return float(np.abs(x.grad - want).max())
+
+
+def test_spawned_workers_run_parallel_backwards_after_the_parent_did():
+    """README, "Processes": after the parent ran parallel loops (OpenMP started), the
+    documented way to use worker processes, `spawn`, works and gives exact gradients."""
+    import multiprocessing
+
+    assert _large_scaled_gradient(0) == 0.0  # the parent's own parallel backward
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        errors = pool.map(_large_scaled_gradient, range(2), chunksize=1)
+    assert errors == [0.0, 0.0]
