@@ -186,3 +186,14 @@ def test_large_binary_with_a_scalar_operand(op, side, scalar, second):
     if scalar == "tensor":
         want = spread[side].grad.sum() + extra
         assert abs(small.grad - want) <= 1e-12 * (np.abs(spread[side].grad).sum() + 1.0)
+
+
+def test_scalar_parallel_is_for_binary_rows():
+    from tapegrad.ops import BY_NAME, Op
+
+    with pytest.raises(ValueError, match="scalar_parallel is for binary rows"):
+        Op("bad_scalar_parallel", Kind.UNARY, lambda x: x, lambda g, x, out: g, "x",
+           scalar_parallel=True)  # fmt: skip
+    assert "bad_scalar_parallel" not in BY_NAME
+    flagged = {op.name for op in ROWS if op.scalar_parallel}
+    assert flagged == {"add", "subtract", "multiply", "true_divide", "power", "maximum", "minimum"}
