@@ -157,3 +157,36 @@ def test_the_suite_runs_with_poisoned_fresh_buffers():
     from tapegrad.tape import current_tape
 
     assert current_tape().h[H_POISON] == 1
+
+
+def test_formulas_pickle_small_after_eager_ops():
+    """numba's disk cache keys each compiled overload on its closure cells, pickled with
+    ``numba.core.serialize.dumps``; the kernels' overloads capture the rows' formulas.
+    gammaln's backward calls the word ``digamma``, which could only be pickled by value,
+    dragging in the whole row registry (460 KB) and, once an eager op had switched the
+    fast paths to compiled entry points, failing ("cannot pickle '_dynfunc._Closure'"):
+    the first compile of 13 rows' kernels (gammaln, beta, i0, polygamma...) crashed in
+    any process that had run an eager op on a cold cache, and so did
+    ``python -m tapegrad.warmup --jobs 1``. Every formula must pickle, small."""
+    import pickle
+
+    from numba.core.serialize import dumps
+
+    from tapegrad.ops import ROWS
+
+    x = tg.tensor(np.ones(3), requires_grad=True)
+    (tnp.sin(x) * 2.0).sum().backward()  # the eager fast paths now hold entry points
+    for op in ROWS:
+        formulas = [op.fwd, *op.backward_formulas]
+        if op.vector is not None:
+            back = op.vector[1]
+            formulas += [op.vector[0], *(back if isinstance(back, tuple) else (back,))]
+        for f in formulas:
+            if f is not None:
+                assert len(dumps(f)) < 50_000, op.name
+    assert len(dumps(ROWS[[op.name for op in ROWS].index("gammaln")].bwd)) < 5_000
+    from tapegrad.ops.vocabulary import words
+
+    assert vars(words)  # the two-faced words pickle as their names
+    for face in vars(words).values():
+        assert pickle.loads(pickle.dumps(face)) is face

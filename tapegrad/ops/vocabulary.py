@@ -22,6 +22,7 @@ leaves this vocabulary fails loudly in the recorded modes, never silently.
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -79,6 +80,26 @@ def _power_less_one_compiled(x, y, out):
     return lambda x, y, out: _power_less_one(x, y, out)
 
 
+# The two-faced words, importable by name (``tapegrad.ops.vocabulary.words.digamma``).
+# numba's disk cache keys a compiled overload on its closure cells, pickled: the kernels'
+# overloads capture row formulas, which call these words. A word defined inside a
+# factory cannot be pickled by reference, so cloudpickle took it by value with its
+# globals, the whole row registry: a 460 KB key, and a TypeError ("cannot pickle
+# '_dynfunc._Closure'") once the eager fast paths held compiled entry points, i.e. the
+# first compile of gammaln's (digamma's, beta's, i0's...) kernels after any eager op
+# on a cold cache. Registered here, each word pickles as its name.
+words = types.SimpleNamespace()
+
+
+def _named(face: Callable, name: str) -> Callable:
+    """``face`` as ``words.<name>``, so that pickling it stores that name."""
+    face.__name__ = name
+    face.__qualname__ = f"words.{name}"
+    face.__module__ = __name__
+    setattr(words, name, face)
+    return face
+
+
 def first_order(name: str, compiled: Callable, arity: int, what: str) -> Callable:
     """A word for a derivative that exists only compiled (no table op records it): the
     kernels call ``compiled``; Python (a recorded backward, forward mode) raises,
@@ -100,7 +121,7 @@ def first_order(name: str, compiled: Callable, arity: int, what: str) -> Callabl
         def typing(x, y):
             return lambda x, y: compiled(x, y)
 
-    face.__name__ = face.__qualname__ = name
+    _named(face, name)
     overload(face)(typing)
     return face
 
@@ -125,7 +146,7 @@ def row_function(name: str, compiled: Callable, arity: int) -> Callable:
         def typing(x, y):
             return lambda x, y: compiled(x, y)
 
-    face.__name__ = face.__qualname__ = name
+    _named(face, name)
     face.__doc__ = f"``{name}``: its scalar kernel compiled, its row's function in Python."
     overload(face)(typing)
     return face
