@@ -548,7 +548,7 @@ def gradients(
             g = tape.read_grad(slot)
             if g is not None:
                 found[i] = g if found[i] is None else found[i] + g
-    for i, t in enumerate(inputs):  # hooks registered on the inputs, as in PyTorch
+    for i, t in enumerate(inputs if _LEAF_HOOKS.entries else ()):  # hooks on the inputs
         hooks = _LEAF_HOOKS.get(t)
         if hooks and found[i] is not None:
             with callback_tape():

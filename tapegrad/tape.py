@@ -48,6 +48,8 @@ from .layout import (
     E_GRAD_SPACE,
     E_NO_KERNEL,
     E_SPACE,
+    F32,
+    F64,
     FLOAT_CODES,
     H_ARENA,
     H_ARENA_CAP,
@@ -536,7 +538,7 @@ class Tape:
                 continue
             buf = np.empty(self.slot_shape(s), NP_DTYPES[sv[S_DTYPE * cap + s]])
             own[s] = [buf, False]  # (array, handed out by read_grad)
-            sv[S_XGRAD * cap + s] = buf.ctypes.data
+            sv[S_XGRAD * cap + s] = data_address(buf)
         self.own_grads = (-1, own)
 
     def own_grads_done(self) -> None:
@@ -589,9 +591,21 @@ class Tape:
             ctypes.memmove(data_address(out), self.slot_field(S_ADDR, s), out.size * ITEMSIZE[dt])
         return out
 
+    def read_scalar(self, s: int) -> float | None:
+        """The value of one-element float slot ``s`` as a Python float (None for another
+        dtype): read in place, no array made. The owning thread's call only."""
+        dt = self.slot_field(S_DTYPE, s)
+        if dt == F64:
+            return ctypes.c_double.from_address(self.slot_field(S_ADDR, s)).value
+        if dt == F32:
+            return ctypes.c_float.from_address(self.slot_field(S_ADDR, s)).value
+        return None
+
     def read_grad(self, s: int) -> np.ndarray | None:
         """A fresh array with slot ``s``'s gradient from the last backward, or None."""
-        if self.slot_field(S_GEN, s) != self.h[H_GEN]:
+        h, sv = self.h, self.views["slot"]
+        cap = h[H_SLOT_CAP]
+        if sv[S_GEN * cap + s] != h[H_GEN]:
             return None
         own = self._own_grad(s)
         if own is not None:  # the array itself the first time (nothing else holds it)
@@ -599,11 +613,12 @@ class Tape:
                 return own[0].copy()
             own[1] = True
             return own[0]
-        off = self.slot_field(S_GRAD, s)
-        dt = self.slot_field(S_DTYPE, s)
-        out = np.empty(self.slot_shape(s), NP_DTYPES[dt])
+        dt = sv[S_DTYPE * cap + s]
+        off = sv[S_SHAPE * cap + s]
+        out = np.empty(tuple(self.views["shape"][off : off + sv[S_NDIM * cap + s]]), NP_DTYPES[dt])
         if out.size:
-            ctypes.memmove(data_address(out), self.h[H_GRAD] + off, out.size * ITEMSIZE[dt])
+            src = h[H_GRAD] + sv[S_GRAD * cap + s]
+            ctypes.memmove(data_address(out), src, out.size * ITEMSIZE[dt])
         return out
 
     def import_array(self, arr: np.ndarray, flags: int) -> int:

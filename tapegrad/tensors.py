@@ -777,6 +777,8 @@ def as_tensor(x: Any) -> Tensor:
     object array holding tensors is stacked (recorded: the graph is kept)."""
     if isinstance(x, Tensor):
         return x
+    if type(x) is np.ndarray and x.dtype in FLOAT_DTYPES:  # the common case: a copy
+        return Tensor._external(x.copy())
     if DEVICE_TENSOR is not None and isinstance(x, DEVICE_TENSOR):
         raise TypeError(DEVICE_MESSAGE)
     if (isinstance(x, list | tuple) or (isinstance(x, np.ndarray) and x.dtype == object)) and (
@@ -900,6 +902,9 @@ def _bind_foreign(tape: Tape, t: Tensor) -> int:
 
 
 _SCALARS = (float, int, bool)
+# Native float arrays, the common operand and argument: copied and imported directly
+# (normalize_array would convert the others: byte order, integers, layouts).
+FLOAT_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
 
 
 def bind_operand(tape: Tape, epoch: int, v: Any) -> tuple[int, float]:
@@ -918,6 +923,18 @@ def _shape_of(v: Any) -> tuple[int, ...]:
 
 def values_of(v: Any) -> Any:
     return v._value() if isinstance(v, Tensor) else v
+
+
+def scalar_value(t: Tensor) -> float:
+    """``float`` of one-element ``t``'s value: read from its tape in place when it is a
+    float result there (a transform's loss), else through ``_value`` (which a capture
+    guards)."""
+    tape = t._tape
+    if t._data is None and not _CAPTURING and tape is not None:
+        v = tape.read_scalar(t._slot)
+        if v is not None:
+            return v
+    return float(t._value().reshape(()))
 
 
 def elementwise(op: Any, x: Any, y: Any = None, out: Any = None) -> Tensor:
@@ -1093,6 +1110,14 @@ def elementwise_function(op: Any) -> Callable[..., Tensor]:
             elif ty is np.float64:
                 if x._tape is tape and x._epoch == ep and tape.slot_field(S_DTYPE, x._slot) == F64:
                     r = _record_scalar(tape.header, code, x._slot, SCALAR, 0.0, float(y), compare)
+            # a float NumPy array: a constant (`onehot * p`, `x - mu`), imported as
+            # elementwise() would, without the Tensor it makes for a retry
+            elif ty is np.ndarray:
+                if x._tape is tape and x._epoch == ep and y.dtype in FLOAT_DTYPES:
+                    r = _with_constant(tape, ep, opc, x._slot, y, False)
+            elif tx is np.ndarray:
+                if y._tape is tape and y._epoch == ep and x.dtype in FLOAT_DTYPES:
+                    r = _with_constant(tape, ep, opc, y._slot, x, True)
             if r >= 0:  # anything else (binding, errors, growing the tape): the full path
                 if r >= DEFERRED:
                     r = _numpy_forward(tape, op, r - DEFERRED)
@@ -1100,6 +1125,21 @@ def elementwise_function(op: Any) -> Callable[..., Tensor]:
         return elementwise(op, x, y, out=out)
 
     return binary
+
+
+def _with_constant(tape: Tape, ep: int, opc: int, slot: int, arr: np.ndarray, first: bool) -> int:
+    """Record binary op ``opc`` on tensor ``slot`` and a copy of float array ``arr`` (the
+    first operand if ``first``); a status below 0 leaves the tape as it was, for
+    :func:`elementwise` to take over (growing the tape, raising a shape error)."""
+    mark = tape.mark()
+    c = tape.import_array(arr.copy(), SLOT_CONST)
+    if tape.epoch != ep:  # importing rewound the tape: start over
+        return -1
+    a, b = (c, slot) if first else (slot, c)
+    r = _record_tensors(tape.header, opc, a, b)
+    if r < 0:
+        tape.restore(mark)
+    return r
 
 
 def general(

@@ -43,6 +43,9 @@ from .ops.shape import RESHAPE
 from .pytree import flatten
 from .tape import TRANSFORM, Tape, current_tape, enter, leave
 from .tensors import (
+    FLAG_DIFF,
+    FLAG_RG,
+    FLOAT_DTYPES,
     FREED_MESSAGE,
     Tensor,
     as_tensor,
@@ -51,10 +54,16 @@ from .tensors import (
     home_of,
     is_grad_enabled,
     mark_differentiated,
+    scalar_value,
     serial,
     tensor,
     values_of,
 )
+
+
+def _first(leaves: list) -> Any:
+    return leaves[0]
+
 
 __all__ = ["grad", "jacobian", "jacrev", "value_and_grad", "vjp"]
 
@@ -111,7 +120,14 @@ def record(
     try:
         args = list(args)
         for a in argnums:
-            leaves, rebuild = flatten(args[a])
+            v = args[a]
+            # the common case, one float array: its leaf (a copy) without the pytree walk
+            if type(v) is np.ndarray and v.dtype in FLOAT_DTYPES:
+                t = Tensor._external(v.copy(), FLAG_RG | FLAG_DIFF)
+                leaves_per_arg.append(([t], [v], _first))
+                args[a] = t
+                continue
+            leaves, rebuild = flatten(v)
             ts = [_leaf_tensor(v, f"{where}: argument {a}") for v in leaves]
             leaves_per_arg.append((ts, leaves, rebuild))
             args[a] = rebuild(ts)
@@ -205,9 +221,20 @@ def needs_graph(*trees: Any) -> bool:
         return False
     if current_tape().kind == TRANSFORM:
         return True
-    return any(
-        isinstance(v, Tensor) and v.requires_grad for tree in trees for v in flatten(tree)[0]
-    )
+    return any(_requires_grad(tree) for tree in trees)
+
+
+def _requires_grad(tree: Any) -> bool:
+    """Whether a leaf of pytree ``tree`` (as ``flatten`` finds them) is a tensor that
+    requires grad: a walk that builds nothing (flatten's closures cost microseconds on
+    every call of a transform)."""
+    if isinstance(tree, Tensor):
+        return tree.requires_grad
+    if isinstance(tree, list | tuple):
+        return any(type(v) is not np.ndarray and _requires_grad(v) for v in tree)
+    if isinstance(tree, dict):
+        return any(_requires_grad(v) for v in tree.values())
+    return False
 
 
 def _alias(value: Any, where: str, graph: bool) -> Tensor:
@@ -329,7 +356,7 @@ def value_and_grad(
         out, leaves, tape = record(f, args, kwargs, nums, "value_and_grad")
         try:
             out, aux = _split_aux(out, has_aux)
-            value = float(out._value().reshape(()))
+            value = scalar_value(out)
             grads = differentiate(out, tape, leaves, "value_and_grad")
             result = grads[0] if single else tuple(grads)
             if has_aux:

@@ -460,3 +460,74 @@ def test_graph_held_across_rewind_attempts_still_works():
         _ = w * 1.0  # the next op tries to rewind
     pending.backward()
     np.testing.assert_array_equal(w.grad, [9.0 + 2.0, 9.0 + 4.0])
+
+
+# NumPy arrays as operands of binary ops go by a fast path (tensors.elementwise_function):
+# a copy of the array is imported as a constant. The same rules as every other path.
+@pytest.mark.parametrize("array_first", [False, True])
+@pytest.mark.parametrize("const_dtype", [np.float64, np.float32])
+def test_array_operands_are_copied_constants(array_first, const_dtype):
+    rng = np.random.default_rng(0)
+    xv = rng.standard_normal((3, 4))
+    c = rng.standard_normal((3, 4)).astype(const_dtype)
+    kept = c.copy()
+    x = tg.tensor(xv, requires_grad=True)
+    for bound in (False, True):  # a leaf not yet in the tape, a result in it (the fast path)
+        c[:] = kept
+        x1 = x * 1.0 if bound else x
+        y = (c * x1) if array_first else (x1 * c)
+        c[:] = 100.0  # the caller changes the array after the op: the graph kept the old values
+        (y * y).sum().backward()
+        expected = 2 * xv * kept.astype(np.float64) ** 2
+        rtol = 1e-6 if const_dtype is np.float32 else 1e-12
+        np.testing.assert_allclose(x.grad, expected, rtol=rtol)
+        assert y.dtype == np.float64  # float32 array with a float64 tensor: NumPy's promotion
+        x.grad = None
+
+
+def test_array_operands_of_every_layout_and_dtype():
+    """Non-contiguous, read-only, big-endian, integer, 0-d and object arrays as operands
+    give what NumPy gives, and gradients that match central differences."""
+    base = np.arange(24, dtype=np.float64).reshape(4, 6) / 10
+    x = tg.tensor(np.linspace(0.5, 1.5, 12).reshape(4, 3), requires_grad=True)
+    ro = base[:, ::2].copy()
+    ro.flags.writeable = False
+    cases = [
+        base[:, ::2],
+        base.T[::2, :4].T[:, :3],
+        ro,
+        base[:, ::2].astype(">f8"),
+        np.arange(12).reshape(4, 3),
+        np.array(2.5),
+        base[:, ::2].astype(np.float32),
+    ]
+    xv = x.numpy()
+    for c in cases:
+        for got, want in ((x * c, xv * c), (c - x, c - xv), (x / (c + 1.0), xv / (c + 1.0))):
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+        g = tg.grad(lambda t, c=c: tnp.sum(t * c - c / (t + 3.0)))(x.numpy())
+        np.testing.assert_allclose(g, c + c / (x.numpy() + 3.0) ** 2, rtol=1e-6)
+    objects = np.empty(2, object)  # an object array of tensors is stacked, keeping the graph
+    objects[0], objects[1] = tg.tensor(1.0, requires_grad=True), tg.tensor(2.0)
+    z = x[0, :2] * objects
+    z.sum().backward()
+    assert objects[0].grad == pytest.approx(x.numpy()[0, 0])
+
+
+def test_array_operand_shape_error_leaves_the_tape_as_it_was():
+    from tapegrad.layout import H_NNODES, H_NSHAPE, H_NSLOTS
+    from tapegrad.tape import current_tape
+
+    x = tg.tensor(np.ones((2, 3)), requires_grad=True)
+    y = x * 2.0
+    h = current_tape().h
+    before = (h[H_NNODES], h[H_NSLOTS], h[H_NSHAPE])
+    for bad in (np.ones(4), np.ones((3, 2), np.float32)):
+        with pytest.raises(ValueError, match=r"\(2, 3\) and \(.*\)"):
+            y + bad
+        with pytest.raises(ValueError, match=r"\(.*\) and \(2, 3\)"):
+            bad * y
+        assert (h[H_NNODES], h[H_NSLOTS], h[H_NSHAPE]) == before
+    (y * np.ones(3)).sum().backward()
+    np.testing.assert_array_equal(x.grad, np.full((2, 3), 2.0))
