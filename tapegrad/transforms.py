@@ -49,6 +49,7 @@ from .tensors import (
     FREED_MESSAGE,
     Tensor,
     as_tensor,
+    bind,
     general,
     graph_freed,
     home_of,
@@ -124,11 +125,14 @@ def record(
             # the common case, one float array: its leaf (a copy) without the pytree walk
             if type(v) is np.ndarray and v.dtype in FLOAT_DTYPES:
                 t = Tensor._external(v.copy(), FLAG_RG | FLAG_DIFF)
+                bind(tape, t)
                 leaves_per_arg.append(([t], [v], _first))
                 args[a] = t
                 continue
             leaves, rebuild = flatten(v)
             ts = [_leaf_tensor(v, f"{where}: argument {a}") for v in leaves]
+            for t in ts:
+                bind(tape, t)
             leaves_per_arg.append((ts, leaves, rebuild))
             args[a] = rebuild(ts)
         out = f(*args, **kwargs)
