@@ -66,3 +66,18 @@ def test_chain_ops_script_runs():
     )
     assert r.returncode == 0, r.stderr[-3000:]
     assert sum(line.startswith("tapegrad vecmath") for line in r.stdout.splitlines()) == 3
+
+
+def test_transform_overhead_workloads_agree_with_numpy():
+    """asv's TransformOverhead times value_and_grad against NumPy by hand on the same
+    values: the two compute the same value and gradients."""
+    from benchmarks.bench_overhead import TransformOverhead
+
+    for workload in TransformOverhead.params:
+        bench = TransformOverhead()
+        bench.setup(workload)
+        (value, grads), (want, want_grads) = bench.tapegrad(), bench.numpy()
+        assert value == pytest.approx(want, rel=1e-12)
+        as_list = lambda g: g if isinstance(g, list) else [g]  # noqa: E731
+        for g, e in zip(as_list(grads), as_list(want_grads), strict=True):
+            np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-14)

@@ -15,6 +15,9 @@ from .workloads import (
     chain_grad_tapegrad,
     chain_numpy,
     forward_seconds,
+    mlp_data,
+    mlp_numpy,
+    mlp_tapegrad,
 )
 
 
@@ -89,6 +92,33 @@ class ArrayOpOverhead:
         return float(np.median([self.step() for _ in range(15)])) / self.OPS * 1e9
 
     track_ns_per_op.unit = "ns/op"
+
+
+class TransformOverhead:
+    """The fixed cost of one ``tg.value_and_grad`` call (issue 24's MLP row is a step
+    of ~10 ops on small matrices, so this is most of its gap to NumPy): the gradient
+    of ``sum(x)`` for a 3-element array, and the MLP step of ``compare.py`` on 2x2
+    matrices (four arguments, two NumPy constants), each against NumPy by hand."""
+
+    params = ["sum", "mlp_2x2"]
+    param_names = ["workload"]
+    timeout = 300
+
+    def setup(self, workload):
+        x = np.ones(3)
+        vg = tg.value_and_grad(lambda a: tnp.sum(a))
+        small = mlp_data(batch=2, n_in=2, hidden=2, n_out=2)
+        self.tapegrad, self.numpy = {
+            "sum": (lambda: vg(x), lambda: (float(np.sum(x)), np.ones_like(x))),
+            "mlp_2x2": (lambda: mlp_tapegrad(*small), lambda: mlp_numpy(*small)),
+        }[workload]
+        self.tapegrad()
+
+    def time_tapegrad(self, workload):
+        self.tapegrad()
+
+    def time_hand_numpy(self, workload):
+        self.numpy()
 
 
 class ColdStart:
