@@ -235,6 +235,8 @@ def data_address(arr: np.ndarray) -> int:
 
 def normalize_array(a: Any, copy: bool = True) -> np.ndarray:
     """C-contiguous array of one of the tape's dtypes (float64/32, int64, bool)."""
+    if isinstance(a, np.ndarray) and type(a) is not np.ndarray:
+        _refuse_subclass(a)
     arr = np.asarray(a)
     kind = arr.dtype.kind
     if kind == "f":
@@ -263,6 +265,25 @@ def normalize_array(a: Any, copy: bool = True) -> np.ndarray:
     if copy or arr.dtype != dt or not arr.flags.c_contiguous:
         arr = np.array(arr, dtype=dt, order="C", copy=True)
     return arr
+
+
+def _refuse_subclass(a: np.ndarray) -> None:
+    """Array subclasses whose values mean something a plain array of them would not:
+    read as one, ``np.matrix(a) * t`` would be elementwise (NumPy: a matrix product)
+    and a masked array would lose its mask. Both raise; others (memmap...) are arrays."""
+    if isinstance(a, np.matrix):
+        raise TypeError(
+            f"tapegrad does not take np.matrix operands (shape {a.shape}): its * and ** are "
+            "matrix operations, which tapegrad would read as elementwise. Convert with "
+            "np.asarray(m) and write the product with @"
+        )
+    ma = sys.modules.get("numpy.ma")
+    if ma is not None and isinstance(a, ma.MaskedArray):
+        raise TypeError(
+            f"tapegrad does not take masked arrays (shape {a.shape}, {a.dtype}): the mask "
+            "would be dropped. Pass m.filled(value) or m.data, or select with a boolean "
+            "index or tnp.where"
+        )
 
 
 class Tape:

@@ -925,13 +925,13 @@ def values_of(v: Any) -> Any:
     return v._value() if isinstance(v, Tensor) else v
 
 
-def scalar_value(t: Tensor) -> float:
-    """``float`` of one-element ``t``'s value: read from its tape in place when it is a
-    float result there (a transform's loss), else through ``_value`` (which a capture
-    guards)."""
-    tape = t._tape
-    if t._data is None and not _CAPTURING and tape is not None:
-        v = tape.read_scalar(t._slot)
+def scalar_value(t: Tensor, own: Tape) -> float:
+    """``float`` of one-element ``t``'s value: read in place when it is a float result
+    in ``own``, a tape of the calling thread's (a transform's loss: no other thread
+    rewinds it), else through ``_value``, which locks another thread's tape and which
+    a capture guards."""
+    if t._tape is own and t._data is None and not _CAPTURING:
+        v = own.read_scalar(t._slot)
         if v is not None:
             return v
     return float(t._value().reshape(()))

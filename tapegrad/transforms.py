@@ -360,7 +360,7 @@ def value_and_grad(
         out, leaves, tape = record(f, args, kwargs, nums, "value_and_grad")
         try:
             out, aux = _split_aux(out, has_aux)
-            value = scalar_value(out)
+            value = scalar_value(out, tape)
             grads = differentiate(out, tape, leaves, "value_and_grad")
             result = grads[0] if single else tuple(grads)
             if has_aux:

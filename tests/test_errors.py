@@ -117,3 +117,41 @@ def test_unsupported_dtypes():
     x = tg.tensor([1.0, 2.0])
     with pytest.raises(TypeError, match="complex128"):
         x + np.array([1j, 2j])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64])
+def test_floor_divide_shape_error_names_it_and_records_nothing(dtype):
+    """floor_divide is composed of casts, remainder and divisions: the shapes are
+    checked before any of them records (a float32 tensor's cast was left behind, and
+    the error named remainder)."""
+    y = tg.tensor(np.ones((3, 4), dtype), requires_grad=dtype != np.int64) * 1
+    before = _tape_counts()
+    for bad in (np.ones((3, 5)), tg.tensor(np.ones(5, np.float32))):
+        with pytest.raises(ValueError, match=r"floor_divide: .*\(3, 4\) and \((3, )?5,?\)"):
+            y // bad
+        assert _tape_counts() == before
+
+
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")  # np.matrix itself
+def test_array_subclasses_that_change_meaning_are_refused():
+    """np.matrix (``*`` is a matrix product) and masked arrays (the mask) would be read
+    as plain arrays, elementwise and unmasked: a clear error instead, as an operand and
+    as a tensor's data. Other subclasses (memmap) are arrays."""
+    y = tg.tensor(np.ones((3, 4)), requires_grad=True) * 1.0
+    before = _tape_counts()
+    m = np.matrix(np.arange(12.0).reshape(3, 4))
+    masked = np.ma.masked_array(np.ones((3, 4)), mask=np.eye(3, 4, dtype=bool))
+    for bad, what in ((m, r"np\.matrix"), (masked, "masked arrays")):
+        for attempt in (lambda b: y * b, lambda b: y + b, tg.tensor):
+            with pytest.raises(TypeError, match=what):
+                attempt(bad)
+    with pytest.raises(TypeError, match=r"np\.matrix"):
+        m * y  # NumPy's matrix defers to the tensor's __rmul__
+    assert _tape_counts() == before
+
+
+def test_memmap_operands_are_arrays(tmp_path):
+    mm = np.memmap(tmp_path / "a.dat", dtype=np.float64, mode="w+", shape=(3,))
+    mm[:] = [1.0, 2.0, 3.0]
+    g = tg.grad(lambda t: tnp.sum(t * mm))(np.ones(3))
+    np.testing.assert_array_equal(g, [1.0, 2.0, 3.0])

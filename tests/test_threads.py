@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import threading
 import tracemalloc
+import warnings
 import weakref
 
 import numpy as np
@@ -53,6 +54,46 @@ def test_a_reader_thread_never_sees_the_next_steps_values(monkeypatch):
     t.join()
     np.testing.assert_array_equal(got[0], np.ones(64))
     np.testing.assert_array_equal(held.numpy(), np.ones(64))
+
+
+def test_a_transform_whose_loss_is_another_threads_tensor_reads_it_locked(monkeypatch):
+    """value_and_grad reads its loss in place only from its own tape; a loss that lives
+    in another thread's tape (``f`` returns a tensor held from there) is read under that
+    tape's lock, as any read is: paused mid-read while the owner runs more steps into
+    the same memory, it still gets its value (the in-place read got 7.0)."""
+    w = tg.tensor(np.ones(1), requires_grad=True)
+    held = (tnp.sin(w) * 0.0 + 1.0).sum()
+    tnp.sum(held * w).backward()
+    inside, resume = threading.Event(), threading.Event()
+    reader = []
+
+    def pause():
+        if threading.get_ident() in reader and not inside.is_set():
+            inside.set()
+            resume.wait(2.0)
+
+    for name in ("read", "read_scalar"):
+        real = getattr(tape_module.Tape, name)
+        monkeypatch.setattr(
+            tape_module.Tape, name, lambda self, s, real=real: (pause(), real(self, s))[1]
+        )
+    got = []
+
+    def run():
+        reader.append(threading.get_ident())
+        with warnings.catch_warnings():  # "does not depend on the argument": true here
+            warnings.simplefilter("ignore")
+            got.append(tg.value_and_grad(lambda x: held)(np.ones(2))[0])
+
+    t = threading.Thread(target=run)
+    t.start()
+    assert inside.wait(10)
+    for _ in range(3):
+        x = (tnp.sin(w) * 0.0 + 7.0).sum()
+        tnp.sum(x * w).backward()
+    resume.set()
+    t.join()
+    assert got == [1.0] and float(held) == 1.0
 
 
 def test_a_reader_thread_during_training_reads_whole_steps():

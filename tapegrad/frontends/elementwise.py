@@ -14,6 +14,7 @@ from ..ops.elementwise import (
     RINT,
     ROUND,
 )
+from ..shapes import broadcast_error
 from ..tape import normalize_array
 from ..tensors import Tensor, as_tensor, elementwise, values_of
 from .shape import astype, where
@@ -55,6 +56,11 @@ def floor_divide(x1: Any, x2: Any, out: Any = None) -> Any:
     if not isinstance(x2, (Tensor, *_WEAK)):
         x2 = as_tensor(x2)
     dtype = np.result_type(*(v.dtype if isinstance(v, Tensor) else v for v in (x1, x2)))
+    shapes = [np.shape(v) if isinstance(v, _WEAK) else v.shape for v in (x1, x2)]
+    try:  # before the casts below record anything: an error leaves the tape as it was
+        np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise broadcast_error("floor_divide", *shapes) from None
     if dtype.kind != "f":
         res = np.floor_divide(values_of(x1), values_of(x2))
         return Tensor._external(normalize_array(res, copy=False))
