@@ -98,6 +98,7 @@ OP_sin = StaticRef("sin")
 OP_cos = StaticRef("cos")
 OP_tanh = StaticRef("tanh")
 OP_sqrt = StaticRef("sqrt")
+OP_safe_sqrt = StaticRef("safe_sqrt")
 OP_absolute = StaticRef("absolute")
 OP_less = StaticRef("less")
 OP_less_equal = StaticRef("less_equal")
@@ -490,6 +491,22 @@ def sqrt__float32__fwd(node, tp):
 
 def sqrt__float32__bwd(node, tp):
     return unary_bwd(OP_sqrt, np.float32, node, tp)
+
+
+def safe_sqrt__float64__fwd(node, tp):
+    return unary_fwd(OP_safe_sqrt, np.float64, node, tp)
+
+
+def safe_sqrt__float64__bwd(node, tp):
+    return unary_bwd(OP_safe_sqrt, np.float64, node, tp)
+
+
+def safe_sqrt__float32__fwd(node, tp):
+    return unary_fwd(OP_safe_sqrt, np.float32, node, tp)
+
+
+def safe_sqrt__float32__bwd(node, tp):
+    return unary_bwd(OP_safe_sqrt, np.float32, node, tp)
 
 
 def absolute__float64__fwd(node, tp):

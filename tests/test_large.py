@@ -197,3 +197,93 @@ def test_scalar_parallel_is_for_binary_rows():
     assert "bad_scalar_parallel" not in BY_NAME
     flagged = {op.name for op in ROWS if op.scalar_parallel}
     assert flagged == {"add", "subtract", "multiply", "true_divide", "power", "maximum", "minimum"}
+
+
+# --- a short last axis: pairwise differences and sums over xyz ----------------------------
+# The forward of a broadcast binary row exchanges the last two axes of its loop when the
+# innermost is short and the plane small (kernels.elementwise.swap_for_rows); a sum over
+# a short last axis runs on all cores from PARALLEL_MIN elements (kernels.reduce).
+
+BROADCAST_ROWS = [
+    op
+    for op in ROWS
+    if op.kind in (Kind.BINARY, Kind.COMPARE) and op.namespace != "internal" and op.cases is None
+]
+# (exchanged, exchanged, operands swapped, 4-d, plane above PLANE_MAX: not exchanged,
+# inner axis too long: not exchanged)
+SHORT_AXIS_SHAPES = [
+    [(20, 1, 3), (1, 20, 3)],
+    [(2, 40, 1, 2), (1, 1, 40, 2)],
+    [(1, 20, 3), (20, 1, 3)],
+    [(3, 1, 5, 1, 2), (1, 4, 5, 9, 2)],
+    [(3, 1, 3), (1, 6000, 3)],
+    [(9, 1, 12), (1, 9, 12)],
+]
+
+
+@pytest.mark.parametrize("op", BROADCAST_ROWS, ids=lambda op: op.name)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_broadcast_over_a_short_last_axis_matches_numpy(op, dtype):
+    from .optable_cases import Case, function
+
+    f = function(tnp, op)
+    for shapes in SHORT_AXIS_SHAPES:
+        args = Case(op, "short axis", None, shapes).args(dtype)
+        got = f(*[tg.tensor(a) for a in args]).numpy()
+        want = function(np, op)(*args)  # NumPy's (SciPy's) shape and dtype
+        assert got.shape == want.shape and got.dtype == want.dtype
+        # values: the same row on operands spread to the full shape (no broadcasting;
+        # vector formulas there, libm's here: within a few ulp of values of order 1)
+        spread = f(*[tg.tensor(a.copy()) for a in np.broadcast_arrays(*args)]).numpy()
+        rtol = 1e-6 if dtype == np.float32 else 1e-14
+        np.testing.assert_allclose(got, spread, rtol=rtol, atol=rtol, equal_nan=True)
+
+
+@pytest.mark.parametrize("name", ["subtract", "multiply", "true_divide", "power", "arctan2"])
+def test_broadcast_over_a_short_last_axis_gradients(name):
+    """The same loops under central differences (float64), both operands."""
+    from tapegrad.ops import BY_NAME
+
+    from .optable_cases import Case, function
+
+    op = BY_NAME[name]
+    f = function(tnp, op)
+    for shapes in SHORT_AXIS_SHAPES[:4]:
+        a, b = Case(op, "short axis", None, shapes).args()
+        w = np.random.default_rng(1).standard_normal(np.broadcast_shapes(*shapes))
+        ga, gb = tg.grad(lambda x, y, w=w: tnp.sum(f(x, y) * w), argnums=(0, 1))(a, b)
+        for arg, g in ((0, ga), (1, gb)):
+            for idx in [(0,) * a.ndim, tuple(s - 1 for s in shapes[arg])]:
+                e = np.zeros(shapes[arg])
+                e[idx] = 1e-6
+                plus = [a, b]
+                minus = [a, b]
+                plus[arg], minus[arg] = plus[arg] + e, minus[arg] - e
+                fd = np.sum(function(np, op)(*plus) * w) - np.sum(function(np, op)(*minus) * w)
+                assert g[idx] == pytest.approx(fd / 2e-6, rel=1e-6, abs=1e-8)
+
+
+@pytest.mark.parametrize("kind", ["sum", "mean"])
+@pytest.mark.parametrize("second", [False, True], ids=["fresh", "adding"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_sum_over_a_short_last_axis_on_all_cores(kind, second, dtype):
+    """Rows of 3 (and 7) summed on all cores, forward and backward (a fresh gradient
+    buffer stored into, or one another node wrote first, added to)."""
+    from tapegrad.kernels.elementwise import PARALLEL_MIN
+
+    for inner in (3, 7):
+        rows = PARALLEL_MIN // inner + 5
+        a = np.random.default_rng(2).standard_normal((rows, inner)).astype(dtype)
+        wv = np.random.default_rng(3).standard_normal(rows).astype(dtype)
+        x = tg.tensor(a, requires_grad=True)
+        y = x * 2.0
+        r = getattr(tnp, kind)(y, axis=-1)
+        want = getattr(np, kind)(a.astype(np.float64) * 2.0, axis=-1)
+        np.testing.assert_allclose(r.numpy(), want, rtol=1e-5 if dtype == np.float32 else 1e-13)
+        loss = tnp.sum(r * wv) + (tnp.sum(y * 0.5) if second else 0.0)
+        loss.backward()
+        scale = 1.0 if kind == "sum" else 1.0 / inner
+        expect = 2.0 * (np.repeat(wv[:, None].astype(np.float64), inner, 1) * scale)
+        expect += 1.0 if second else 0.0
+        assert x.grad.dtype == dtype
+        np.testing.assert_allclose(x.grad, expect, rtol=1e-5 if dtype == np.float32 else 1e-13)

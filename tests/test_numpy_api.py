@@ -145,6 +145,32 @@ def test_stable_forms():
     np.testing.assert_allclose(p.numpy(), [[1.0, 0.0], [0.5, 0.5]])
 
 
+def test_norm_over_an_axis_at_zero_rows_first_and_second_order():
+    """linalg.norm(axis=-1) and std are one safe_sqrt node over the sum: rows that are
+    zero (coincident points) get gradient 0, a second derivative through them is
+    finite, and elsewhere both orders match central differences."""
+    a = np.array([[0.0, 0.0, 0.0], [1.0, -2.0, 0.5], [0.0, 0.0, 0.0], [0.3, 0.2, -0.1]])
+    w = np.array([1.0, 2.0, 3.0, 4.0])
+
+    def f(x):
+        return tnp.sum(tnp.linalg.norm(x, axis=-1) * w)
+
+    g = tg.grad(f)(a)
+    nz = np.linalg.norm(a, axis=-1)
+    want = np.where(nz[:, None] > 0, a / np.where(nz > 0, nz, 1)[:, None], 0.0) * w[:, None]
+    np.testing.assert_allclose(g, want, rtol=1e-14)
+    v = np.random.default_rng(0).standard_normal(a.shape)
+    hv = tg.grad(lambda x: tnp.sum(tg.grad(f)(x) * v))(a)
+    assert np.isfinite(hv).all() and not hv[[0, 2]].any()  # zero rows: 0, not NaN
+    eps = 1e-6
+    fd = (tg.grad(f)(a + eps * v) - tg.grad(f)(a - eps * v)) / (2 * eps)
+    np.testing.assert_allclose(hv[[1, 3]], fd[[1, 3]], rtol=1e-6, atol=1e-8)
+    g32 = tg.grad(lambda x: tnp.sum(tnp.linalg.norm(x, axis=-1)))(a.astype(np.float32))
+    assert g32.dtype == np.float32 and not g32[[0, 2]].any()
+    gs = tg.grad(lambda x: tnp.std(x, axis=1).sum())(np.array([[2.0, 2.0], [1.0, 3.0]]))
+    np.testing.assert_allclose(gs, [[0.0, 0.0], [-0.5, 0.5]])
+
+
 # --- unchanged NumPy code, differentiated two ways ------------------------------------------
 
 

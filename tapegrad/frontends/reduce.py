@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..layout import DTYPE_CODE, FLOAT_CODES
-from ..ops.elementwise import MAXIMUM, MINIMUM, SQRT
+from ..ops.elementwise import MAXIMUM, MINIMUM, SAFE_SQRT
 from ..ops.reduce import (
     ARGMAX,
     ARGMIN,
@@ -241,8 +241,9 @@ def cumprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Ten
 
 def safe_sqrt(s: Any) -> Tensor:
     """sqrt(s) whose gradient at s == 0 is 0 (a subgradient) instead of inf * 0 = nan:
-    ``sqrt(s + [s == 0]) * [s != 0]``, the masks being constants of the graph."""
-    return elementwise(SQRT, s + (s == 0)) * (s != 0)
+    one node of the internal row ``safe_sqrt`` (its composite of five, ``sqrt(s + [s ==
+    0]) * [s != 0]``, made five passes over the distances of a pairwise energy)."""
+    return elementwise(SAFE_SQRT, s)
 
 
 def var(

@@ -416,6 +416,7 @@ def binary_fwd_general(op, x, xshape, y, yshape, out, oshape, sc):
     if n == 0:
         return
     nd, dims, sa, sb, so = broadcast_plan(oshape, xshape, yshape, oshape, sc)
+    swap_for_rows(nd, dims, sa, sb, so)
     inner = dims[nd - 1]
     ia, ib, io = sa[nd - 1], sb[nd - 1], so[nd - 1]
     w = row_walk(nd, dims, sa, sb, so, sc)
@@ -673,10 +674,37 @@ def swap_for_sums(nd, dims, sa, sb, so, mask):
     coordinates): its inner loop then runs along the broadcast axis and sums in a
     register. (512, 1, 3) - (1, 512, 3) spent ~5 ns a row of three in row bookkeeping
     and read-add-writes. A separate (not inlined) function: it runs once a call."""
-    if nd < 2 or dims[nd - 1] > 8 or dims[nd - 2] < 4 * dims[nd - 1]:
+    if not _short_inner(nd, dims):
         return
     if not ((mask & 1 and sa[nd - 2] == 0) or (mask & 2 and sb[nd - 2] == 0)):
         return
+    _swap_last_two(nd, dims, sa, sb, so)
+
+
+# The forward's exchange (swap_for_rows) keeps the plane of the last two axes within
+# this many elements: the inner loop then strides through it `inner` times, and the
+# plane must stay in the cache between those passes ((512, 3) planes: 12 KB).
+PLANE_MAX = 1 << 14
+
+
+@jit
+def swap_for_rows(nd, dims, sa, sb, so):
+    """The forward's exchange of the last two axes: a short innermost axis (xyz) under
+    a long one makes rows of a few elements, each paying the row walk; exchanged, the
+    inner loop runs along the long axis ((512, 1, 3) - (1, 512, 3): rows of 512 instead
+    of 3)."""
+    if _short_inner(nd, dims) and dims[nd - 2] * dims[nd - 1] <= PLANE_MAX:
+        _swap_last_two(nd, dims, sa, sb, so)
+
+
+@jit(inline="always")
+def _short_inner(nd, dims):
+    """The plan's innermost axis is short (at most 8) and the next at least 4x longer."""
+    return nd >= 2 and dims[nd - 1] <= 8 and dims[nd - 2] >= 4 * dims[nd - 1]
+
+
+@jit(inline="always")
+def _swap_last_two(nd, dims, sa, sb, so):
     i, j = nd - 1, nd - 2
     dims[i], dims[j] = dims[j], dims[i]
     sa[i], sa[j] = sa[j], sa[i]

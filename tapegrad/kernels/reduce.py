@@ -9,6 +9,7 @@ Parameters in the tape: ``ip = [naxes, axis...]``, ``fp = [scale]`` (1 for ``sum
 from __future__ import annotations
 
 import numpy as np
+from numba import prange
 
 from .._jit import jit
 from ..layout import (
@@ -27,6 +28,7 @@ from ..layout import (
     scratch,
 )
 from . import vecmath as vm
+from .elementwise import PARALLEL_MIN
 from .loops import collapse, line_start, lines, next_row, put, row_walk, ux
 
 
@@ -107,6 +109,26 @@ def _short_last_axis(nd, dims, sa, sb, inner, ia, ib):
     return nd == 2 and inner <= SHORT_AXIS and ia == 1 and ib == 0 and sa[0] == inner and sb[0] == 1
 
 
+@jit(parallel=True)
+def sum_short_rows_parallel(x, out, rows, inner, scale):
+    """The short-last-axis sum on all cores: a row per output element (pairwise
+    distances summed over xyz, 262,144 rows of 3)."""
+    for i in prange(rows):
+        acc = 0.0
+        for j in range(inner):
+            acc += x[ux(i * inner + j)]
+        out[i] = scale * acc
+
+
+@jit(parallel=True)
+def sum_short_rows_bwd_parallel(g, gx, rows, inner, scale, f):
+    """Its backward on all cores: each row's gradient is one value, spread."""
+    for i in prange(rows):
+        v = scale * g[i]
+        for j in range(inner):
+            put(gx, ux(i * inner + j), v, f)
+
+
 @jit
 def sum_fwd_arrays(x, xshape, axes, scale, out, sc):
     """``out = scale * sum(x, axes)``; a reduced inner axis is summed in float64."""
@@ -117,6 +139,9 @@ def sum_fwd_arrays(x, xshape, axes, scale, out, sc):
         return
     nd, dims, sa, sb, sz, inner, ia, ib = _reduce_rows(xshape, axes, sc)
     if _short_last_axis(nd, dims, sa, sb, inner, ia, ib):
+        if n >= PARALLEL_MIN:
+            sum_short_rows_parallel(x, out, dims[0], inner, scale)
+            return
         for i in range(dims[0]):
             acc = 0.0
             for j in range(inner):
@@ -151,6 +176,9 @@ def sum_bwd_arrays(g, xshape, axes, scale, gx, sc, f):
         return
     nd, dims, sa, sb, sz, inner, ia, ib = _reduce_rows(xshape, axes, sc)
     if _short_last_axis(nd, dims, sa, sb, inner, ia, ib):
+        if n >= PARALLEL_MIN:
+            sum_short_rows_bwd_parallel(g, gx, dims[0], inner, scale, f)
+            return
         for i in range(dims[0]):
             v = scale * g[i]
             for j in range(inner):

@@ -382,6 +382,26 @@ TANH = Op(
 SQRT = Op("sqrt", Kind.UNARY, sqrt_fwd, sqrt_bwd, "square root", domain=(0.2, 3.0))
 
 
+@jit
+def safe_sqrt_bwd(g, x, out):
+    # 0 where x == 0 (the subgradient norms take at the origin) instead of g * inf.
+    # Written so that it also holds recorded (higher order): 1 / (out + [x == 0]) is
+    # finite everywhere and the mask multiplies, so no inf meets a zero (a where()
+    # would still send 0 * inf = NaN back through the branch it did not take).
+    return g * 0.5 / (out + (x == 0)) * (x != 0)
+
+
+SAFE_SQRT = Op(
+    "safe_sqrt",
+    Kind.UNARY,
+    sqrt_fwd,
+    safe_sqrt_bwd,
+    "square root whose gradient at 0 is 0 (the 2-norm's, one node)",
+    domain=(0.2, 3.0),
+    namespace="internal",
+)
+
+
 ABS = Op(
     "absolute",
     Kind.UNARY,
