@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import threading
 
@@ -239,3 +240,45 @@ def _view_loop() -> None:
     tnp.sum(x * 1.0)  # the first op after the backward rewinds
     assert getattr(tape_module._tls, "handed", []) == []
     assert len(current_tape().chunks) == 1
+
+
+def test_forward_only_loops_reuse_the_start_of_a_grown_arena(monkeypatch):
+    """After one large step has grown the arena, ops whose results nobody keeps (here
+    on tensors that do not require grad, and under no_grad) record into its first
+    SOFT_ARENA bytes again: reaching that soft cap rewinds the tape instead of running
+    on into the arena's cold end. A graph held across the cap lifts it instead (no
+    rewind, no hand-over), and its backward is right; a value held across rewinds
+    keeps its values."""
+    from tapegrad import tape as tape_module
+    from tapegrad.layout import H_ARENA_CAP, H_ARENA_TOP
+
+    monkeypatch.setattr(tape_module, "SOFT_ARENA", 1 << 20)  # 1 MB, small steps
+    tape = current_tape()
+    x = tg.tensor(np.linspace(-1, 1, 300_000), requires_grad=True)  # 2.4 MB values
+    tnp.sum(tnp.sin(x) * 2.0 + x).backward()  # grows the arena past the cap
+    assert current_tape() is tape  # rewound after the backward (its chunks merged)
+    arena = tape.capacity()["arena"]
+    assert arena > 2 << 20
+    a = np.linspace(0.0, 1.0, 20_000)  # 160 KB a result
+    kept = tg.tensor(a) * 3.0  # held across the rewinds below: copied out, unchanged
+    tops = []
+    for k in range(40):
+        with tg.no_grad() if k % 2 else contextlib.nullcontext():
+            y = tnp.exp(tg.tensor(a) * 0.5) + float(k)
+            assert y.numpy()[-1] == pytest.approx(np.exp(0.5) + k)
+        tops.append(int(tape.h[H_ARENA_TOP]))
+    assert current_tape() is tape and tape.capacity()["arena"] == arena
+    assert max(tops) <= (1 << 20) + (1 << 20) and tape.h[H_ARENA_CAP] == 1 << 20
+    np.testing.assert_array_equal(kept.numpy(), a * 3.0)
+    # a graph larger than the cap, held while it is recorded: the cap lifts
+    w = tg.tensor(np.linspace(0.5, 1.5, 100_000), requires_grad=True)
+    h = w
+    for _ in range(8):  # 8 x 800 KB of graph
+        h = tnp.sin(h) + w
+    assert tape.h[H_ARENA_CAP] > 1 << 20 and current_tape() is tape
+    tnp.sum(h).backward()
+    hv = w.numpy()
+    h_k, d_k = hv, np.ones_like(hv)  # h_{k+1} = sin(h_k) + w: d' = cos(h_k) d + 1
+    for _ in range(8):
+        h_k, d_k = np.sin(h_k) + hv, np.cos(h_k) * d_k + 1.0
+    np.testing.assert_allclose(w.grad, d_k, rtol=1e-12)
