@@ -244,6 +244,12 @@ class _Node:
         self.seq = next(_seq)
 
 
+_NO_COMPARISON = (
+    "{op} of CUDA tensors is not available (comparisons have no CUDA target): compare "
+    "on the CPU, t.to('cpu') {op} ..."
+)
+
+
 class CudaTensor:
     """A tensor whose values live on the GPU (see the module docstring).
 
@@ -347,6 +353,17 @@ class CudaTensor:
 
     def __float__(self) -> float:
         return float(self.item())
+
+    # Comparisons have no CUDA target (their rows are CPU only). Python's default ==
+    # and != compare identity and would answer False / True for every element without
+    # a word (``x == 0``); they raise, as <, <=, >, >= do. Hashing stays by identity.
+    def __eq__(self, other: object) -> Any:
+        raise TypeError(_NO_COMPARISON.format(op="=="))
+
+    def __ne__(self, other: object) -> Any:
+        raise TypeError(_NO_COMPARISON.format(op="!="))
+
+    __hash__ = object.__hash__
 
     # --- NumPy's protocols: np.sin(t), np.sum(t, axis=0), np.matmul(a, t) ------------------
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:

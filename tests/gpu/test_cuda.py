@@ -270,6 +270,28 @@ def test_op_without_cuda_target():
         tnp.prod(g)
 
 
+def test_comparisons_raise_rather_than_compare_identity():
+    """Comparison rows have no CUDA target: == and != raise as < and > do (Python's
+    default compared identity: ``x == 0`` was False, ``x != 0`` True, silently); a
+    CUDA tensor stays hashable and findable by identity in dicts and sets."""
+    x = tg.tensor([0.0, 1.0, 2.0], device="cuda")
+    for compare in (
+        lambda: x == 0,
+        lambda: x != 0,
+        lambda: 0 == x,
+        lambda: x == x,
+        lambda: x != np.zeros(3),
+        lambda: x < 1,
+        lambda: x >= 1,
+    ):
+        with pytest.raises(TypeError):
+            compare()
+    with pytest.raises(TypeError, match=r"== of CUDA tensors is not available.*to\('cpu'\)"):
+        x == 0  # noqa: B015
+    assert {x: 1}[x] == 1 and x in {x}
+    np.testing.assert_array_equal((x.to("cpu") == 0).numpy(), [True, False, False])
+
+
 def test_bad_input_leaves_grads():
     x = tg.tensor(np.ones((2, 3)), requires_grad=True, device="cuda")
     (x * 2.0).sum().backward()
