@@ -63,3 +63,25 @@ class TrainingLoopMemory:
 
     def peakmem_retain_graph_loop(self):
         _mlp(2000, 0, True)
+
+
+class ForwardAfterLargeStep:
+    """Forward passes nobody differentiates (tensors that do not require grad) after
+    one 2e6-element step has grown the eager tape's arena to ~470 MB: a Lennard-Jones
+    512 energy, 28 MB of results a call. A rewound tape records into the arena's first
+    ``tape.SOFT_ARENA`` bytes, so these stay in warm memory (before 2026-12-05 they ran
+    through the arena's cold end: 77-89 ms a call on the development VM, 6 ms now)."""
+
+    timeout = 300
+
+    def setup(self):
+        from .workloads import chain_grad_tapegrad, lj_energy, lj_positions
+
+        x0 = np.random.default_rng(0).uniform(-1, 1, 2_000_000)
+        chain_grad_tapegrad(x0, 16)
+        self.pos = lj_positions()
+        self.energy = lj_energy
+
+    def time_lj_forward(self):
+        for _ in range(20):
+            self.energy(tg.tensor(self.pos))
