@@ -344,6 +344,8 @@ class Tape:
         self.gathers: dict[tuple, Tensor] = {}
         self.blas = False
         self.pinned = False  # a captured program's tape: never rewound
+        self.retaking = False  # views being taken again after a rewind (see fix)
+        self.soft = 0  # 4x the largest op that lifted the soft cap (see fix, rewind)
         # Set by a backward that freed its graph: the next op first tries to rewind, so
         # the sweep over handles is paid once per step, not inside backward().
         self.stale = False
@@ -439,14 +441,21 @@ class Tape:
         """Make a failed record/backward call possible to retry, or raise."""
         h = self.h
         if status == E_SPACE:
-            self.try_rewind()  # then grow whatever is still too small
+            # the failed op's need, read first: a rewind takes held views again from
+            # their roots, which records ops (and writes H_NEED)
+            need = h[H_NEED]
+            if not self.retaking:  # (a view taken again after a rewind: no new rewind)
+                self.try_rewind()  # then grow whatever is still too small
             for name, (_, cap_f, count_f, *_rest) in _TABLES.items():
                 if h[cap_f] - h[count_f] < HEADROOM[name]:
                     self.grow(name, HEADROOM[name])
-            need = h[H_NEED]
             room = self.chunks[-1].size - ALIGN  # the chunk's own capacity
             if h[H_ARENA_CAP] < h[H_ARENA_TOP] + need <= room:  # the soft cap: lift it
                 h[H_ARENA_CAP] = min(room, max(2 * h[H_ARENA_CAP], h[H_ARENA_TOP] + need))
+                # and keep room for a few such ops after later rewinds: each rewind
+                # copies out what user code holds, so ops as large as the cap would
+                # rewind (and copy) at every op (a stencil on 136 MB arrays: +20%)
+                self.soft = max(self.soft, 4 * need)
             elif h[H_ARENA_TOP] + need > h[H_ARENA_CAP]:
                 if self._mostly_unheld():
                     # room for this op only; the next op records into a new tape
@@ -727,7 +736,14 @@ class Tape:
             if rewind:
                 self.rewind()
         if views:
-            _VIEW_HOOKS[2](views)
+            # taking them again records into the rewound tape, whose soft cap they may
+            # exceed: the E_SPACE then lifts the cap (Tape.fix) instead of rewinding
+            # again, which would take them again, and so on for ever
+            self.retaking = True
+            try:
+                _VIEW_HOOKS[2](views)
+            finally:
+                self.retaking = False
 
     def hand_over(self, serial: int) -> None:
         """Leave this tape to the graphs held in it (the thread records into another
@@ -882,7 +898,7 @@ class Tape:
             self._new_chunk(total)
         h[H_ARENA_TOP] = 0
         if self.chunks:  # record into the arena's start again (SOFT_ARENA)
-            h[H_ARENA_CAP] = min(self.chunks[-1].size - ALIGN, max(SOFT_ARENA, 1))
+            h[H_ARENA_CAP] = min(self.chunks[-1].size - ALIGN, max(SOFT_ARENA, self.soft, 1))
         self.crowded = 0
         self.own_grads = (0, {})
         self.epoch += 1

@@ -282,3 +282,51 @@ def test_forward_only_loops_reuse_the_start_of_a_grown_arena(monkeypatch):
     for _ in range(8):
         h_k, d_k = np.sin(h_k) + hv, np.cos(h_k) * d_k + 1.0
     np.testing.assert_allclose(w.grad, d_k, rtol=1e-12)
+
+
+def test_views_held_across_a_soft_cap_rewind_make_progress(monkeypatch):
+    """A rewind takes held views again from their roots, recording into the rewound
+    tape: with views larger than the soft cap, that used to overwrite the failed op's
+    need, so Tape.fix lifted the cap for the view, the op failed again, and the next
+    rewind took the views again, for ever (a stencil loop, a training step with
+    ``w[1:] - w[:-1]``, a leaf view inside tg.grad). Each must finish with few fix
+    calls and NumPy's values; ops larger than the cap leave it raised after rewinds."""
+    from tapegrad import tape as tape_module
+    from tapegrad.layout import H_ARENA_CAP
+
+    monkeypatch.setattr(tape_module, "SOFT_ARENA", 1 << 16)  # 64 KB: views are 10x that
+    calls = [0]
+    real_fix = tape_module.Tape.fix
+
+    def counted(self, status):
+        calls[0] += 1
+        if calls[0] > 2000:
+            raise RuntimeError("Tape.fix does not make progress")
+        return real_fix(self, status)
+
+    monkeypatch.setattr(tape_module.Tape, "fix", counted)
+    n = 100_000  # 800 KB arrays
+    u0 = np.sin(np.linspace(0, np.pi, n))
+    u, ref = tg.tensor(u0), u0.copy()
+    for _ in range(4):  # a stencil under no grad: temporary views of the held grid
+        lap = u[2:] - 2.0 * u[1:-1] + u[:-2]
+        u = tnp.concatenate([u[:1], u[1:-1] + 0.25 * lap, u[-1:]])
+        rl = ref[2:] - 2 * ref[1:-1] + ref[:-2]
+        ref = np.concatenate([ref[:1], ref[1:-1] + 0.25 * rl, ref[-1:]])
+    np.testing.assert_array_equal(u.numpy(), ref)
+    w0 = np.cos(np.linspace(0, 3, n))
+    w = tg.tensor(w0, requires_grad=True)
+    for _ in range(3):  # training steps whose loss reads two views of the leaf
+        loss = tnp.sum((w[1:] - w[:-1]) ** 2)
+        loss.backward()
+        d = np.diff(w0)
+        want = np.concatenate([[0.0], 2 * d]) - np.concatenate([2 * d, [0.0]])
+        np.testing.assert_allclose(w.grad, want, rtol=1e-12, atol=1e-15)
+        w.grad = None
+    g = tg.grad(lambda x: tnp.sum(tnp.exp(x[1:] * 0.5) * x[:-1]))(w0)
+    e = np.exp(w0[1:] * 0.5)
+    want = np.concatenate([[0.0], 0.5 * e * w0[:-1]]) + np.concatenate([e, [0.0]])
+    np.testing.assert_allclose(g, want, rtol=1e-12)
+    assert calls[0] < 500
+    tape = current_tape()
+    assert tape.soft >= 4 * 8 * (n - 2) and tape.h[H_ARENA_CAP] > 1 << 16
