@@ -22,11 +22,12 @@ from .layout import (
     FWD,
     N_SIGS,
     NO_RULE,
+    OPF_ARITH,
     OPF_ASSIGNS,
     OPF_PASS,
     OPF_SHARED,
-    OPF_THREADS_ONLY,
     OPF_UFUNC,
+    OPF_VECTOR,
     PY_CALLBACK,
 )
 from .ops import BY_NAME, ELEMENTWISE, ROWS, Kind
@@ -108,12 +109,16 @@ def ktable() -> np.ndarray:
                         op.kind in ELEMENTWISE
                         and op.namespace == "numpy"
                         and isinstance(getattr(np, op.name, None), np.ufunc)
+                        # arithmetic loops vectorise as well as NumPy's
+                        and not op.arith
                         # vector formulas beat NumPy's ufunc loops (sin: 10x), mostly
                         and (op.vector is None or _numpy_has(NUMPY_FASTER.get(op.name)))
                     ):
                         flags[op.code] |= OPF_UFUNC
-                        if op.arith:
-                            flags[op.code] |= OPF_THREADS_ONLY
+                    if op.vector is not None:
+                        flags[op.code] |= OPF_VECTOR
+                    if op.arith:
+                        flags[op.code] |= OPF_ARITH
                 _opflags = flags
                 _ktab = tab
     return _ktab

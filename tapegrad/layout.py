@@ -107,12 +107,15 @@ def cast_sig(src: int, dst: int) -> int:
     H_LAZY,  # 1: this backward makes buffers ready node by node (scheduler._prepare)
     H_NXGRAD,  # buffers outside the arena (S_XGRAD) this backward uses
     H_LAZY_BYTES,  # below this many gradient bytes per live node, zero the arena at once
+    H_NUMPY_POOL,  # 1: the last large forward ran on NumPy's threads, 0: on numba's
     H_LEN,
-) = range(57)
-OPF_UFUNC = 1  # the op's forward is exactly a NumPy ufunc of the same name
-# ... and its kernel is as fast as that ufunc's loop (plain arithmetic): NumPy computes
-# it only to split a large same-shape result across threads
-OPF_THREADS_ONLY = 2
+) = range(58)
+# The op's forward is exactly a NumPy ufunc of the same name, which computes large
+# results faster than the kernel (SIMD exp, tanh; libm calls elsewhere)
+OPF_UFUNC = 1
+# The op has vector formulas: with several threads, its kernel may run a large result
+# on all cores instead of NumPy's ufunc (record.record_elementwise)
+OPF_VECTOR = 2
 # The op's backward kernel honours the node's *fresh* bits (FRESH_SHIFT):
 # it stores into a fresh gradient buffer instead of adding to it, so the scheduler
 # need not zero that buffer first
@@ -126,6 +129,9 @@ OPF_SHARED = 8
 # reads it after this node) and clears the input's mask bit: no copy. Binary rows
 # only: their kernels leave an input alone whose mask bit is clear.
 OPF_PASS = 16
+# Plain arithmetic (add, subtract, multiply, true_divide): as fast in the kernel as in
+# NumPy's ufunc, so a large result runs on whichever threads ran the last one
+OPF_ARITH = 64
 DEFERRED = 1 << 40  # added to a slot id: "recorded, forward left to NumPy's ufunc"
 
 # --- node table fields ---------------------------------------------------------------

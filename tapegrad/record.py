@@ -50,6 +50,7 @@ from .layout import (
     H_NSHAPE,
     H_NSLOTS,
     H_NUMPY_MIN,
+    H_NUMPY_POOL,
     H_OPFLAGS,
     H_SELF,
     H_SHAPE_CAP,
@@ -69,8 +70,9 @@ from .layout import (
     N_OP,
     N_SIG,
     OK,
-    OPF_THREADS_ONLY,
+    OPF_ARITH,
     OPF_UFUNC,
+    OPF_VECTOR,
     R_ALIAS,
     R_BODY,
     R_NFP,
@@ -362,18 +364,43 @@ def record_elementwise(h, op, a, b, fa, fb, compare):
     if not unary:
         push_link(h, b)
     push_link(h, out)
-    if size >= h[H_NUMPY_MIN] > 0:  # a large array: NumPy's SIMD ufunc may do better
-        f = carray(as_pointer(h[H_OPFLAGS], np.int64), h[H_KTAB_OPS])[op]
-        if f & OPF_UFUNC:
-            if not f & OPF_THREADS_ONLY:
-                return out + DEFERRED
-            # plain arithmetic: NumPy only to split a same-shape result across threads
-            if size >= h[H_THREAD_MIN] > 0:
-                sa, sb = S[S_SIZE, a], (size if unary else S[S_SIZE, b])
-                if (sa == 1 or sa == size) and (sb == 1 or sb == size):
-                    return out + DEFERRED
+    if size >= h[H_NUMPY_MIN] > 0 and _numpy_runs(h, op, size, a, b, unary):
+        return out + DEFERRED
     run_forward(h, k, op, dt)
     return out
+
+
+@jit
+def _numpy_runs(h, op, size, a, b, unary):
+    """Whether NumPy's ufunc computes a large elementwise result (``DEFERRED``) rather
+    than the kernel.
+
+    On one thread: where NumPy's loop is faster (``OPF_UFUNC``: SIMD exp, tanh, log...).
+    With several, results of ``H_THREAD_MIN`` elements and more run on all cores, either
+    as NumPy's ufunc in halves on Python threads or as a kernel on numba's (OpenMP)
+    threads, and the two pools must not meet: OpenMP's workers spin for milliseconds
+    after a parallel kernel, and NumPy's halves beside them run at half speed (2e6
+    chain, 2 threads: tanh 13.3 ms after sin, 7.6 away from it). So rows only NumPy
+    does well go to NumPy, rows only the kernels do well (sin) to numba, and rows as
+    fast either way (arithmetic; exp and tanh, which have vector formulas) follow the
+    pool of the last large forward (``H_NUMPY_POOL``; a backward's kernels reset it
+    to numba's)."""
+    S = slots(h)
+    f = carray(as_pointer(h[H_OPFLAGS], np.int64), h[H_KTAB_OPS])[op]
+    numpy = (f & OPF_UFUNC) != 0
+    if not size >= h[H_THREAD_MIN] > 0:
+        return numpy
+    sa, sb = S[S_SIZE, a], (size if unary else S[S_SIZE, b])
+    # same-shape or scalar operands: NumPy's halves, or the kernels' parallel loops
+    halves = (sa == 1 or sa == size) and (sb == 1 or sb == size)
+    if halves and ((f & OPF_ARITH) != 0 or (numpy and (f & OPF_VECTOR) != 0)):
+        numpy = h[H_NUMPY_POOL] != 0  # as fast either way: stay on the last pool
+    if halves:
+        if numpy:
+            h[H_NUMPY_POOL] = 1
+        elif (f & (OPF_ARITH | OPF_VECTOR)) != 0:  # the kernel's parallel loops
+            h[H_NUMPY_POOL] = 0
+    return numpy
 
 
 @jit

@@ -60,6 +60,7 @@ from .layout import (
     H_LAZY_BYTES,
     H_LO,
     H_NEED,
+    H_NUMPY_POOL,
     H_NXGRAD,
     H_OPFLAGS,
     H_POISON,
@@ -258,6 +259,7 @@ def run_backward(h, root, seed, retain):
     start = S[S_NODE, root]  # -1 for a leaf: nothing to run
     h[H_LAZY] = 0
     h[H_NXGRAD] = 0
+    h[H_NUMPY_POOL] = 0  # its kernels run on numba's threads (see record._numpy_runs)
     total = _want(h, root, gen, 0)
     st, lo, total = _prune(h, start, gen, total)
     if st != OK:

@@ -323,6 +323,7 @@ class Tape:
         self.h[H_LAZY_BYTES] = LAZY_BYTES
         self.h[H_THREAD_MIN] = THREAD_MIN if worker_count() > 1 else 0
         self.chunks: list[np.ndarray] = []
+        self.top: tuple[np.ndarray, int] | None = None  # the last chunk and its address
         # the arena's usable bytes (each chunk has ALIGN bytes of padding); after a
         # handover for want of room, the size before the op that found it full
         if like is None:
@@ -433,6 +434,7 @@ class Tape:
     def _new_chunk(self, nbytes: int) -> None:
         buf, addr = _aligned_buffer(nbytes)
         self.chunks.append(buf)
+        self.top = (buf, buf.ctypes.data)
         self.h[H_ARENA] = addr
         self.h[H_ARENA_CAP] = nbytes
         self.h[H_ARENA_TOP] = 0
@@ -556,12 +558,20 @@ class Tape:
 
     def view(self, s: int) -> np.ndarray:
         """A writable NumPy view of slot ``s``'s memory (for large values: building it
-        costs a few microseconds)."""
+        costs a microsecond or two)."""
         dt = NP_DTYPES[self.slot_field(S_DTYPE, s)]
         shape = self.slot_shape(s)
-        n = math.prod(shape)
-        buf = (ctypes.c_char * (n * dt.itemsize)).from_address(self.slot_field(S_ADDR, s))
-        return np.frombuffer(buf, dt, n).reshape(shape)
+        nbytes = math.prod(shape) * dt.itemsize
+        addr = self.slot_field(S_ADDR, s)
+        # most values are in the arena's last chunk: a view of its array (one call; the
+        # ctypes route below builds two objects, ~1.5 us, and runs cold in a step whose
+        # large arrays have evicted the interpreter's data from the caches)
+        if self.top is not None:
+            buf, lo = self.top
+            if lo <= addr and addr + nbytes <= lo + buf.size:
+                return np.ndarray(shape, dt, buf, addr - lo)
+        cbuf = (ctypes.c_char * nbytes).from_address(addr)
+        return np.frombuffer(cbuf, dt).reshape(shape)
 
     # --- gradient buffers outside the arena ------------------------------------------
     def use_own_grads(self, slots: list[int]) -> None:
@@ -877,6 +887,7 @@ class Tape:
         # is never used again): keep the object, drop its memory
         with self.lock:
             self.arrays, self.views, self.chunks = {}, {}, []
+            self.top = None
             self.grad_buf = self.scratch = self.request = None
             self.gathers = {}
 

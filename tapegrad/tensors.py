@@ -1035,16 +1035,17 @@ def _numpy_forward(tape: Tape, op: Any, out: int) -> int:
     """Compute a large elementwise result with NumPy's ufunc, straight into its slot
     (the node is already recorded; its operands are in the link list before it). With
     same-shape operands and several cores, halves of it run in threads (ufunc loops
-    release the GIL)."""
+    release the GIL): rows without vector formulas only, the others run large results
+    on numba's threads then (``record.record_elementwise``)."""
     global _POOL
     base = tape.h[H_NLINK] - 1  # out is the node's last link
     nin = 1 if op.is_unary else 2
     ins = [tape.view(s) for s in tape.links(base - nin, nin)]
     dst = tape.view(out)
     ufunc = getattr(np, op.name)
-    workers = worker_count()
+    workers = worker_count() if dst.size >= THREAD_MIN else 1
     with np.errstate(all="ignore"):  # IEEE results, no warnings: like the kernels
-        if dst.size < THREAD_MIN or workers < 2 or any(a.size not in (1, dst.size) for a in ins):
+        if workers < 2 or any(a.size not in (1, dst.size) for a in ins):
             ufunc(*ins, out=dst)
             return out
         if _POOL is None:

@@ -58,10 +58,10 @@ def _arith(a, b, m):
 
 @pytest.mark.parametrize("threads", ["1", "2"])
 def test_large_arithmetic_kernels_and_threaded_numpy(monkeypatch, threads):
-    """Plain arithmetic rows keep large results in their kernels unless NumPy can split
-    a same-shape result across threads: broadcast operands (kernel), same-shape ones
-    with one worker (kernel) and with two (NumPy in threads) all give NumPy's values
-    and the hand-derived gradients."""
+    """Plain arithmetic rows run in their kernels (broadcast operands; same-shape ones
+    with one worker; with two, the kernels' parallel loops, or NumPy's ufunc in halves
+    on threads after a NumPy forward, see the next test): NumPy's values and the
+    hand-derived gradients either way."""
     monkeypatch.setenv("TAPEGRAD_THREADS", threads)
     rng = np.random.default_rng(3)
     cases = [((N // 1000, 1000), (1000,)), ((N,), (N,)), ((N // 3, 1, 3), (1, 1, 3))]
@@ -85,6 +85,67 @@ def test_large_arithmetic_kernels_and_threaded_numpy(monkeypatch, threads):
         dy = a + 2 * b + a / (b + 3.0) ** 2
         np.testing.assert_allclose(gx, np.broadcast_to(dx, a.shape), rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(gy, _unbroadcast(dy, b.shape), rtol=1e-9, atol=1e-9)
+
+
+def test_large_forwards_stay_on_one_thread_pool(monkeypatch):
+    """With two workers, the rows as fast on either pool (arithmetic, exp, tanh) follow
+    the pool of the last large forward (``layout.H_NUMPY_POOL``): after ``log`` or
+    ``sqrt`` (NumPy's ufunc, halves on Python threads) they run as NumPy halves, after
+    ``sin`` (a kernel on numba's threads) as parallel kernels; a broadcast operand
+    (a serial kernel) leaves the pool as it was, and a backward leaves numba's. Every
+    value is NumPy's on either path, and the gradients are the hand-derived ones."""
+    from tapegrad.layout import H_NUMPY_POOL
+    from tapegrad.tape import current_tape
+
+    monkeypatch.setenv("TAPEGRAD_THREADS", "2")
+    rng = np.random.default_rng(5)
+    a, b = rng.uniform(0.5, 2.0, N), rng.uniform(0.5, 2.0, N)
+    row = rng.uniform(0.5, 2.0, (1, 8))
+    got = {}
+
+    def run():  # a new thread: a new tape, which reads TAPEGRAD_THREADS
+        x, w = tg.tensor(a, requires_grad=True), tg.tensor(b, requires_grad=True)
+        h = current_tape().h
+        states = []
+
+        def step(v):
+            states.append(h[H_NUMPY_POOL])
+            return v
+
+        lg = step(tnp.log(x))  # NumPy
+        q = step(lg / w)  # follows: NumPy's true_divide
+        e = step(tnp.exp(q))  # follows: NumPy
+        s = step(tnp.sin(e))  # a kernel
+        p = step(s * w + 0.5)  # follow: kernels
+        t = step(tnp.tanh(p))  # follows: the kernel's vector formula
+        r = step(tnp.sqrt(t * t + 1.0))  # NumPy (t * t, + 1.0: kernels)
+        m = step(r - x)  # follows: NumPy
+        bc = step(m.reshape(-1, 8) * row)  # broadcast: a serial kernel, no change
+        bc.sum().backward()
+        got.update(states=states, after=h[H_NUMPY_POOL], x=x, w=w, values=(lg, q, e, s, p, t, r, m))
+
+    th = threading.Thread(target=run)
+    th.start()
+    th.join()
+    assert got["states"] == [1, 1, 1, 0, 0, 0, 1, 1, 1]
+    assert got["after"] == 0
+    lg = np.log(a)
+    q = lg / b
+    e = np.exp(q)
+    s = np.sin(e)
+    p = s * b + 0.5
+    t = np.tanh(p)
+    r = np.sqrt(t * t + 1.0)
+    for v, ref in zip(got["values"], (lg, q, e, s, p, t, r, r - a)):
+        np.testing.assert_allclose(v.numpy(), ref, rtol=1e-13, atol=1e-15)
+    g = np.broadcast_to(row, (N // 8, 8)).reshape(-1)  # d out / d m
+    gt = g * t / r
+    gp = gt * (1 - t * t)
+    gs = gp * b
+    ge = gs * np.cos(e)
+    gq = ge * e
+    np.testing.assert_allclose(got["x"].grad, -g + gq / (a * b), rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(got["w"].grad, gp * s - gq * q / b, rtol=1e-11, atol=1e-12)
 
 
 def _unbroadcast(v, shape):

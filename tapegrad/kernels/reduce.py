@@ -109,24 +109,36 @@ def _short_last_axis(nd, dims, sa, sb, inner, ia, ib):
     return nd == 2 and inner <= SHORT_AXIS and ia == 1 and ib == 0 and sa[0] == inner and sb[0] == 1
 
 
+@jit(inline="always")
+def _short_row_sum(x, out, i, inner, scale):
+    """Row ``i`` of the short-last-axis sum: one output element."""
+    acc = 0.0
+    for j in range(inner):
+        acc += x[ux(i * inner + j)]
+    out[i] = scale * acc
+
+
+@jit(inline="always")
+def _short_row_spread(g, gx, i, inner, scale, f):
+    """Row ``i`` of its backward: the row's gradient is one value, spread."""
+    v = scale * g[i]
+    for j in range(inner):
+        put(gx, ux(i * inner + j), v, f)
+
+
 @jit(parallel=True)
 def sum_short_rows_parallel(x, out, rows, inner, scale):
     """The short-last-axis sum on all cores: a row per output element (pairwise
     distances summed over xyz, 262,144 rows of 3)."""
     for i in prange(rows):
-        acc = 0.0
-        for j in range(inner):
-            acc += x[ux(i * inner + j)]
-        out[i] = scale * acc
+        _short_row_sum(x, out, i, inner, scale)
 
 
 @jit(parallel=True)
 def sum_short_rows_bwd_parallel(g, gx, rows, inner, scale, f):
-    """Its backward on all cores: each row's gradient is one value, spread."""
+    """Its backward on all cores."""
     for i in prange(rows):
-        v = scale * g[i]
-        for j in range(inner):
-            put(gx, ux(i * inner + j), v, f)
+        _short_row_spread(g, gx, i, inner, scale, f)
 
 
 @jit
@@ -143,10 +155,7 @@ def sum_fwd_arrays(x, xshape, axes, scale, out, sc):
             sum_short_rows_parallel(x, out, dims[0], inner, scale)
             return
         for i in range(dims[0]):
-            acc = 0.0
-            for j in range(inner):
-                acc += x[ux(i * inner + j)]
-            out[i] = scale * acc
+            _short_row_sum(x, out, i, inner, scale)
         return
     w = row_walk(nd, dims, sa, sb, sz, sc)
     for r in range(n // inner):
@@ -180,9 +189,7 @@ def sum_bwd_arrays(g, xshape, axes, scale, gx, sc, f):
             sum_short_rows_bwd_parallel(g, gx, dims[0], inner, scale, f)
             return
         for i in range(dims[0]):
-            v = scale * g[i]
-            for j in range(inner):
-                put(gx, ux(i * inner + j), v, f)
+            _short_row_spread(g, gx, i, inner, scale, f)
         return
     w = row_walk(nd, dims, sa, sb, sz, sc)
     for r in range(n // inner):

@@ -104,8 +104,8 @@ class Op:
     arith
         Elementwise rows of plain arithmetic (no libm call): the kernel loop vectorises
         and beats NumPy's ufunc on large operands (a broadcast add of (256, 256) and
-        (256,): 17 us against 58 through NumPy), so NumPy computes a large result only
-        to split a same-shape one across threads.
+        (256,): 17 us against 58 through NumPy), so NumPy never computes them; a large
+        same-shape or scalar-operand result runs on all cores (numba's threads).
     dunder
         Tensor operator methods: ``(forward, reflected)``, e.g. ``("__add__", "__radd__")``.
     cuda
