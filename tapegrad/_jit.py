@@ -361,6 +361,23 @@ KERNEL_SIGNATURE = "int64(int64, int64)"
 _PY_KERNELS: list[Any] = [None]
 
 
+def serial_loops() -> None:
+    """Give the calling thread one numba thread: the kernels take their serial loops
+    (``kernels.elementwise.on_all_cores``). For a forked child, where numba's OpenMP
+    threads did not survive ``fork()`` and numba terminates a child that enters a
+    parallel loop once its parent has run one. numba's count is per thread: this runs
+    in the thread that forked, and ``tape.Tape`` runs it in each thread the child
+    starts (README, "Processes")."""
+    from numba.np.ufunc import parallel
+
+    if parallel._is_initialized:  # else the child starts its own threading layer
+        numba.set_num_threads(1)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=serial_loops)
+
+
 def kernel_cfunc(
     pyfunc: Callable[[int, int], int], cache: bool = True, parallel: bool = False
 ) -> tuple[int, Any]:
@@ -435,6 +452,31 @@ def _call_kernel(typingctx, fn, node, tape):
 @overload(call_kernel)
 def _call_kernel_ol(fn, node, tape):
     return lambda fn, node, tape: _call_kernel(fn, node, tape)
+
+
+def numba_threads() -> int:
+    """numba's thread count for the calling thread (``numba.get_num_threads``)."""
+    return numba.get_num_threads()
+
+
+@intrinsic
+def _numba_threads(typingctx):
+    # the threading layer's exported symbol, which parallel loops call too (launched
+    # before any kernel is compiled or loaded); numba.get_num_threads in compiled code
+    # goes through a ctypes pointer, which would make every kernel uncacheable
+    def codegen(context, builder, sig, args):
+        fn = builder.module.globals.get("get_num_threads")  # numba's parfors declare it
+        if fn is None:  # C: int get_num_threads(void)
+            fn = ir.Function(builder.module, ir.FunctionType(ir.IntType(32), []), "get_num_threads")
+        n = builder.call(fn, [])
+        return builder.sext(n, ir.IntType(64)) if n.type.width < 64 else n
+
+    return types.int64(), codegen
+
+
+@overload(numba_threads)
+def _numba_threads_ol():
+    return lambda: _numba_threads()
 
 
 def _gemm_py(fn, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import dispatch
-from ._jit import blas_addresses, entry_point
+from ._jit import blas_addresses, entry_point, serial_loops
 from .layout import (
     ALIGN,
     DTYPE_CODE,
@@ -208,6 +208,22 @@ OWN_GRAD_MIN = int(os.environ.get("TAPEGRAD_OWN_GRAD_MIN", "4096"))
 _CPUS = os.cpu_count() or 1  # (os.cpu_count() reads /sys: ~2 us, on every large forward)
 
 
+# True in a forked child. numba's thread count is per thread, and the fork hook of
+# ``_jit`` (``serial_loops``) set it to one only in the thread that forked: a thread
+# the child starts gets one numba thread too when it makes its first tape (a parallel
+# loop there would have numba terminate the child).
+_FORKED = False
+
+
+def _note_fork() -> None:
+    global _FORKED
+    _FORKED = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_note_fork)
+
+
 def worker_count() -> int:
     """Threads for large NumPy forwards: ``$TAPEGRAD_THREADS``, else the CPU count."""
     env = os.environ.get("TAPEGRAD_THREADS")
@@ -300,6 +316,8 @@ class Tape:
     def __init__(self, like: Tape | None = None) -> None:
         """An empty tape; with ``like``, with that tape's capacities (the tape a thread
         records into next after handing ``like`` over, see :meth:`hand_over`)."""
+        if _FORKED:
+            serial_loops()
         self.header = np.zeros(H_LEN, np.int64)
         self.h = memoryview(self.header)
         self.h[H_SELF] = self.header.ctypes.data

@@ -25,6 +25,7 @@ import dis
 import functools
 import itertools
 import math
+import os
 import sys
 import threading
 import weakref
@@ -1019,6 +1020,16 @@ def _use_general_entry_point(h: np.ndarray) -> None:
 
 
 _POOL: Any = None
+
+
+def _forget_pool() -> None:
+    """A forked child has none of the pool's threads: it starts its own."""
+    global _POOL
+    _POOL = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
 
 
 def _library_function(op: Any) -> Any:

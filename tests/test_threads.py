@@ -232,6 +232,50 @@ def _large_scaled_gradient(seed: int) -> float:
     return float(np.abs(x.grad - want).max())
 
 
+def _large_loops() -> tuple:
+    """Large forwards and a backward that run on all cores (a vector forward,
+    arithmetic, NumPy's halves of log with two threads): their values."""
+    a = np.linspace(0.5, 2.0, 400_000)
+    x = tg.tensor(a, requires_grad=True)
+    y = tnp.log(x) * 0.9 + tnp.sin(x) * x
+    y.sum().backward()
+    with tg.no_grad():
+        z = x * 2.0 - 1.0
+    return y.numpy(), x.grad, z.numpy()
+
+
+def _forked_job(conn) -> None:
+    """A forked child's job: the large loops in its main thread, then in a thread it
+    starts (numba's thread count is per thread)."""
+    got = [_large_loops()]
+    t = threading.Thread(target=lambda: got.append(_large_loops()))
+    t.start()
+    t.join()
+    conn.send(got)
+    conn.close()
+
+
+def test_forked_child_runs_large_loops_on_one_thread():
+    """README, "Processes": OpenMP does not survive fork(), and numba terminates a child
+    that enters a parallel loop after its parent ran one; tapegrad's fork hook gives the
+    child one numba thread (serial loops) and a fresh NumPy thread pool, so a forked
+    child computes the same values as the parent instead of dying or waiting for
+    threads it does not have."""
+    import multiprocessing
+
+    want = _large_loops()  # the parent's parallel loops and thread pool
+    ctx = multiprocessing.get_context("fork")
+    mine, theirs = ctx.Pipe()
+    child = ctx.Process(target=_forked_job, args=(theirs,))
+    child.start()
+    got = mine.recv() if mine.poll(120) else None
+    child.join(30)
+    assert child.exitcode == 0 and got is not None and len(got) == 2
+    for values in got:
+        for g, w in zip(values, want):
+            np.testing.assert_allclose(g, w, rtol=1e-15, atol=1e-15)
+
+
 def test_spawned_workers_run_parallel_backwards_after_the_parent_did():
     """README, "Processes": after the parent ran parallel loops (OpenMP started), the
     documented way to use worker processes, `spawn`, works and gives exact gradients."""

@@ -124,6 +124,21 @@ def test_vector_float32_rounds_once(op, n):
     assert np.all(err <= 4 * np.spacing(np.maximum(np.abs(dwant), 1.0).astype(np.float32)))
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("op", VECTOR_ROWS, ids=lambda op: op.name)
+def test_vector_forward_keeps_the_sign_of_zero(op, dtype):
+    """-0.0 and +0.0 in a block the vector formulas compute give NumPy's (SciPy's)
+    results bit for bit, sign included (expm1(-0.0) was +0.0 from 8 elements on, so
+    1 / expm1(x) was +inf where NumPy gives -inf)."""
+    f, ref = _functions(op)
+    x0 = np.random.default_rng(7).uniform(-1, 1, 3 * BLOCK + 5).astype(dtype)
+    x0[:4] = [-0.0, 0.0, -0.0, 0.0]
+    got = f(tg.tensor(x0)).numpy()
+    want = ref(x0.astype(np.float64)).astype(dtype)
+    np.testing.assert_array_equal(got[:4], want[:4])
+    np.testing.assert_array_equal(np.signbit(got[:4]), np.signbit(want[:4]))
+
+
 @pytest.mark.parametrize("op", VECTOR_ROWS, ids=lambda op: op.name)
 def test_blocks_outside_the_range_use_libm(op):
     """A block with an input outside the vector range (or inf, NaN) is computed by the

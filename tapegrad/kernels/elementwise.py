@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from numba import prange, types
 
-from .._jit import StaticRef, StaticRefType, jit, overload
+from .._jit import StaticRef, StaticRefType, jit, numba_threads, overload
 from ..layout import (
     FRESH_SHIFT,
     N_MASK,
@@ -46,6 +46,15 @@ from .loops import broadcast_plan, clear, next_row, put, row_walk, ux
 # loops, and forward loops of vector formulas and arithmetic. Measured on 2 vCPUs,
 # g * cos(x) over 2e6 elements takes 9.5 ms instead of 16.7.
 PARALLEL_MIN = 1 << 17
+
+
+@jit(inline="always")
+def on_all_cores(n):
+    """Whether a loop over ``n`` elements runs its ``prange`` version: from
+    ``PARALLEL_MIN`` elements, when numba has more than one thread. A forked child has
+    one (``_jit`` sets it after a fork): OpenMP does not survive ``fork()``, and numba
+    terminates a child that enters a parallel loop."""
+    return n >= PARALLEL_MIN and numba_threads() > 1
 
 
 # The rows whose formulas these loops lift, by name: each op table row registers itself
@@ -270,7 +279,7 @@ def _unary_fwd_arrays(op, x, out):
 
     def blocked(op, x, out):
         n = out.size
-        if n >= PARALLEL_MIN:
+        if on_all_cores(n):
             unary_fwd_blocks_parallel(op, x, out)
         else:
             for s in range(0, n, BLOCK):
@@ -371,7 +380,7 @@ def _unary_bwd_arrays(op, g, x, out, gx, f):
 
         def plain(op, g, x, out, gx, f):
             n = gx.size
-            if n >= PARALLEL_MIN:  # all cores (see PARALLEL_MIN)
+            if on_all_cores(n):  # all cores (see PARALLEL_MIN)
                 unary_bwd_parallel(op, g, x, out, gx, f)
             else:
                 for i in range(n):
@@ -381,7 +390,7 @@ def _unary_bwd_arrays(op, g, x, out, gx, f):
 
     def blocked(op, g, x, out, gx, f):
         n = gx.size
-        if n >= PARALLEL_MIN:
+        if on_all_cores(n):
             unary_bwd_blocks_parallel(op, g, x, out, gx, f)
         else:
             for s in range(0, n, BLOCK):
@@ -440,7 +449,7 @@ def binary_bwd_shared(op, g, x, out, gx, f):
     """One slot as both operands (``x * x``): ``gx`` receives both formulas, summed, in
     one pass (stored if fresh: the scheduler marks the first input's bit)."""
     n = out.size
-    if n >= PARALLEL_MIN:
+    if on_all_cores(n):
         binary_bwd_parallel(op, 2, g, x, x, out, gx, f)
         return
     for i in range(n):
@@ -459,7 +468,7 @@ def binary_bwd_plain(op, mask, fresh, g, x, y, out, gx, gy):
     fx = is_fresh(fresh, 0)
     fy = is_fresh(fresh, 1)
     if x.size == n and y.size == n:
-        if n >= PARALLEL_MIN:
+        if on_all_cores(n):
             if want_x:
                 binary_bwd_parallel(op, 0, g, x, y, out, gx, fx)
             if want_y:
@@ -471,7 +480,7 @@ def binary_bwd_plain(op, mask, fresh, g, x, y, out, gx, gy):
         if want_y:
             for i in range(n):
                 put(gy, i, bwd2(op, 1, g[i], x[i], y[i], out[i]), fy)
-    elif n >= PARALLEL_MIN and binary_bwd_scalar_large(op, mask, fresh, g, x, y, out, gx, gy):
+    elif on_all_cores(n) and binary_bwd_scalar_large(op, mask, fresh, g, x, y, out, gx, gy):
         pass
     elif x.size == 1 and y.size == n:
         a = x[0]
@@ -591,7 +600,7 @@ def binary_bwd_blocks_parallel(op, which, g, x, y, out, gv, f, sx, sy):
 def binary_bwd_blocks(op, which, g, x, y, out, gv, f, sx, sy):
     """Input ``which``'s gradient by blocks; the sum for a scalar operand."""
     n = g.size
-    if n >= PARALLEL_MIN:
+    if on_all_cores(n):
         return binary_bwd_blocks_parallel(op, which, g, x, y, out, gv, f, sx, sy)
     full = gv.size == n
     tmp = np.empty(0 if full else min(n, BLOCK), np.float64)
@@ -638,7 +647,7 @@ def _binary_fwd_fast(op, x, y, out):
 
         def arith(op, x, y, out):
             n = out.size
-            if n >= PARALLEL_MIN and (x.size == n or x.size == 1) and (y.size == n or y.size == 1):
+            if on_all_cores(n) and (x.size == n or x.size == 1) and (y.size == n or y.size == 1):
                 binary_fwd_plain_parallel(op, x, y, out)
                 return True
             return binary_fwd_plain(op, x, y, out)
@@ -652,7 +661,7 @@ def _binary_fwd_fast(op, x, y, out):
         if not _vector_operands(x, y, n):
             return binary_fwd_plain(op, x, y, out)
         sx, sy = _spread(x, n), _spread(y, n)
-        if n >= PARALLEL_MIN:
+        if on_all_cores(n):
             binary_fwd_blocks_parallel(op, x, y, out, sx, sy)
         else:
             for s in range(0, n, BLOCK):

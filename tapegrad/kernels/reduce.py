@@ -28,7 +28,7 @@ from ..layout import (
     scratch,
 )
 from . import vecmath as vm
-from .elementwise import PARALLEL_MIN
+from .elementwise import on_all_cores
 from .loops import collapse, line_start, lines, next_row, put, row_walk, ux
 
 
@@ -151,7 +151,7 @@ def sum_fwd_arrays(x, xshape, axes, scale, out, sc):
         return
     nd, dims, sa, sb, sz, inner, ia, ib = _reduce_rows(xshape, axes, sc)
     if _short_last_axis(nd, dims, sa, sb, inner, ia, ib):
-        if n >= PARALLEL_MIN:
+        if on_all_cores(n):
             sum_short_rows_parallel(x, out, dims[0], inner, scale)
             return
         for i in range(dims[0]):
@@ -185,7 +185,7 @@ def sum_bwd_arrays(g, xshape, axes, scale, gx, sc, f):
         return
     nd, dims, sa, sb, sz, inner, ia, ib = _reduce_rows(xshape, axes, sc)
     if _short_last_axis(nd, dims, sa, sb, inner, ia, ib):
-        if n >= PARALLEL_MIN:
+        if on_all_cores(n):
             sum_short_rows_bwd_parallel(g, gx, dims[0], inner, scale, f)
             return
         for i in range(dims[0]):

@@ -127,9 +127,11 @@ def exp(x):
 
 @jit(inline="always")
 def expm1(x):
-    """e^x - 1 for |x| <= 708: 2^k (e^r - 1) + (2^k - 1), one rounding at the end."""
+    """e^x - 1 for |x| <= 708: 2^k (e^r - 1) + (2^k - 1), one rounding at the end; a
+    zero is returned as it is (the formula gives +0 for -0, NumPy -0)."""
     s, r = _reduce_ln2(x)
-    return fma(s, _expm1_reduced(r), s - 1.0)
+    v = fma(s, _expm1_reduced(r), s - 1.0)
+    return v if x != 0 else np.float64(x)
 
 
 @jit(inline="always")
