@@ -370,7 +370,8 @@ def serial_loops() -> None:
     starts (README, "Processes")."""
     from numba.np.ufunc import parallel
 
-    if parallel._is_initialized:  # else the child starts its own threading layer
+    # (not launched in the parent: the child starts its own layer, which is safe)
+    if getattr(parallel, "_is_initialized", True):
         numba.set_num_threads(1)
 
 

@@ -114,7 +114,7 @@ def cast_sig(src: int, dst: int) -> int:
 # results faster than the kernel (SIMD exp, tanh; libm calls elsewhere)
 OPF_UFUNC = 1
 # The op has vector formulas: with several threads, its kernel may run a large result
-# on all cores instead of NumPy's ufunc (record.record_elementwise)
+# on all cores instead of NumPy's ufunc (record._numpy_runs)
 OPF_VECTOR = 2
 # The op's backward kernel honours the node's *fresh* bits (FRESH_SHIFT):
 # it stores into a fresh gradient buffer instead of adding to it, so the scheduler

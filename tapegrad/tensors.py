@@ -1046,8 +1046,8 @@ def _numpy_forward(tape: Tape, op: Any, out: int) -> int:
     """Compute a large elementwise result with NumPy's ufunc, straight into its slot
     (the node is already recorded; its operands are in the link list before it). With
     same-shape operands and several cores, halves of it run in threads (ufunc loops
-    release the GIL): rows without vector formulas only, the others run large results
-    on numba's threads then (``record.record_elementwise``)."""
+    release the GIL); which rows come here then is ``record._numpy_runs``'s choice
+    (one thread pool at a time)."""
     global _POOL
     base = tape.h[H_NLINK] - 1  # out is the node's last link
     nin = 1 if op.is_unary else 2

@@ -104,8 +104,10 @@ class Op:
     arith
         Elementwise rows of plain arithmetic (no libm call): the kernel loop vectorises
         and beats NumPy's ufunc on large operands (a broadcast add of (256, 256) and
-        (256,): 17 us against 58 through NumPy), so NumPy never computes them; a large
-        same-shape or scalar-operand result runs on all cores (numba's threads).
+        (256,): 17 us against 58 through NumPy), so a large same-shape or
+        scalar-operand result runs on all cores in the kernel, or, with several threads
+        right after a forward NumPy split across its threads, NumPy's halves on those
+        (one pool at a time: ``record._numpy_runs``).
     dunder
         Tensor operator methods: ``(forward, reflected)``, e.g. ``("__add__", "__radd__")``.
     cuda
