@@ -719,3 +719,72 @@ def _float_from_bits(typingctx, bits):
 @overload(float_from_bits)
 def _float_from_bits_ol(bits):
     return lambda bits: _float_from_bits(bits)
+
+
+# ---------------------------------------------------------------------------------
+# writing large results past the caches
+
+
+def stream_lines(src: Any, dst: Any, start: int, m: int) -> None:
+    """``dst[start:start + m] = src[:m]`` for two contiguous 1-D arrays of one dtype,
+    ``dst[start]`` on a 64-byte boundary and ``m`` whole cache lines of elements;
+    compiled, by non-temporal stores (a whole line each, no read of the line first).
+    The caller ends its run of streamed blocks with :func:`store_fence`.
+
+    Kernels compute a large result in small blocks into a buffer that stays in L1 and
+    stream each block out (``layout.STREAM_MIN``). Between two blocks
+    nothing may be an atomic instruction (a reference count: a view handed to a
+    function): a locked instruction drains the write buffers and takes the gain back.
+    """
+    dst[start : start + m] = src[:m]
+
+
+@intrinsic
+def _stream_line(typingctx, src, si, dst, di):
+    # 64 bytes from src (element si, any alignment) to dst (element di, 64-byte aligned)
+    def codegen(context, builder, sig, args):
+        line = ir.VectorType(ir.IntType(64), 8)
+
+        def at(k, i):
+            arr = context.make_array(sig.args[k])(context, builder, args[k])
+            ptr = builder.gep(arr.data, [args[i]], inbounds=True)
+            return builder.bitcast(ptr, line.as_pointer())
+
+        value = builder.load(at(0, 1), align=1)
+        store = builder.store(value, at(2, 3), align=64)
+        one = builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)])
+        store.set_metadata("nontemporal", one)
+        return context.get_dummy_value()
+
+    return types.none(src, si, dst, di), codegen
+
+
+def store_fence() -> None:
+    """Nothing; compiled, a sequentially consistent fence. Non-temporal stores are weakly
+    ordered: a thread that streamed lines fences them before another thread (the next
+    op, after a parallel loop's barrier) may read them."""
+
+
+@intrinsic
+def _store_fence(typingctx):
+    def codegen(context, builder, sig, args):
+        builder.fence("seq_cst")
+        return context.get_dummy_value()
+
+    return types.none(), codegen
+
+
+@overload(stream_lines, inline="always")
+def _stream_lines_ol(src, dst, start, m):
+    per_line = 64 // numba.np.numpy_support.as_dtype(dst.dtype).itemsize  # a constant
+
+    def impl(src, dst, start, m):
+        for i in range(0, m, per_line):
+            _stream_line(src, i, dst, start + i)
+
+    return impl
+
+
+@overload(store_fence)
+def _store_fence_ol():
+    return lambda: _store_fence()

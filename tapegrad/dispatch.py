@@ -26,6 +26,7 @@ from .layout import (
     OPF_ASSIGNS,
     OPF_PASS,
     OPF_SHARED,
+    OPF_STREAMS,
     OPF_UFUNC,
     OPF_VECTOR,
     PY_CALLBACK,
@@ -39,6 +40,17 @@ from .ops.codegen import sig_name, wrapper_name
 # sin, cos and expit stay ours: NumPy's are scalar, 5-8x slower). Elsewhere the vector
 # formulas are the faster, and their backward is always ours.
 NUMPY_FASTER = {"exp": "AVX512_SKX", "tanh": "AVX512_SKX"}
+
+# Cheap ufunc rows whose kernel, streaming a result of STREAM_MIN bytes or more past the
+# caches, beats NumPy's loop (OPF_STREAMS). Measured on 2e6 float64 (4.2e6 for binary
+# rows), AMD EPYC (Zen 4), one thread, ms: sqrt 1.15 against 2.35, reciprocal 0.69 /
+# 1.35, sign 0.77 / 1.24, floor 0.45 / 0.78, absolute, square, ceil, rint 0.60 / 0.80,
+# maximum 2.25 / 2.79, less 1.69 / 1.82. Rows that call libm (cbrt 27.8 / 2.1, exp2,
+# arctan, log) stay NumPy's.
+KERNEL_STREAMS = frozenset(
+    "negative absolute square reciprocal sqrt sign floor ceil trunc rint maximum minimum "
+    "fmax fmin less less_equal greater greater_equal equal not_equal".split()
+)
 
 
 def _numpy_has(feature: str | None) -> bool:
@@ -119,6 +131,8 @@ def ktable() -> np.ndarray:
                         flags[op.code] |= OPF_VECTOR
                     if op.arith:
                         flags[op.code] |= OPF_ARITH
+                    if flags[op.code] & OPF_UFUNC and op.name in KERNEL_STREAMS:
+                        flags[op.code] |= OPF_STREAMS
                 _opflags = flags
                 _ktab = tab
     return _ktab

@@ -71,6 +71,7 @@ from .layout import (
     N_SIG,
     OK,
     OPF_ARITH,
+    OPF_STREAMS,
     OPF_UFUNC,
     OPF_VECTOR,
     R_ALIAS,
@@ -92,6 +93,7 @@ from .layout import (
     S_VERSION,
     SLOT_CONST,
     SLOT_RG,
+    STREAM_MIN,
     cast_sig,
     fparams,
     iparams,
@@ -364,17 +366,19 @@ def record_elementwise(h, op, a, b, fa, fb, compare):
     if not unary:
         push_link(h, b)
     push_link(h, out)
-    if size >= h[H_NUMPY_MIN] > 0 and _numpy_runs(h, op, size, a, b, unary):
+    if size >= h[H_NUMPY_MIN] > 0 and _numpy_runs(h, op, size, a, b, unary, out_dt):
         return out + DEFERRED
     run_forward(h, k, op, dt)
     return out
 
 
 @jit
-def _numpy_runs(h, op, size, a, b, unary):
+def _numpy_runs(h, op, size, a, b, unary, dt):
     """Whether NumPy's ufunc computes a large elementwise result (``DEFERRED``) rather
     than the kernel.
 
+    With one worker, a cheap row (``OPF_STREAMS``: sqrt, floor, maximum...) whose
+    result the kernel streams past the caches (``STREAM_MIN`` bytes) runs in it.
     On one thread: where NumPy's loop is faster (``OPF_UFUNC``: SIMD exp, tanh, log...).
     With several, results of ``H_THREAD_MIN`` elements and more run on all cores, either
     as NumPy's ufunc in halves on Python threads or as a kernel on numba's (OpenMP)
@@ -387,6 +391,8 @@ def _numpy_runs(h, op, size, a, b, unary):
     to numba's)."""
     S = slots(h)
     f = carray(as_pointer(h[H_OPFLAGS], np.int64), h[H_KTAB_OPS])[op]
+    if (f & OPF_STREAMS) != 0 and h[H_THREAD_MIN] == 0 and size * ITEMSIZE[dt] >= STREAM_MIN:
+        return False  # one worker: the kernel streams it (kernels.elementwise.streams)
     numpy = (f & OPF_UFUNC) != 0
     if not size >= h[H_THREAD_MIN] > 0:
         return numpy

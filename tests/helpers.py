@@ -35,3 +35,21 @@ def run_in_threads(work: Callable, n: int = 4) -> None:
         t.start()
     for t in threads:
         t.join()
+
+
+def in_new_thread(body: Callable, *args) -> None:
+    """``body(*args)`` in a thread of its own (which starts from a new, small tape);
+    its exception is re-raised in the caller's thread."""
+    errors = []
+
+    def run():
+        try:
+            body(*args)
+        except BaseException as e:  # re-raised in the caller's thread
+            errors.append(e)
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    if errors:
+        raise errors[0]

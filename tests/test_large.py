@@ -12,6 +12,8 @@ import tapegrad.numpy as tnp
 from tapegrad.tape import NUMPY_MIN
 from tapegrad.tensors import THREAD_MIN
 
+from .helpers import in_new_thread
+
 N = max(2 * THREAD_MIN, 600_000)  # above every size threshold
 
 
@@ -90,7 +92,7 @@ def test_large_arithmetic_kernels_and_threaded_numpy(monkeypatch, threads):
 def test_large_forwards_stay_on_one_thread_pool(monkeypatch):
     """With two workers, the rows as fast on either pool (arithmetic, exp, tanh) follow
     the pool of the last large forward (``layout.H_NUMPY_POOL``): after ``log`` or
-    ``sqrt`` (NumPy's ufunc, halves on Python threads) they run as NumPy halves, after
+    ``log1p`` (NumPy's ufunc, halves on Python threads) they run as NumPy halves, after
     ``sin`` (a kernel on numba's threads) as parallel kernels; a broadcast operand
     (a serial kernel) leaves the pool as it was, and a backward leaves numba's. Every
     value is NumPy's on either path, and the gradients are the hand-derived ones."""
@@ -118,7 +120,7 @@ def test_large_forwards_stay_on_one_thread_pool(monkeypatch):
         s = step(tnp.sin(e))  # a kernel
         p = step(s * w + 0.5)  # follow: kernels
         t = step(tnp.tanh(p))  # follows: the kernel's vector formula
-        r = step(tnp.sqrt(t * t + 1.0))  # NumPy (t * t, + 1.0: kernels)
+        r = step(tnp.log1p(t * t))  # NumPy (t * t: a kernel)
         m = step(r - x)  # follows: NumPy
         bc = step(m.reshape(-1, 8) * row)  # broadcast: a serial kernel, no change
         bc.sum().backward()
@@ -135,11 +137,11 @@ def test_large_forwards_stay_on_one_thread_pool(monkeypatch):
     s = np.sin(e)
     p = s * b + 0.5
     t = np.tanh(p)
-    r = np.sqrt(t * t + 1.0)
+    r = np.log1p(t * t)
     for v, ref in zip(got["values"], (lg, q, e, s, p, t, r, r - a)):
         np.testing.assert_allclose(v.numpy(), ref, rtol=1e-13, atol=1e-15)
     g = np.broadcast_to(row, (N // 8, 8)).reshape(-1)  # d out / d m
-    gt = g * t / r
+    gt = g * 2 * t / (1 + t * t)
     gp = gt * (1 - t * t)
     gs = gp * b
     ge = gs * np.cos(e)
@@ -177,9 +179,47 @@ def _inputs(op, n):
     return case.args(), function(tnp, op)
 
 
+def _sample(n, seed=0):
+    """Elements to check one by one: the first and last (a streamed result's unaligned
+    head and partial last block, ``layout.STREAM_MIN``), block edges and random ones."""
+    rng = np.random.default_rng(seed)
+    edges = [k * 128 + d for k in (1, 2, 64, 65) for d in (-1, 0)]
+    return np.unique(np.r_[0:70, edges, rng.integers(0, n, 60), n - 200 : n])
+
+
+def _cores(monkeypatch, cores, fn, *args):
+    """``fn(*args)`` as is (``cores`` "all"), or in a new thread whose numba loops run
+    on one core and whose tape has one worker ("one": numba's thread count is per
+    thread, ``_jit.serial_loops``), where large results are streamed past the caches
+    (``layout.STREAM_MIN``); its exception re-raised here."""
+    if cores == "all":
+        fn(*args)
+        return
+    from tapegrad._jit import serial_loops
+
+    monkeypatch.setenv("TAPEGRAD_THREADS", "1")
+
+    def on_one_core():
+        serial_loops()
+        fn(*args)
+
+    in_new_thread(on_one_core)
+
+
+CORES = pytest.mark.parametrize("cores", ["all", "one"])
+
+
 @pytest.mark.parametrize("op", ELEMENTWISE_ROWS, ids=lambda op: op.name)
 @pytest.mark.parametrize("second", [False, True], ids=["fresh", "adding"])
-def test_large_elementwise_gradient_matches_small(op, second):
+@CORES
+def test_large_elementwise_gradient_matches_small(monkeypatch, op, second, cores):
+    """Forward values and gradients on N elements (on one core streamed past the caches,
+    on all in parallel loops, by blocks) against the same row on a small sample through
+    the plain loops."""
+    _cores(monkeypatch, cores, _large_row_matches_small, op, second)
+
+
+def _large_row_matches_small(op, second):
     args, f = _inputs(op, N)
     g = np.random.default_rng(5).standard_normal(N)
     leaves = [tg.tensor(a, requires_grad=True) for a in args]
@@ -188,13 +228,15 @@ def test_large_elementwise_gradient_matches_small(op, second):
     if second:
         loss = loss + sum(tnp.sum(leaf * 0.5) for leaf in leaves)
     loss.backward()
-    k = 64  # the first elements, through the small (plain) loops
-    small = [tg.tensor(a[:k], requires_grad=True) for a in args]
-    tnp.sum(f(*small) * g[:k]).backward()
+    k = _sample(N)
+    small = [tg.tensor(a[k], requires_grad=True) for a in args]
+    out_small = f(*small)
+    tnp.sum(out_small * g[k]).backward()
+    np.testing.assert_allclose(out.numpy()[k], out_small.numpy(), rtol=1e-14, atol=1e-300)
     for leaf, s in zip(leaves, small, strict=True):
         assert not np.isnan(leaf.grad).any()  # inside the row's domain: no NaN anywhere
         want = s.grad + (0.5 if second else 0.0)
-        np.testing.assert_allclose(leaf.grad[:k], want, rtol=1e-13, atol=1e-13)
+        np.testing.assert_allclose(leaf.grad[k], want, rtol=1e-13, atol=1e-13)
 
 
 def _shared(op):
@@ -207,14 +249,20 @@ def _shared(op):
     [op for op in ELEMENTWISE_ROWS if op.kind is Kind.BINARY and _shared(op)[0] < _shared(op)[1]],
     ids=lambda op: op.name,
 )
-def test_large_binary_with_one_tensor_as_both_operands(op):
+@CORES
+def test_large_binary_with_one_tensor_as_both_operands(monkeypatch, op, cores):
+    _cores(monkeypatch, cores, _shared_matches_small, op)
+
+
+def _shared_matches_small(op):
     _, f = _inputs(op, N)
     a = np.random.default_rng(6).uniform(*_shared(op), N)
     x = tg.tensor(a, requires_grad=True)
     tnp.sum(f(x, x)).backward()
-    s = tg.tensor(a[:64], requires_grad=True)
+    k = _sample(N, 1)
+    s = tg.tensor(a[k], requires_grad=True)
     tnp.sum(f(s, s)).backward()
-    np.testing.assert_allclose(x.grad[:64], s.grad, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(x.grad[k], s.grad, rtol=1e-13, atol=1e-13)
 
 
 @pytest.mark.parametrize(
@@ -223,11 +271,16 @@ def test_large_binary_with_one_tensor_as_both_operands(op):
 @pytest.mark.parametrize("side", [0, 1], ids=["x_scalar", "y_scalar"])
 @pytest.mark.parametrize("scalar", ["tensor", "python"])
 @pytest.mark.parametrize("second", [False, True], ids=["fresh", "adding"])
-def test_large_binary_with_a_scalar_operand(op, side, scalar, second):
+@CORES
+def test_large_binary_with_a_scalar_operand(monkeypatch, op, side, scalar, second, cores):
     """``c op x`` and ``x op c`` on N elements (the scalar-operand backward loops, on
-    all cores from PARALLEL_MIN): the full-size operand's gradient element by element,
-    and the sum a 0-d tensor ``c`` receives, against the same row with ``c`` spread to
-    a full-size operand."""
+    all cores from PARALLEL_MIN, streamed on one): the full-size operand's gradient
+    element by element, and the sum a 0-d tensor ``c`` receives, against the same row
+    with ``c`` spread to a full-size operand."""
+    _cores(monkeypatch, cores, _scalar_operand_matches_spread, op, side, scalar, second)
+
+
+def _scalar_operand_matches_spread(op, side, scalar, second):
     args, f = _inputs(op, N)
     c = float(args[side][0])  # a value inside the row's domain
     g = np.random.default_rng(7).standard_normal(N)
@@ -348,3 +401,126 @@ def test_sum_over_a_short_last_axis_on_all_cores(kind, second, dtype):
         expect += 1.0 if second else 0.0
         assert x.grad.dtype == dtype
         np.testing.assert_allclose(x.grad, expect, rtol=1e-5 if dtype == np.float32 else 1e-13)
+
+
+# --- results streamed past the caches (layout.STREAM_MIN) -----------------------------------
+# From 4 MiB, elementwise kernels write results and fresh gradient buffers in blocks of
+# SB elements through an L1 buffer with non-temporal stores; the element tests above
+# cover float64 (N elements: 4.8 MB). Here float32 (which needs twice the elements),
+# outputs that do not start on a cache line, and which rows leave NumPy's ufunc for it.
+
+from tapegrad.layout import STREAM_MIN  # noqa: E402
+
+STREAM_ROWS = ["multiply", "sin", "exp", "tanh", "sqrt", "maximum", "logaddexp", "arctan2"]
+
+
+@pytest.mark.parametrize("name", STREAM_ROWS)
+@pytest.mark.parametrize("scalar", [False, True], ids=["arrays", "scalar"])
+def test_streamed_float32_matches_small(monkeypatch, name, scalar):
+    _cores(monkeypatch, "one", _float32_matches_small, name, scalar)
+
+
+def _float32_matches_small(name, scalar):
+    from tapegrad.ops import BY_NAME
+
+    op = BY_NAME[name]
+    n = STREAM_MIN // 4 + 1001  # float32: just over the threshold, a partial last block
+    args, f = _inputs(op, n)
+    args = [a.astype(np.float32) for a in args]
+    if scalar and op.kind is Kind.BINARY:
+        args[1] = args[1][:1].reshape(())  # a 0-d operand: spread over each block
+    g = np.random.default_rng(8).standard_normal(n).astype(np.float32)
+    leaves = [tg.tensor(a, requires_grad=True) for a in args]
+    out = f(*leaves)
+    assert out.dtype == np.float32
+    tnp.sum(out * g).backward()
+    k = _sample(n, 2)
+    small = [tg.tensor(a if a.ndim == 0 else a[k], requires_grad=True) for a in args]
+    out_small = f(*small)
+    tnp.sum(out_small * g[k]).backward()
+    np.testing.assert_allclose(out.numpy()[k], out_small.numpy(), rtol=2e-6, atol=1e-30)
+    big, few = leaves[0].grad, small[0].grad
+    assert big.dtype == np.float32 and not np.isnan(big).any()
+    np.testing.assert_allclose(big[k], few, rtol=2e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_cheap_rows_stream_in_the_kernel(monkeypatch, dtype):
+    """With one worker, cheap ufunc rows (``dispatch.KERNEL_STREAMS``: sqrt, floor,
+    maximum, comparisons) run in their kernels once the result is streamed (NumPy's
+    loop is faster below it), with NumPy's exact values; rows that call libm (log) stay
+    NumPy's."""
+    import tapegrad.tensors as tensors
+
+    calls = []
+    numpy_forward = tensors._numpy_forward
+
+    def spy(tape, op, out):
+        calls.append(op.name)
+        return numpy_forward(tape, op, out)
+
+    monkeypatch.setattr(tensors, "_numpy_forward", spy)
+    _cores(monkeypatch, "one", _cheap_rows, dtype, calls)
+
+
+CHEAP = {  # (m: tapegrad.numpy or numpy)
+    "sqrt": lambda m, u, v: m.sqrt(m.abs(u)),
+    "floor": lambda m, u, v: m.floor(u),
+    "reciprocal": lambda m, u, v: m.reciprocal(u),
+    "maximum": lambda m, u, v: m.maximum(u, v),
+    "less": lambda m, u, v: u < v,
+}
+
+
+def _cheap_rows(dtype, calls):
+    itemsize = np.dtype(dtype).itemsize
+    rng = np.random.default_rng(9)
+    for n, streamed in ((STREAM_MIN // itemsize + 77, True), (STREAM_MIN // itemsize // 2, False)):
+        a = rng.uniform(-3.0, 3.0, n).astype(dtype)
+        b = rng.uniform(-3.0, 3.0, n).astype(dtype)
+        x, y = tg.tensor(a, requires_grad=True), tg.tensor(b, requires_grad=True)
+        calls.clear()
+        for name, f in CHEAP.items():
+            v, want = f(tnp, x, y), f(np, a, b)
+            assert v.dtype == want.dtype
+            np.testing.assert_array_equal(v.numpy(), want, err_msg=name)
+        if streamed:  # (the bool result of less has a byte an element: not streamed)
+            assert calls == ["less"]
+        else:
+            assert {"sqrt", "floor", "reciprocal", "maximum", "less"} <= set(calls)
+        calls.clear()
+        tnp.log(tg.tensor(np.abs(a) + 1, requires_grad=True))
+        assert calls == ["log"]
+    n = STREAM_MIN + 77  # a bool result streams from this many elements
+    a, b = rng.uniform(-3.0, 3.0, n).astype(dtype), rng.uniform(-3.0, 3.0, n).astype(dtype)
+    calls.clear()
+    less = tg.tensor(a, requires_grad=True) < tg.tensor(b, requires_grad=True)
+    assert calls == []
+    np.testing.assert_array_equal(less.numpy(), a < b)
+
+
+def test_streamed_kernels_on_unaligned_outputs():
+    """The streamed loops peel the elements before the first 64-byte boundary and stream
+    whole lines after it: outputs at every offset within a line, NumPy's values."""
+    from tapegrad._jit import StaticRef, jit
+    from tapegrad.kernels.elementwise import binary_fwd_streamed, unary_fwd_streamed
+
+    mul, sin = StaticRef("multiply"), StaticRef("sin")
+
+    @jit
+    def run(x, y, out_mul, out_sin):
+        binary_fwd_streamed(mul, x, y, out_mul)
+        unary_fwd_streamed(sin, x, out_sin)
+
+    rng = np.random.default_rng(10)
+    n = 5000  # any size: the streamed loops themselves, called directly
+    a, b = rng.standard_normal(n), rng.standard_normal(n)
+    for shift in range(9):
+        buf = np.full(2 * n + 32, -7.0)
+        out_mul, out_sin = buf[shift : shift + n], buf[n + 16 + shift : 2 * n + 16 + shift]
+        run(a, b, out_mul, out_sin)
+        np.testing.assert_array_equal(out_mul, a * b)
+        np.testing.assert_allclose(out_sin, np.sin(a), rtol=1e-15, atol=1e-16)
+        assert (buf[:shift] == -7.0).all() and (buf[n + shift : n + 16 + shift] == -7.0).all()
+        run(a, b[:1], out_mul, out_sin)  # a scalar operand
+        np.testing.assert_array_equal(out_mul, a * b[0])

@@ -14,6 +14,8 @@ import tapegrad as tg
 import tapegrad.numpy as tnp
 from tapegrad.tape import current_tape
 
+from .helpers import in_new_thread
+
 
 def test_tape_capacity_stops_growing_over_10000_steps():
     rng = np.random.default_rng(0)
@@ -59,29 +61,12 @@ def _arena_bytes() -> int:
     return sum(t.capacity()["arena"] for t in tapes)
 
 
-def _in_new_thread(body) -> None:
-    """Run ``body`` in a thread of its own: it starts from a new, small tape."""
-    errors = []
-
-    def run():
-        try:
-            body()
-        except BaseException as e:  # re-raised in the test's thread
-            errors.append(e)
-
-    t = threading.Thread(target=run)
-    t.start()
-    t.join()
-    if errors:
-        raise errors[0]
-
-
 def test_forward_loop_without_backward_does_not_grow():
     """Losses computed with requires-grad inputs and dropped without backward (a line
     search's value-only evaluations): their graphs are garbage, the tape cannot rewind
     while a forward is running, so without the handover the arena grew by a whole
     forward every step."""
-    _in_new_thread(_forward_loop)
+    in_new_thread(_forward_loop)
 
 
 def _forward_loop() -> None:
@@ -117,7 +102,7 @@ def _forward_loop() -> None:
 def test_one_big_graph_is_not_handed_over():
     """A single graph larger than the handover threshold keeps its tape: the arena holds
     what the held graph needs, so it grows instead (one tape, its chunks)."""
-    _in_new_thread(_big_graph)
+    in_new_thread(_big_graph)
 
 
 def _big_graph() -> None:
@@ -222,7 +207,7 @@ def test_forward_loop_with_in_place_writes_through_views_is_released():
     """Views written in place in a forward loop without backward (a hostile pass): the
     tape grows while the loop runs (no handover with views around), and the next step
     with a backward gives all of it back: one tape, no handed-over ones kept."""
-    _in_new_thread(_view_loop)
+    in_new_thread(_view_loop)
 
 
 def _view_loop() -> None:

@@ -23,11 +23,20 @@ from typing import Any
 import numpy as np
 from numba import prange, types
 
-from .._jit import StaticRef, StaticRefType, jit, numba_threads, overload
+from .._jit import (
+    StaticRef,
+    StaticRefType,
+    jit,
+    numba_threads,
+    overload,
+    store_fence,
+    stream_lines,
+)
 from ..layout import (
     FRESH_SHIFT,
     N_MASK,
     OK,
+    STREAM_MIN,
     fresh_bits,
     header,
     in_data,
@@ -199,6 +208,29 @@ BLOCK = 1024
 # before the vector loop starts; the blocked loop's set-up costs more than the work.
 SMALL = 8
 
+# Elements a streamed block: small blocks stream faster (2e6 float64 multiplies: 0.95 ms
+# at 128, 1.04 at 256, 1.12-1.17 at 512, 1.22-1.27 at 1024), and the per-block work
+# must stay tiny: a constant trip count, the alignment peeled once per result (a few
+# integer operations more a block cost 0.2 ms there).
+SB = 128
+
+
+@jit(inline="always")
+def streams(out):
+    """Whether ``out`` is streamed past the caches: ``STREAM_MIN`` bytes or more, on
+    one core. With several, the parallel loops write it: streamed variants of those
+    cost a second parfor per op and dtype, which doubled the kernel cache's compile
+    time (1657 s against ~800), for 70 instead of 81 ms on the first chain at two
+    threads, where it was already level with PyTorch."""
+    n = out.size
+    return out.nbytes >= STREAM_MIN and out.ctypes.data % out.itemsize == 0 and not on_all_cores(n)
+
+
+@jit(inline="always")
+def _line_start(out):
+    """Elements of ``out`` before its first one on a 64-byte boundary."""
+    return min(out.size, ((-out.ctypes.data) % 64) // out.itemsize)
+
 
 @jit(inline="always")
 def in_range(x, lim):
@@ -217,6 +249,31 @@ def gate_holds(op, x, y):
     ok = True
     for k in range(x.size):
         ok &= abs(gate2(op, x[k], y[k])) <= lim
+    return ok
+
+
+# in_range and gate_holds by offsets, for the streamed loops. Not inlined into numba's
+# IR (LLVM inlines them): inlined into an inlined overload, numba's IR check warns that
+# the loop's variable "is not in scope".
+
+
+@jit
+def in_range_at(x, s, m, lim):
+    """Whether every |x[s:s + m]| <= lim (False for a NaN)."""
+    ok = True
+    for i in range(m):
+        ok &= abs(x[ux(s + i)]) <= lim
+    return ok
+
+
+@jit
+def gate_holds_at(op, x, xs, y, ys, m):
+    """Whether binary ``op``'s gate is within its range at every pair
+    ``(x[xs + k], y[ys + k])``, ``k < m`` (False for a NaN)."""
+    lim = vector_range(op)
+    ok = True
+    for k in range(m):
+        ok &= abs(gate2(op, x[ux(xs + k)], y[ux(ys + k)])) <= lim
     return ok
 
 
@@ -261,8 +318,110 @@ def unary_bwd_blocks_parallel(op, g, x, out, gx, f):
         unary_bwd_block(op, g[s:e], x[s:e], out[s:e], gx[s:e], f)
 
 
+# The streamed loops below address blocks by offsets into whole arrays, never by views:
+# a view costs a reference count, an atomic instruction, and an atomic between two
+# streamed blocks drains the write buffers (_jit.stream_lines).
+
+
+def unary_fwd_at(op, x, s, m, dst, d):
+    """``dst[d:d + m] = f(x[s:s + m])``: compiled, by the vector formulas where the row
+    has them (and the block is within their range), else libm's."""
+    for i in range(m):
+        dst[d + i] = fwd1(op, x[s + i])
+
+
+@overload(unary_fwd_at, inline="always")
+def _unary_fwd_at(op, x, s, m, dst, d):
+    if _row(op).vector is None:
+
+        def plain(op, x, s, m, dst, d):
+            for i in range(m):
+                dst[ux(d + i)] = fwd1(op, x[ux(s + i)])
+
+        return plain
+
+    def blocked(op, x, s, m, dst, d):
+        if in_range_at(x, s, m, vector_range(op)):
+            for i in range(m):
+                dst[ux(d + i)] = fwd1v(op, x[ux(s + i)])
+        else:
+            for i in range(m):
+                dst[ux(d + i)] = fwd1(op, x[ux(s + i)])
+
+    return blocked
+
+
+@jit
+def unary_fwd_streamed(op, x, out):
+    """``out = f(x)`` for a result of ``STREAM_MIN`` bytes or more (``streams``): the
+    elements before ``out``'s first 64-byte boundary, then blocks of ``SB`` computed
+    into ``tmp`` (in L1) and streamed out, a fence, the rest."""
+    n = out.size
+    h = _line_start(out)
+    nb = (n - h) // SB
+    unary_fwd_at(op, x, 0, h, out, 0)
+    tmp = np.empty(SB, out.dtype)
+    for b in range(nb):
+        s = h + b * SB
+        unary_fwd_at(op, x, s, SB, tmp, 0)
+        stream_lines(tmp, out, s, SB)
+    store_fence()
+    t = h + nb * SB
+    unary_fwd_at(op, x, t, n - t, out, t)
+
+
+def unary_bwd_at(op, g, x, out, s, m, dst, d):
+    """``dst[d:d + m] = f'(x) g`` over elements ``s:s + m``: compiled, by the vector
+    formulas where the row has them (and the block is within their range)."""
+    for i in range(m):
+        dst[d + i] = bwd1(op, g[s + i], x[s + i], out[s + i])
+
+
+@overload(unary_bwd_at, inline="always")
+def _unary_bwd_at(op, g, x, out, s, m, dst, d):
+    if _row(op).vector is None:
+
+        def plain(op, g, x, out, s, m, dst, d):
+            for i in range(m):
+                k = ux(s + i)
+                dst[ux(d + i)] = bwd1(op, g[k], x[k], out[k])
+
+        return plain
+
+    def blocked(op, g, x, out, s, m, dst, d):
+        if in_range_at(x, s, m, vector_range(op)):
+            for i in range(m):
+                k = ux(s + i)
+                dst[ux(d + i)] = bwd1v(op, g[k], x[k], out[k])
+        else:
+            for i in range(m):
+                k = ux(s + i)
+                dst[ux(d + i)] = bwd1(op, g[k], x[k], out[k])
+
+    return blocked
+
+
+@jit
+def unary_bwd_streamed(op, g, x, out, gx):
+    """``gx = f'(x) g`` into a fresh gradient buffer of ``STREAM_MIN`` bytes or more
+    (as ``unary_fwd_streamed``)."""
+    n = gx.size
+    h = _line_start(gx)
+    nb = (n - h) // SB
+    unary_bwd_at(op, g, x, out, 0, h, gx, 0)
+    tmp = np.empty(SB, gx.dtype)
+    for b in range(nb):
+        s = h + b * SB
+        unary_bwd_at(op, g, x, out, s, SB, tmp, 0)
+        stream_lines(tmp, gx, s, SB)
+    store_fence()
+    t = h + nb * SB
+    unary_bwd_at(op, g, x, out, t, n - t, gx, t)
+
+
 def unary_fwd_arrays(op, x, out):
-    """``out = f(x)``. Compiled, a row with vector formulas runs them block by block."""
+    """``out = f(x)``. Compiled, a row with vector formulas runs them block by block,
+    and a large result is streamed out (``STREAM_MIN``)."""
     for i in range(out.size):
         out[i] = fwd1(op, x[i])
 
@@ -272,6 +431,9 @@ def _unary_fwd_arrays(op, x, out):
     if _row(op).vector is None:
 
         def plain(op, x, out):
+            if streams(out):
+                unary_fwd_streamed(op, x, out)
+                return
             for i in range(out.size):
                 out[i] = fwd1(op, x[i])
 
@@ -279,7 +441,9 @@ def _unary_fwd_arrays(op, x, out):
 
     def blocked(op, x, out):
         n = out.size
-        if on_all_cores(n):
+        if streams(out):
+            unary_fwd_streamed(op, x, out)
+        elif on_all_cores(n):
             unary_fwd_blocks_parallel(op, x, out)
         else:
             for s in range(0, n, BLOCK):
@@ -368,8 +532,9 @@ def _binary_bwd_scalar_large(op, mask, fresh, g, x, y, out, gx, gy):
 
 
 def unary_bwd_arrays(op, g, x, out, gx, f):
-    """``gx += f'(x) g`` (``=`` if ``f``: gx is fresh), on all cores from PARALLEL_MIN
-    elements; vector formulas as in ``unary_fwd_arrays``."""
+    """``gx += f'(x) g`` (``=`` if ``f``: gx is fresh, and streamed out from
+    ``STREAM_MIN`` bytes), on all cores from PARALLEL_MIN elements; vector formulas as
+    in ``unary_fwd_arrays``."""
     for i in range(gx.size):
         put(gx, i, bwd1(op, g[i], x[i], out[i]), f)
 
@@ -380,7 +545,9 @@ def _unary_bwd_arrays(op, g, x, out, gx, f):
 
         def plain(op, g, x, out, gx, f):
             n = gx.size
-            if on_all_cores(n):  # all cores (see PARALLEL_MIN)
+            if f and streams(gx):
+                unary_bwd_streamed(op, g, x, out, gx)
+            elif on_all_cores(n):  # all cores (see PARALLEL_MIN)
                 unary_bwd_parallel(op, g, x, out, gx, f)
             else:
                 for i in range(n):
@@ -390,7 +557,9 @@ def _unary_bwd_arrays(op, g, x, out, gx, f):
 
     def blocked(op, g, x, out, gx, f):
         n = gx.size
-        if on_all_cores(n):
+        if f and streams(gx):
+            unary_bwd_streamed(op, g, x, out, gx)
+        elif on_all_cores(n):
             unary_bwd_blocks_parallel(op, g, x, out, gx, f)
         else:
             for s in range(0, n, BLOCK):
@@ -449,11 +618,119 @@ def binary_bwd_shared(op, g, x, out, gx, f):
     """One slot as both operands (``x * x``): ``gx`` receives both formulas, summed, in
     one pass (stored if fresh: the scheduler marks the first input's bit)."""
     n = out.size
+    if f and streams(gx):
+        binary_bwd_streamed(op, 2, g, x, x, out, gx)
+        return
     if on_all_cores(n):
         binary_bwd_parallel(op, 2, g, x, x, out, gx, f)
         return
     for i in range(n):
         put(gx, i, bwd2(op, 0, g[i], x[i], x[i], out[i]) + bwd2(op, 1, g[i], x[i], x[i], out[i]), f)
+
+
+def binary_bwd_at(op, which, g, x, xs, y, ys, out, s, m, dst, d):
+    """``dst[d:d + m] = g d out / d input which`` over elements ``s:s + m`` (``which``
+    2: both formulas summed, x and y one slot); x and y from offsets ``xs``, ``ys``.
+    Compiled, by the vector formulas where the row has them and their gate holds."""
+    for i in range(m):
+        a, b, k = x[xs + i], y[ys + i], s + i
+        dst[d + i] = bwd2_which(op, which, False, g[k], a, b, out[k])
+
+
+def bwd2_which(op, which, vec, g, x, y, out):
+    """``bwd2`` (``bwd2v`` if ``vec``) of input ``which`` at run time; 2: both summed."""
+    v0 = _row(op).backward_formulas[0](g, x, y, out)
+    v1 = _row(op).backward_formulas[1](g, x, y, out)
+    return v0 if which == 0 else v1 if which == 1 else v0 + v1
+
+
+@overload(bwd2_which, inline="always")
+def _bwd2_which(op, which, vec, g, x, y, out):
+    if _row(op).vector is None:
+
+        def libm(op, which, vec, g, x, y, out):
+            if which == 0:
+                return bwd2(op, 0, g, x, y, out)
+            if which == 1:
+                return bwd2(op, 1, g, x, y, out)
+            return bwd2(op, 0, g, x, y, out) + bwd2(op, 1, g, x, y, out)
+
+        return libm
+
+    def either(op, which, vec, g, x, y, out):
+        if vec:
+            if which == 0:
+                return bwd2v(op, 0, g, x, y, out)
+            if which == 1:
+                return bwd2v(op, 1, g, x, y, out)
+            return bwd2v(op, 0, g, x, y, out) + bwd2v(op, 1, g, x, y, out)
+        if which == 0:
+            return bwd2(op, 0, g, x, y, out)
+        if which == 1:
+            return bwd2(op, 1, g, x, y, out)
+        return bwd2(op, 0, g, x, y, out) + bwd2(op, 1, g, x, y, out)
+
+    return either
+
+
+@jit(inline="always")
+def _binary_bwd_at_loop(op, which, vec, g, x, xs, y, ys, out, s, m, dst, d):
+    for i in range(m):
+        a, b, k = x[ux(xs + i)], y[ux(ys + i)], ux(s + i)
+        dst[ux(d + i)] = bwd2_which(op, which, vec, g[k], a, b, out[k])
+
+
+@overload(binary_bwd_at, inline="always")
+def _binary_bwd_at(op, which, g, x, xs, y, ys, out, s, m, dst, d):
+    if _row(op).vector is None:
+
+        def libm(op, which, g, x, xs, y, ys, out, s, m, dst, d):
+            _binary_bwd_at_loop(op, which, False, g, x, xs, y, ys, out, s, m, dst, d)
+
+        return libm
+
+    def gated(op, which, g, x, xs, y, ys, out, s, m, dst, d):
+        vec = gate_holds_at(op, x, xs, y, ys, m)
+        _binary_bwd_at_loop(op, which, vec, g, x, xs, y, ys, out, s, m, dst, d)
+
+    return gated
+
+
+@jit
+def binary_bwd_streamed(op, which, g, x, y, out, gv):
+    """Input ``which``'s gradient into its fresh, full-size buffer ``gv`` of
+    ``STREAM_MIN`` bytes or more (same-shape or scalar operands)."""
+    n = g.size
+    fx, fy = int(x.size == n), int(y.size == n)
+    xv = x if fx else np.full(SB, x[0])
+    yv = y if fy else np.full(SB, y[0])
+    h = _line_start(gv)
+    nb = (n - h) // SB
+    binary_bwd_at(op, which, g, xv, 0, yv, 0, out, 0, h, gv, 0)
+    tmp = np.empty(SB, gv.dtype)
+    for b in range(nb):
+        s = h + b * SB
+        binary_bwd_at(op, which, g, xv, fx * s, yv, fy * s, out, s, SB, tmp, 0)
+        stream_lines(tmp, gv, s, SB)
+    store_fence()
+    t = h + nb * SB
+    binary_bwd_at(op, which, g, xv, fx * t, yv, fy * t, out, t, n - t, gv, t)
+
+
+@jit(inline="always")
+def binary_bwd_stream_fresh(op, mask, fresh, g, x, y, out, gx, gy):
+    """Stream the gradients of ``mask``'s inputs that are full-size, fresh and of
+    ``STREAM_MIN`` bytes or more (the other operand same-size or a scalar); the mask
+    of the inputs left to do."""
+    n = out.size
+    if (x.size == n or x.size == 1) and (y.size == n or y.size == 1):
+        if mask & 1 and x.size == n and is_fresh(fresh, 0) and streams(gx):
+            binary_bwd_streamed(op, 0, g, x, y, out, gx)
+            mask &= ~1
+        if mask & 2 and y.size == n and is_fresh(fresh, 1) and streams(gy):
+            binary_bwd_streamed(op, 1, g, x, y, out, gy)
+            mask &= ~2
+    return mask
 
 
 @jit(inline="always")
@@ -463,6 +740,7 @@ def binary_bwd_plain(op, mask, fresh, g, x, y, out, gx, gy):
     (``fresh``, see ``layout.FRESH_SHIFT``) are stored into: each of their elements
     receives exactly one value on these paths."""
     n = out.size
+    mask = binary_bwd_stream_fresh(op, mask, fresh, g, x, y, out, gx, gy)
     want_x = (mask & 1) != 0
     want_y = (mask & 2) != 0
     fx = is_fresh(fresh, 0)
@@ -544,7 +822,76 @@ def binary_fwd_blocks_parallel(op, x, y, out, sx, sy):
     for b in prange((n + BLOCK - 1) // BLOCK):
         s, e = b * BLOCK, min(n, (b + 1) * BLOCK)
         xb, yb = _operand_block(x, n, s, e, sx), _operand_block(y, n, s, e, sy)
-        binary_fwd_block(op, xb, yb, out[s:e])
+        binary_fwd_any(op, xb, yb, out[s:e])
+
+
+def binary_fwd_any(op, x, y, out):
+    """``out = f(x, y)`` over a block of equal-length operands: compiled, by the vector
+    formulas where the row has them (and their gate holds), else libm's."""
+    for i in range(out.size):
+        out[i] = fwd2(op, x[i], y[i])
+
+
+@overload(binary_fwd_any, inline="always")
+def _binary_fwd_any(op, x, y, out):
+    if _row(op).vector is None:
+
+        def plain(op, x, y, out):
+            for i in range(out.size):
+                out[i] = fwd2(op, x[i], y[i])
+
+        return plain
+    return lambda op, x, y, out: binary_fwd_block(op, x, y, out)
+
+
+def binary_fwd_at(op, x, xs, y, ys, m, dst, d):
+    """``dst[d:d + m] = f(x[xs:xs + m], y[ys:ys + m])``: compiled, by the vector
+    formulas where the row has them (and their gate holds), else libm's."""
+    for i in range(m):
+        dst[d + i] = fwd2(op, x[xs + i], y[ys + i])
+
+
+@overload(binary_fwd_at, inline="always")
+def _binary_fwd_at(op, x, xs, y, ys, m, dst, d):
+    if _row(op).vector is None:
+
+        def plain(op, x, xs, y, ys, m, dst, d):
+            for i in range(m):
+                dst[ux(d + i)] = fwd2(op, x[ux(xs + i)], y[ux(ys + i)])
+
+        return plain
+
+    def blocked(op, x, xs, y, ys, m, dst, d):
+        if gate_holds_at(op, x, xs, y, ys, m):
+            for i in range(m):
+                dst[ux(d + i)] = fwd2v(op, x[ux(xs + i)], y[ux(ys + i)])
+        else:
+            for i in range(m):
+                dst[ux(d + i)] = fwd2(op, x[ux(xs + i)], y[ux(ys + i)])
+
+    return blocked
+
+
+@jit
+def binary_fwd_streamed(op, x, y, out):
+    """``out = f(x, y)`` (same-shape or scalar operands) for a result of
+    ``STREAM_MIN`` bytes or more (as ``unary_fwd_streamed``). A scalar operand is
+    spread over a block (``f`` 0: its offsets stay 0)."""
+    n = out.size
+    fx, fy = int(x.size == n), int(y.size == n)
+    xv = x if fx else np.full(SB, x[0])
+    yv = y if fy else np.full(SB, y[0])
+    h = _line_start(out)
+    nb = (n - h) // SB
+    binary_fwd_at(op, xv, 0, yv, 0, h, out, 0)
+    tmp = np.empty(SB, out.dtype)
+    for b in range(nb):
+        s = h + b * SB
+        binary_fwd_at(op, xv, fx * s, yv, fy * s, SB, tmp, 0)
+        stream_lines(tmp, out, s, SB)
+    store_fence()
+    t = h + nb * SB
+    binary_fwd_at(op, xv, fx * t, yv, fy * t, n - t, out, t)
 
 
 @jit(inline="always")
@@ -619,58 +966,36 @@ def _vector_operands(x, y, n):
 
 
 def binary_fwd_fast(op, x, y, out):
-    """``binary_fwd_plain``; compiled, a row with vector formulas runs them by blocks."""
+    """``binary_fwd_plain``; compiled, a row with vector formulas runs them by blocks,
+    large results of arithmetic and vector rows run on all cores, and results of
+    ``STREAM_MIN`` bytes are streamed out."""
     return binary_fwd_plain(op, x, y, out)
-
-
-@jit(parallel=True)
-def binary_fwd_plain_parallel(op, x, y, out):
-    """``binary_fwd_plain`` on all cores (same-shape or scalar operands): arithmetic
-    rows, whose large results once went to NumPy's ufunc split across Python threads."""
-    n = out.size
-    if x.size == n and y.size == n:
-        for i in prange(n):
-            out[i] = fwd2(op, x[i], y[i])
-    elif x.size == 1:
-        a = x[0]
-        for i in prange(n):
-            out[i] = fwd2(op, a, y[i])
-    else:
-        b = y[0]
-        for i in prange(n):
-            out[i] = fwd2(op, x[i], b)
 
 
 @overload(binary_fwd_fast, inline="always")
 def _binary_fwd_fast(op, x, y, out):
-    if _row(op).vector is None and _row(op).arith:
+    blocks = _row(op).vector is not None  # serial loops by blocks (the range check)
+    parallel = blocks or _row(op).arith  # large results on all cores
 
-        def arith(op, x, y, out):
-            n = out.size
-            if on_all_cores(n) and (x.size == n or x.size == 1) and (y.size == n or y.size == 1):
-                binary_fwd_plain_parallel(op, x, y, out)
-                return True
-            return binary_fwd_plain(op, x, y, out)
-
-        return arith
-    if _row(op).vector is None:
-        return lambda op, x, y, out: binary_fwd_plain(op, x, y, out)
-
-    def blocked(op, x, y, out):
+    def fast(op, x, y, out):
         n = out.size
         if not _vector_operands(x, y, n):
             return binary_fwd_plain(op, x, y, out)
-        sx, sy = _spread(x, n), _spread(y, n)
-        if on_all_cores(n):
-            binary_fwd_blocks_parallel(op, x, y, out, sx, sy)
-        else:
+        if streams(out):
+            binary_fwd_streamed(op, x, y, out)
+        elif parallel and on_all_cores(n):
+            binary_fwd_blocks_parallel(op, x, y, out, _spread(x, n), _spread(y, n))
+        elif blocks:
+            sx, sy = _spread(x, n), _spread(y, n)
             for s in range(0, n, BLOCK):
                 e = min(n, s + BLOCK)
                 xb, yb = _operand_block(x, n, s, e, sx), _operand_block(y, n, s, e, sy)
-                binary_fwd_block(op, xb, yb, out[s:e])
+                binary_fwd_any(op, xb, yb, out[s:e])
+        else:
+            return binary_fwd_plain(op, x, y, out)
         return True
 
-    return blocked
+    return fast
 
 
 def binary_bwd_fast(op, mask, fresh, g, x, y, out, gx, gy):
@@ -689,6 +1014,7 @@ def _binary_bwd_fast(op, mask, fresh, g, x, y, out, gx, gy):
         n = out.size
         if not _vector_operands(x, y, n):
             return binary_bwd_plain(op, mask, fresh, g, x, y, out, gx, gy)
+        mask = binary_bwd_stream_fresh(op, mask, fresh, g, x, y, out, gx, gy)
         sx, sy = _spread(x, n), _spread(y, n)
         fx, fy = is_fresh(fresh, 0), is_fresh(fresh, 1)
         if mask & 1:
