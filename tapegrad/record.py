@@ -391,14 +391,15 @@ def _numpy_runs(h, op, size, a, b, unary, dt):
     to numba's)."""
     S = slots(h)
     f = carray(as_pointer(h[H_OPFLAGS], np.int64), h[H_KTAB_OPS])[op]
-    if (f & OPF_STREAMS) != 0 and h[H_THREAD_MIN] == 0 and size * ITEMSIZE[dt] >= STREAM_MIN:
+    sa, sb = S[S_SIZE, a], (size if unary else S[S_SIZE, b])
+    # same-shape or scalar operands: the kernels' streamed and parallel loops take them,
+    # and NumPy's halves (a broadcast operand takes the kernels' strided loop)
+    halves = (sa == 1 or sa == size) and (sb == 1 or sb == size)
+    if halves and (f & OPF_STREAMS) and h[H_THREAD_MIN] == 0 and size * ITEMSIZE[dt] >= STREAM_MIN:
         return False  # one worker: the kernel streams it (kernels.elementwise.streams)
     numpy = (f & OPF_UFUNC) != 0
     if not size >= h[H_THREAD_MIN] > 0:
         return numpy
-    sa, sb = S[S_SIZE, a], (size if unary else S[S_SIZE, b])
-    # same-shape or scalar operands: NumPy's halves, or the kernels' parallel loops
-    halves = (sa == 1 or sa == size) and (sb == 1 or sb == size)
     if halves and ((f & OPF_ARITH) != 0 or (numpy and (f & OPF_VECTOR) != 0)):
         numpy = h[H_NUMPY_POOL] != 0  # as fast either way: stay on the last pool
     if halves:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+import numba
 import numpy as np
 import pytest
 
@@ -200,7 +201,9 @@ def _cores(monkeypatch, cores, fn, *args):
     monkeypatch.setenv("TAPEGRAD_THREADS", "1")
 
     def on_one_core():
+        numba.get_num_threads()  # launch numba's threads: serial_loops acts only then
         serial_loops()
+        assert numba.get_num_threads() == 1
         fn(*args)
 
     in_new_thread(on_one_core)
@@ -497,6 +500,15 @@ def _cheap_rows(dtype, calls):
     less = tg.tensor(a, requires_grad=True) < tg.tensor(b, requires_grad=True)
     assert calls == []
     np.testing.assert_array_equal(less.numpy(), a < b)
+    # a broadcast operand: the kernels stream same-shape and scalar operands only, so
+    # the row stays NumPy's broadcast loop (not the kernels' strided one)
+    rows = STREAM_MIN // itemsize // 8 + 7
+    a = rng.uniform(-3.0, 3.0, (rows, 8)).astype(dtype)
+    b = rng.uniform(-3.0, 3.0, 8).astype(dtype)
+    calls.clear()
+    v = tnp.maximum(tg.tensor(a, requires_grad=True), tg.tensor(b, requires_grad=True))
+    assert calls == ["maximum"]
+    np.testing.assert_array_equal(v.numpy(), np.maximum(a, b))
 
 
 def test_streamed_kernels_on_unaligned_outputs():
@@ -524,3 +536,35 @@ def test_streamed_kernels_on_unaligned_outputs():
         assert (buf[:shift] == -7.0).all() and (buf[n + shift : n + 16 + shift] == -7.0).all()
         run(a, b[:1], out_mul, out_sin)  # a scalar operand
         np.testing.assert_array_equal(out_mul, a * b[0])
+
+
+def test_streamed_results_in_no_grad_and_compiled_replay(monkeypatch):
+    """On one core, results of STREAM_MIN bytes are streamed in every mode that runs the
+    forward kernels: under no_grad, and in a tg.compile program's capture and replays
+    (new values each call), with the gradients of the eager graph."""
+    _cores(monkeypatch, "one", _streamed_modes)
+
+
+def _streamed_loss(x, w):
+    return tnp.sum(tnp.sin(x) * w + tnp.sqrt(x * x + 1.0) * x)
+
+
+def _streamed_modes():
+    n = STREAM_MIN // 8 + 77
+    rng = np.random.default_rng(11)
+    k = _sample(n)
+    with tg.no_grad():
+        a, b = rng.uniform(-2.0, 2.0, n), rng.uniform(0.5, 1.5, n)
+        v = tnp.sin(tg.tensor(a)) * b + tnp.sqrt(tg.tensor(a) * a + 1.0)
+        np.testing.assert_allclose(v.numpy()[k], np.sin(a[k]) * b[k] + np.sqrt(a[k] ** 2 + 1))
+    step = tg.compile(_streamed_loss, argnums=(0, 1))
+    for seed in range(3):  # the capture, then two replays of the program
+        a = np.random.default_rng(seed).uniform(-2.0, 2.0, n)
+        b = np.random.default_rng(seed + 7).uniform(0.5, 1.5, n)
+        value, (gx, gw) = step.value_and_grad(a, b)
+        r = np.sqrt(a[k] * a[k] + 1.0)
+        np.testing.assert_allclose(gx[k], np.cos(a[k]) * b[k] + a[k] * a[k] / r + r, rtol=1e-13)
+        np.testing.assert_allclose(gw[k], np.sin(a[k]), rtol=1e-13)
+        want = np.sum(np.sin(a) * b + np.sqrt(a * a + 1.0) * a)
+        np.testing.assert_allclose(value, want, rtol=1e-11)
+    assert step.stats["captures"] == 1 and step.stats["replays"] == 3

@@ -208,6 +208,12 @@ BLOCK = 1024
 # before the vector loop starts; the blocked loop's set-up costs more than the work.
 SMALL = 8
 
+# The input whose gradient a backward loop computes (``which``), as run-time int64s:
+# numba compiles a call once for each literal argument, and a literal 0, 1 or 2 made
+# three copies of the parfors and streamed loops of every binary row (multiply's
+# backward: 26.6 s to compile; 15.9 s with one).
+X_INPUT, Y_INPUT, BOTH_INPUTS = np.int64(0), np.int64(1), np.int64(2)
+
 # Elements a streamed block: small blocks stream faster (2e6 float64 multiplies: 0.95 ms
 # at 128, 1.04 at 256, 1.12-1.17 at 512, 1.22-1.27 at 1024), and the per-block work
 # must stay tiny: a constant trip count, the alignment peeled once per result (a few
@@ -236,6 +242,22 @@ def streams(out):
 def _line_start(out):
     """Elements of ``out`` before its first one on a 64-byte boundary."""
     return min(out.size, ((-out.ctypes.data) % 64) // out.itemsize)
+
+
+@jit(inline="always")
+def _streamed_operands(x, y, n):
+    """The operands of a streamed binary loop, each with its offset factor: a full-size
+    one as it is (1), a scalar spread over a block (0: its offsets stay 0)."""
+    fx, fy = int(x.size == n), int(y.size == n)
+    return (x if fx else np.full(SB, x[0])), fx, (y if fy else np.full(SB, y[0])), fy
+
+
+@jit(inline="always")
+def _edges(n, h, nb):
+    """The element ranges a streamed loop stores plainly: the ``h`` before the first
+    64-byte boundary and what follows its ``nb`` blocks (one loop over both keeps one
+    copy of the formulas for them)."""
+    return ((0, h), (h + nb * SB, n))
 
 
 @jit(inline="always")
@@ -365,15 +387,14 @@ def unary_fwd_streamed(op, x, out):
     n = out.size
     h = _line_start(out)
     nb = (n - h) // SB
-    unary_fwd_at(op, x, 0, h, out, 0)
     tmp = np.empty(SB, out.dtype)
     for b in range(nb):
         s = h + b * SB
         unary_fwd_at(op, x, s, SB, tmp, 0)
         stream_lines(tmp, out, s, SB)
     store_fence()
-    t = h + nb * SB
-    unary_fwd_at(op, x, t, n - t, out, t)
+    for s, e in _edges(n, h, nb):
+        unary_fwd_at(op, x, s, e - s, out, s)
 
 
 def unary_bwd_at(op, g, x, out, s, m, dst, d):
@@ -414,15 +435,14 @@ def unary_bwd_streamed(op, g, x, out, gx):
     n = gx.size
     h = _line_start(gx)
     nb = (n - h) // SB
-    unary_bwd_at(op, g, x, out, 0, h, gx, 0)
     tmp = np.empty(SB, gx.dtype)
     for b in range(nb):
         s = h + b * SB
         unary_bwd_at(op, g, x, out, s, SB, tmp, 0)
         stream_lines(tmp, gx, s, SB)
     store_fence()
-    t = h + nb * SB
-    unary_bwd_at(op, g, x, out, t, n - t, gx, t)
+    for s, e in _edges(n, h, nb):
+        unary_bwd_at(op, g, x, out, s, e - s, gx, s)
 
 
 def unary_fwd_arrays(op, x, out):
@@ -525,11 +545,11 @@ def _binary_bwd_scalar_large(op, mask, fresh, g, x, y, out, gx, gy):
             return False
         fx, fy = is_fresh(fresh, 0), is_fresh(fresh, 1)
         if mask & 1:
-            acc = binary_bwd_scalar_parallel(op, 0, g, x, y, out, gx, fx)
+            acc = binary_bwd_scalar_parallel(op, X_INPUT, g, x, y, out, gx, fx)
             if x.size != n:
                 put(gx, 0, acc, fx)
         if mask & 2:
-            acc = binary_bwd_scalar_parallel(op, 1, g, x, y, out, gy, fy)
+            acc = binary_bwd_scalar_parallel(op, Y_INPUT, g, x, y, out, gy, fy)
             if y.size != n:
                 put(gy, 0, acc, fy)
         return True
@@ -625,10 +645,10 @@ def binary_bwd_shared(op, g, x, out, gx, f):
     one pass (stored if fresh: the scheduler marks the first input's bit)."""
     n = out.size
     if f and n >= STREAM_ELEMENTS and streams(gx):
-        binary_bwd_streamed(op, 2, g, x, x, out, gx)
+        binary_bwd_streamed(op, BOTH_INPUTS, g, x, x, out, gx)
         return
     if on_all_cores(n):
-        binary_bwd_parallel(op, 2, g, x, x, out, gx, f)
+        binary_bwd_parallel(op, BOTH_INPUTS, g, x, x, out, gx, f)
         return
     for i in range(n):
         put(gx, i, bwd2(op, 0, g[i], x[i], x[i], out[i]) + bwd2(op, 1, g[i], x[i], x[i], out[i]), f)
@@ -704,20 +724,17 @@ def binary_bwd_streamed(op, which, g, x, y, out, gv):
     """Input ``which``'s gradient into its fresh, full-size buffer ``gv`` of
     ``STREAM_MIN`` bytes or more (same-shape or scalar operands)."""
     n = g.size
-    fx, fy = int(x.size == n), int(y.size == n)
-    xv = x if fx else np.full(SB, x[0])
-    yv = y if fy else np.full(SB, y[0])
+    xv, fx, yv, fy = _streamed_operands(x, y, n)
     h = _line_start(gv)
     nb = (n - h) // SB
-    binary_bwd_at(op, which, g, xv, 0, yv, 0, out, 0, h, gv, 0)
     tmp = np.empty(SB, gv.dtype)
     for b in range(nb):
         s = h + b * SB
         binary_bwd_at(op, which, g, xv, fx * s, yv, fy * s, out, s, SB, tmp, 0)
         stream_lines(tmp, gv, s, SB)
     store_fence()
-    t = h + nb * SB
-    binary_bwd_at(op, which, g, xv, fx * t, yv, fy * t, out, t, n - t, gv, t)
+    for s, e in _edges(n, h, nb):
+        binary_bwd_at(op, which, g, xv, fx * s, yv, fy * s, out, s, e - s, gv, s)
 
 
 @jit(inline="always")
@@ -730,10 +747,10 @@ def binary_bwd_stream_fresh(op, mask, fresh, g, x, y, out, gx, gy):
         return mask
     if (x.size == n or x.size == 1) and (y.size == n or y.size == 1):
         if mask & 1 and x.size == n and is_fresh(fresh, 0) and streams(gx):
-            binary_bwd_streamed(op, 0, g, x, y, out, gx)
+            binary_bwd_streamed(op, X_INPUT, g, x, y, out, gx)
             mask &= ~1
         if mask & 2 and y.size == n and is_fresh(fresh, 1) and streams(gy):
-            binary_bwd_streamed(op, 1, g, x, y, out, gy)
+            binary_bwd_streamed(op, Y_INPUT, g, x, y, out, gy)
             mask &= ~2
     return mask
 
@@ -753,9 +770,9 @@ def binary_bwd_plain(op, mask, fresh, g, x, y, out, gx, gy):
     if x.size == n and y.size == n:
         if on_all_cores(n):
             if want_x:
-                binary_bwd_parallel(op, 0, g, x, y, out, gx, fx)
+                binary_bwd_parallel(op, X_INPUT, g, x, y, out, gx, fx)
             if want_y:
-                binary_bwd_parallel(op, 1, g, x, y, out, gy, fy)
+                binary_bwd_parallel(op, Y_INPUT, g, x, y, out, gy, fy)
             return True
         if want_x:
             for i in range(n):
@@ -881,22 +898,19 @@ def _binary_fwd_at(op, x, xs, y, ys, m, dst, d):
 def binary_fwd_streamed(op, x, y, out):
     """``out = f(x, y)`` (same-shape or scalar operands) for a result of
     ``STREAM_MIN`` bytes or more (as ``unary_fwd_streamed``). A scalar operand is
-    spread over a block (``f`` 0: its offsets stay 0)."""
+    spread over a block (``_streamed_operands``)."""
     n = out.size
-    fx, fy = int(x.size == n), int(y.size == n)
-    xv = x if fx else np.full(SB, x[0])
-    yv = y if fy else np.full(SB, y[0])
+    xv, fx, yv, fy = _streamed_operands(x, y, n)
     h = _line_start(out)
     nb = (n - h) // SB
-    binary_fwd_at(op, xv, 0, yv, 0, h, out, 0)
     tmp = np.empty(SB, out.dtype)
     for b in range(nb):
         s = h + b * SB
         binary_fwd_at(op, xv, fx * s, yv, fy * s, SB, tmp, 0)
         stream_lines(tmp, out, s, SB)
     store_fence()
-    t = h + nb * SB
-    binary_fwd_at(op, xv, fx * t, yv, fy * t, n - t, out, t)
+    for s, e in _edges(n, h, nb):
+        binary_fwd_at(op, xv, fx * s, yv, fy * s, e - s, out, s)
 
 
 @jit(inline="always")
@@ -977,15 +991,22 @@ def binary_fwd_fast(op, x, y, out):
     return binary_fwd_plain(op, x, y, out)
 
 
-@overload(binary_fwd_fast, inline="always")
-def _binary_fwd_fast(op, x, y, out):
+def binary_fwd_large(op, x, y, out):
+    """``binary_fwd_fast`` from ``SMALL`` elements with same-shape or scalar operands;
+    compiled, a function of its own (see the overload)."""
+    binary_fwd_plain(op, x, y, out)
+
+
+@overload(binary_fwd_large)
+def _binary_fwd_large(op, x, y, out):
+    # not inlined: the kernel a scalar node calls stays small (inlined, the streamed,
+    # parallel and blocked paths cost replay of the scalar recurrence ~1 ns a node:
+    # 23.1 against 22.4, asv_bench/ab.py --what perf, 15 rounds)
     blocks = _row(op).vector is not None  # serial loops by blocks (the range check)
     parallel = blocks or _row(op).arith  # large results on all cores
 
-    def fast(op, x, y, out):
+    def large(op, x, y, out):
         n = out.size
-        if not _vector_operands(x, y, n):
-            return binary_fwd_plain(op, x, y, out)
         if streams(out):
             binary_fwd_streamed(op, x, y, out)
         elif parallel and on_all_cores(n):
@@ -997,7 +1018,17 @@ def _binary_fwd_fast(op, x, y, out):
                 xb, yb = _operand_block(x, n, s, e, sx), _operand_block(y, n, s, e, sy)
                 binary_fwd_any(op, xb, yb, out[s:e])
         else:
+            binary_fwd_plain(op, x, y, out)
+
+    return large
+
+
+@overload(binary_fwd_fast, inline="always")
+def _binary_fwd_fast(op, x, y, out):
+    def fast(op, x, y, out):
+        if not _vector_operands(x, y, out.size):
             return binary_fwd_plain(op, x, y, out)
+        binary_fwd_large(op, x, y, out)
         return True
 
     return fast
@@ -1023,11 +1054,11 @@ def _binary_bwd_fast(op, mask, fresh, g, x, y, out, gx, gy):
         sx, sy = _spread(x, n), _spread(y, n)
         fx, fy = is_fresh(fresh, 0), is_fresh(fresh, 1)
         if mask & 1:
-            acc = binary_bwd_blocks(op, 0, g, x, y, out, gx, fx, sx, sy)
+            acc = binary_bwd_blocks(op, X_INPUT, g, x, y, out, gx, fx, sx, sy)
             if x.size != n:
                 put(gx, 0, acc, fx)
         if mask & 2:
-            acc = binary_bwd_blocks(op, 1, g, x, y, out, gy, fy, sx, sy)
+            acc = binary_bwd_blocks(op, Y_INPUT, g, x, y, out, gy, fy, sx, sy)
             if y.size != n:
                 put(gy, 0, acc, fy)
         return True
