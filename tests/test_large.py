@@ -541,7 +541,7 @@ def test_streamed_kernels_on_unaligned_outputs():
 def test_streamed_results_in_no_grad_and_compiled_replay(monkeypatch):
     """On one core, results of STREAM_MIN bytes are streamed in every mode that runs the
     forward kernels: under no_grad, and in a tg.compile program's capture and replays
-    (new values each call), with the gradients of the eager graph."""
+    (new values each call); values and gradients against their closed forms."""
     _cores(monkeypatch, "one", _streamed_modes)
 
 
