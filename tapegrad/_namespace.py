@@ -18,7 +18,7 @@ from . import derivatives as _derivatives  # noqa: F401  (attaches recorded deri
 from . import engine, tensors
 from . import frontends as _frontends  # noqa: F401  (attaches each row's front end)
 from . import graph as _graph
-from ._protocols import DROPIN, array_function, array_ufunc
+from ._protocols import DROPIN, UFUNC_CALLS, array_function, array_ufunc
 from .boundary import EQUIVALENTS
 from .frontends.elementwise import divmod as divmod_
 from .frontends.elementwise import floor_divide
@@ -190,6 +190,10 @@ _install_methods()
 
 def __array_ufunc__(self: Tensor, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
     """NumPy's ufunc protocol: ``np.sin(t)``, ``ndarray + t``... record tapegrad's ops."""
+    if method == "__call__" and not kwargs:  # (array_ufunc's first case, one call less)
+        f = UFUNC_CALLS.get(ufunc)
+        if f is not None:
+            return f(*inputs)
     return array_ufunc(ufunc, method, inputs, kwargs)
 
 

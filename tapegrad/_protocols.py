@@ -160,12 +160,12 @@ def _home(f: Any) -> str | None:
 
 # ufunc -> the recording function a plain call ``ufunc(*inputs)`` runs (filled as found:
 # resolving it builds names and looks through modules, a few microseconds a call)
-_CALLS: dict[np.ufunc, Callable] = {}
+UFUNC_CALLS: dict[np.ufunc, Callable] = {}
 
 
 def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
     if method == "__call__" and not kwargs:
-        f = _CALLS.get(ufunc)
+        f = UFUNC_CALLS.get(ufunc)
         if f is not None:
             return f(*inputs)
     home = _home(ufunc)
@@ -177,7 +177,7 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> An
     if method == "__call__" and not kwargs and home in ("numpy", "scipy.special"):
         f = _lookup(ufunc.__name__, tnp if home == "numpy" else special)
         if f is not None:
-            _CALLS[ufunc] = f
+            UFUNC_CALLS[ufunc] = f
             return f(*inputs)
     if method == "at" and home == "numpy" and isinstance(inputs[0], Tensor):
         return ufunc_at(ufunc.__name__, *inputs)  # np.add.at(t, indices, b)

@@ -350,6 +350,7 @@ class Tape:
             self._new_chunk(like.crowded or sum(c.size - ALIGN for c in like.chunks))
         grad_cap = like.h[H_GRAD_CAP] if like is not None else 1 << 16
         self.grad_buf, self.h[H_GRAD] = _aligned_buffer(grad_cap)
+        self.grad_skip = self.h[H_GRAD] - self.grad_buf.ctypes.data  # bytes before ALIGN
         self.h[H_GRAD_CAP] = grad_cap
         self.h[H_GRAD_ENABLED] = like.h[H_GRAD_ENABLED] if like is not None else 1
         self.epoch = 0
@@ -490,6 +491,7 @@ class Tape:
         elif status == E_GRAD_SPACE:
             need = h[H_NEED]
             self.grad_buf, h[H_GRAD] = _aligned_buffer(max(2 * h[H_GRAD_CAP], need))
+            self.grad_skip = h[H_GRAD] - self.grad_buf.ctypes.data
             h[H_GRAD_CAP] = max(2 * h[H_GRAD_CAP], need)
         else:
             raise RuntimeError(f"tapegrad: internal status {status} not handled")
@@ -682,13 +684,12 @@ class Tape:
                 return own[0].copy()
             own[1] = True
             return own[0]
-        dt = sv[S_DTYPE * cap + s]
         off = sv[S_SHAPE * cap + s]
-        out = np.empty(tuple(self.views["shape"][off : off + sv[S_NDIM * cap + s]]), NP_DTYPES[dt])
-        if out.size:
-            src = h[H_GRAD] + sv[S_GRAD * cap + s]
-            ctypes.memmove(data_address(out), src, out.size * ITEMSIZE[dt])
-        return out
+        shape = tuple(self.views["shape"][off : off + sv[S_NDIM * cap + s]])
+        # a view of the gradient arena, copied (one call: an empty array filled by
+        # ctypes.memmove took 2.5 us, this 0.9)
+        at = self.grad_skip + sv[S_GRAD * cap + s]
+        return np.ndarray(shape, NP_DTYPES[sv[S_DTYPE * cap + s]], self.grad_buf, at).copy()
 
     def import_array(self, arr: np.ndarray, flags: int) -> int:
         """Slot for an array the caller owns and will not modify (kept alive here)."""

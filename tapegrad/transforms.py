@@ -103,10 +103,12 @@ def _gradient_like(g: np.ndarray | None, t: Tensor, original: Any) -> Any:
 def argnums_of(argnums: int | Sequence[int], n: int, where: str) -> tuple[tuple[int, ...], bool]:
     single = isinstance(argnums, int)
     nums = (argnums,) if single else tuple(argnums)
+    negative = False
     for a in nums:
         if not -n <= a < n:
             raise ValueError(f"{where}: argnums {a} out of range for {n} positional arguments")
-    return tuple(a % n for a in nums), single
+        negative |= a < 0
+    return (tuple(a % n for a in nums) if negative else nums), single
 
 
 def record(
@@ -235,9 +237,14 @@ def _requires_grad(tree: Any) -> bool:
     if isinstance(tree, Tensor):
         return tree.requires_grad
     if isinstance(tree, list | tuple):
-        return any(type(v) is not np.ndarray and _requires_grad(v) for v in tree)
+        for v in tree:  # (a loop, not any() of a generator: ~1 us less per call)
+            if type(v) is not np.ndarray and _requires_grad(v):
+                return True
+        return False
     if isinstance(tree, dict):
-        return any(_requires_grad(v) for v in tree.values())
+        for v in tree.values():
+            if _requires_grad(v):
+                return True
     return False
 
 
