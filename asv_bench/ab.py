@@ -15,6 +15,8 @@ new/old ratios. Single-threaded (OMP, OpenBLAS, numba and tapegrad pools at 1).
   held     the same, holding one metric with a graph every 1,000 steps (issue 18, item 4)
   retain   3,000 steps with backward(retain_graph=True) (issue 18, item 5)
   threads  RSS growth of 300 results kept from short-lived threads (issue 18, item 6)
+  mlp      compare.py's eager MLP step (``value_and_grad`` each call), us, at full size
+           and at 2x2 (fixed cost), each with NumPy by hand timed beside it
 
 The first run of a tree compiles its kernels (cached per source hash): warm each tree
 once (``python -m tapegrad.warmup``) or discard the first round.
@@ -120,6 +122,19 @@ def worker(tree: str, what: str) -> dict:
                 t.join()
         gc.collect()
         out["threads_300_results_MB"] = _rss_mb() - start
+    elif what == "mlp":
+        from benchmarks.workloads import mlp_data, mlp_numpy, mlp_tapegrad
+
+        for label, size in (("full", {}), ("2x2", dict(batch=2, n_in=2, hidden=2, n_out=2))):
+            params, x, labels = mlp_data(**size)
+            ts: dict[str, list] = {"tapegrad": [], "numpy": []}
+            for _ in range(400 if label == "full" else 3000):
+                for name, f in (("tapegrad", mlp_tapegrad), ("numpy", mlp_numpy)):
+                    t = time.perf_counter()
+                    f(params, x, labels)
+                    ts[name].append(time.perf_counter() - t)
+            for name, v in ts.items():
+                out[f"mlp_{label}_{name}_us"] = statistics.median(v[len(v) // 10 :]) * 1e6
     else:
         raise SystemExit(f"unknown --what {what}")
     return out
