@@ -112,7 +112,7 @@ def cache_root() -> Path:
     return root
 
 
-# Each version of the sources leaves a directory of compiled kernels (~110 MB) behind.
+# Each version of the sources leaves a directory of compiled kernels (~180 MB) behind.
 # The first cache use in a process touches LAST_USED in its own directory, then removes
 # the other versions' directories (same Python only) unused for KEEP_DAYS, and all but
 # the KEEP_VERSIONS most recently used. TAPEGRAD_CACHE_TIDY=0 turns this off.

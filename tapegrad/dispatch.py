@@ -34,11 +34,11 @@ from .layout import (
 from .ops import BY_NAME, ELEMENTWISE, ROWS, Kind
 from .ops.codegen import sig_name, wrapper_name
 
-# Rows with vector formulas whose large forwards NumPy's own loops do faster on CPUs
-# with the named feature: NumPy's AVX-512 builds of exp and tanh (65,536 float64
-# elements, one core: exp 35 us against 60 for the vector formula, tanh 73 against 99;
-# sin, cos and expit stay ours: NumPy's are scalar, 5-8x slower). Elsewhere the vector
-# formulas are the faster, and their backward is always ours.
+# Rows with vector formulas whose forwards NumPy's own loops do as fast or faster on
+# CPUs with the named feature (NumPy's AVX-512 exp and tanh): large ones only
+# (layout.VECTOR_UFUNC_MIN elements on one core; split across cores, any size that is
+# split). sin, cos and expit stay ours at every size: NumPy's are scalar, 5-8x slower.
+# The backward is always ours.
 NUMPY_FASTER = {"exp": "AVX512_SKX", "tanh": "AVX512_SKX"}
 
 # Cheap ufunc rows whose kernel, streaming a result of STREAM_MIN bytes or more past the

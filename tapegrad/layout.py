@@ -147,6 +147,14 @@ OPF_STREAMS = 128
 # (0.26 against 0.32; NumPy's ufunc 0.30), at 16 MiB 0.95-1.04 against 1.39-1.47
 # (NumPy 1.24-1.32).
 STREAM_MIN = 1 << 22
+# On one core (or below a split result), rows with a vector formula whose NumPy loop is
+# SIMD too (exp, tanh: dispatch.NUMPY_FASTER) run in the kernel below this many
+# elements, NumPy's ufunc from it. Measured on the Zen 4 machine, one thread, us per
+# forward in tapegrad, kernel against NumPy's ufunc (NumPy's loop alone in brackets):
+# 65,536 float64, exp 60 / 71 (57), tanh 105 / 121 (112); 262,144, exp 239 / 255,
+# tanh 418 / 503; 2e6, exp 1706 / 1694, tanh 3400 / 3268. Below ~1e6 the ufunc's views
+# and errstate (~8 us) and its output written to arena memory cost more than it saves.
+VECTOR_UFUNC_MIN = 1 << 20
 DEFERRED = 1 << 40  # added to a slot id: "recorded, forward left to NumPy's ufunc"
 
 # --- node table fields ---------------------------------------------------------------

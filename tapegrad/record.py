@@ -94,6 +94,7 @@ from .layout import (
     SLOT_CONST,
     SLOT_RG,
     STREAM_MIN,
+    VECTOR_UFUNC_MIN,
     cast_sig,
     fparams,
     iparams,
@@ -379,7 +380,8 @@ def _numpy_runs(h, op, size, a, b, unary, dt):
 
     With one worker, a cheap row (``OPF_STREAMS``: sqrt, floor, maximum...) whose
     result the kernel streams past the caches (``STREAM_MIN`` bytes) runs in it.
-    On one thread: where NumPy's loop is faster (``OPF_UFUNC``: SIMD exp, tanh, log...).
+    On one thread: where NumPy's loop is faster (``OPF_UFUNC``: SIMD log, arctan...; exp
+    and tanh, which have vector formulas too, from ``VECTOR_UFUNC_MIN`` elements).
     With several, results of ``H_THREAD_MIN`` elements and more run on all cores, either
     as NumPy's ufunc in halves on Python threads or as a kernel on numba's (OpenMP)
     threads, and the two pools must not meet: OpenMP's workers spin for milliseconds
@@ -399,7 +401,8 @@ def _numpy_runs(h, op, size, a, b, unary, dt):
         return False  # one worker: the kernel streams it (kernels.elementwise.streams)
     numpy = (f & OPF_UFUNC) != 0
     if not size >= h[H_THREAD_MIN] > 0:
-        return numpy
+        # one core: exp and tanh (a vector formula and NumPy's SIMD loop) by size
+        return numpy and ((f & OPF_VECTOR) == 0 or size >= VECTOR_UFUNC_MIN)
     if halves and ((f & OPF_ARITH) != 0 or (numpy and (f & OPF_VECTOR) != 0)):
         numpy = h[H_NUMPY_POOL] != 0  # as fast either way: stay on the last pool
     if halves:

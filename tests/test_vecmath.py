@@ -13,6 +13,7 @@ import tapegrad as tg
 import tapegrad.numpy as tnp
 import tapegrad.special as tsp
 from tapegrad.kernels.elementwise import BLOCK, PARALLEL_MIN, SMALL
+from tapegrad.kernels.reduce import EXP_CHUNK
 from tapegrad.ops import ROWS
 from tapegrad.ops.table import Kind, Op
 
@@ -408,3 +409,48 @@ def test_logaddexp_weights_do_not_depend_on_the_size_of_x(dtype, n):
     tnp.sum(tnp.logaddexp(x, y)).backward()
     np.testing.assert_array_equal(x.grad, [1.0, 1.0])
     np.testing.assert_array_equal(y.grad, [0.0, 0.0])
+
+
+def _log_softmax_lines(length, rng):
+    """Lines of logits for ``log_softmax``: ordinary ones (the vector formula of e^x),
+    and in the middle one each whose shifted values leave its range (a spread over 708),
+    hold -inf, are all -inf, hold NaN or +inf (libm). The kernel takes unit-stride lines
+    by chunks of ``EXP_CHUNK`` elements: there are whole chunks of ordinary lines before
+    and after the one with the odd lines."""
+    odd = rng.standard_normal((6, length)) * 4
+    if length > 1:
+        odd[1, 0] = odd[1, -1] - 800.0  # e^(x - m) below the range: subnormal or 0
+        odd[2, -1] = -np.inf
+    odd[3] = -np.inf
+    odd[4, 0] = np.nan
+    odd[5, -1] = np.inf
+    n = 2 * EXP_CHUNK // length + 3
+    return np.concatenate([rng.standard_normal((n, length)), odd, rng.standard_normal((n, length))])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("length", [1, 3, 10, 17])
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_log_softmax_lines_in_and_out_of_the_vector_range(dtype, length, axis):
+    """``log_softmax`` takes the vector formula of e^x by chunks of unit-stride lines
+    whose shifted values are all in its range, and libm's elsewhere (axis 0 here: strided
+    lines): values and gradients against SciPy and the closed form ``w - softmax *
+    sum(w)`` in float64, on lines of both kinds in one array."""
+    rng = np.random.default_rng(length)
+    z0 = _log_softmax_lines(length, rng)
+    z0 = (z0 if axis == -1 else z0.T.copy()).astype(dtype)
+    w = rng.uniform(0.5, 2.0, z0.shape)
+    z = tg.tensor(z0, requires_grad=True)
+    out = tsp.log_softmax(z, axis=axis)
+    tnp.sum(out * w).backward()
+    z64 = z0.astype(np.float64)
+    with np.errstate(all="ignore"):
+        ref = scipy.special.log_softmax(z64, axis=axis)
+        # the softmax as exp(log_softmax), as PyTorch's backward takes it: with a +inf
+        # logit the finite ones get weight 0 (SciPy's softmax is NaN on that whole line)
+        gref = w - np.exp(ref) * np.sum(w, axis=axis, keepdims=True)
+    assert out.dtype == dtype and z.grad.dtype == dtype
+    tol = 8 * np.finfo(dtype).eps
+    np.testing.assert_allclose(out.numpy(), ref.astype(dtype), rtol=tol, atol=tol)
+    scale = np.abs(np.sum(w, axis=axis)).max()  # w - p * sum(w) cancels: error ~ eps sum(w)
+    np.testing.assert_allclose(z.grad, gref.astype(dtype), rtol=tol, atol=tol * scale)

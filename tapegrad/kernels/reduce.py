@@ -493,51 +493,105 @@ def _exp(v):
     return np.exp(v)
 
 
+# A softmax over a unit-stride axis takes its exponentials in flat passes over chunks of
+# this many elements (whole lines; 8 KiB of float64 scratch), by the vector formula: a
+# loop that vectorises needs more iterations than a line of 10 classes has, and the
+# float sums along each line keep their own loops from vectorising at all. (256, 10)
+# logits took 21 us a forward, 6 ns an element, with the exponentials taken line by line.
+EXP_CHUNK = 1024
+
+
+@jit(inline="always")
+def _exps(e, n, vec):
+    """``e[:n] = exp(e[:n])``: by the vector formula if ``vec`` (every value in its
+    range), else by ``_exp``, which picks per element (the same value where both may)."""
+    if vec:
+        for i in range(n):
+            e[ux(i)] = vm.exp(e[ux(i)])
+    else:
+        for i in range(n):
+            e[ux(i)] = _exp(e[ux(i)])
+
+
+@jit(inline="always")
+def _in_exp_range(d):
+    return (d >= -708.0) & (d <= 708.0)  # NaN is outside
+
+
+@jit(inline="always")
+def _chunks(length, stride):
+    """Lines per chunk (one for strided lines) and the chunk's float64 scratch."""
+    per = max(1, EXP_CHUNK // max(length, 1)) if stride == 1 else 1
+    return per, np.empty(per * length, np.float64), np.zeros(per, np.float64)
+
+
+@jit(inline="always")
+def _chunk_exps(v, first, nl, length, stride, shift, e):
+    """``e[j length + k] = exp(v[k] - shift[j])`` along lines ``first + j``, ``j < nl``."""
+    vec = stride == 1
+    for j in range(nl):
+        start = line_start(first + j, length, stride)
+        for k in range(length):
+            d = v[ux(start + k * stride)] - shift[j]
+            e[ux(j * length + k)] = d
+            vec &= _in_exp_range(d)
+    _exps(e, nl * length, vec)
+
+
 @jit
 def log_softmax_fwd(dt, node, tp):
     """``out = x - m - log(sum(exp(x - m)))`` along each line, with m the line's max
     (0 when it is not finite: an all -inf line gives NaN, as in SciPy). One node in
     place of the composite's ten (max, shift, exp, sum, log...): the sum runs in
-    float64 and nothing overflows."""
+    float64 and nothing overflows. Unit-stride lines go by chunks (``EXP_CHUNK``)."""
     h = header(tp)
     x = in_data(h, node, 0, dt)
     out = out_data(h, node, 0, dt)
     count, length, stride = lines(in_shape(h, node, 0), node_ip(h, node)[0])
-    for line in range(count):
-        start = line_start(line, length, stride)
-        m = -np.inf
-        for k in range(length):
-            v = x[start + k * stride]
-            if v > m:
-                m = v
-        if not np.isfinite(m):
-            m = 0.0
-        s = 0.0
-        for k in range(length):
-            s += _exp(x[start + k * stride] - m)
-        shift = m + np.log(s)
-        for k in range(length):
-            i = start + k * stride
-            out[i] = x[i] - shift
+    per, e, shift = _chunks(length, stride)
+    for first in range(0, count, per):
+        nl = min(per, count - first)
+        for j in range(nl):
+            start = line_start(first + j, length, stride)
+            m = -np.inf
+            for k in range(length):
+                v = x[ux(start + k * stride)]
+                if v > m:
+                    m = v
+            shift[j] = m if np.isfinite(m) else 0.0
+        _chunk_exps(x, first, nl, length, stride, shift, e)
+        for j in range(nl):
+            start = line_start(first + j, length, stride)
+            s = 0.0
+            for k in range(length):
+                s += e[ux(j * length + k)]
+            c = shift[j] + np.log(s)
+            for k in range(length):
+                i = ux(start + k * stride)
+                out[i] = x[i] - c
     return OK
 
 
 @jit
 def log_softmax_bwd(dt, node, tp):
     """``gx += g - softmax * sum(g)`` along each line, the softmax being ``exp(out)``
-    (each element once: a fresh gx is stored into)."""
+    (each element once: a fresh gx is stored into); by chunks as the forward."""
     h = header(tp)
     f = is_fresh(fresh_bits(h, node), 0)
     g = out_grad(h, node, 0, dt)
     out = out_data(h, node, 0, dt)
     gx = in_grad(h, node, 0, dt)
     count, length, stride = lines(in_shape(h, node, 0), node_ip(h, node)[0])
-    for line in range(count):
-        start = line_start(line, length, stride)
-        sg = 0.0
-        for k in range(length):
-            sg += g[start + k * stride]
-        for k in range(length):
-            i = start + k * stride
-            put(gx, i, g[i] - _exp(out[i]) * sg, f)
+    per, e, zero = _chunks(length, stride)
+    for first in range(0, count, per):
+        nl = min(per, count - first)
+        _chunk_exps(out, first, nl, length, stride, zero, e)
+        for j in range(nl):
+            start = line_start(first + j, length, stride)
+            sg = 0.0
+            for k in range(length):
+                sg += g[ux(start + k * stride)]
+            for k in range(length):
+                i = ux(start + k * stride)
+                put(gx, i, g[i] - e[ux(j * length + k)] * sg, f)
     return OK
