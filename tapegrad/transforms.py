@@ -103,12 +103,12 @@ def _gradient_like(g: np.ndarray | None, t: Tensor, original: Any) -> Any:
 def argnums_of(argnums: int | Sequence[int], n: int, where: str) -> tuple[tuple[int, ...], bool]:
     single = isinstance(argnums, int)
     nums = (argnums,) if single else tuple(argnums)
-    negative = False
+    plain = True  # non-negative Python ints (the common case): kept as they are
     for a in nums:
         if not -n <= a < n:
             raise ValueError(f"{where}: argnums {a} out of range for {n} positional arguments")
-        negative |= a < 0
-    return (tuple(a % n for a in nums) if negative else nums), single
+        plain &= type(a) is int and a >= 0
+    return (nums if plain else tuple(a % n for a in nums)), single
 
 
 def record(
