@@ -190,7 +190,7 @@ _install_methods()
 
 def __array_ufunc__(self: Tensor, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
     """NumPy's ufunc protocol: ``np.sin(t)``, ``ndarray + t``... record tapegrad's ops."""
-    if method == "__call__" and not kwargs:  # (array_ufunc's first case, one call less)
+    if method == "__call__" and not kwargs:  # the common case, found before
         f = UFUNC_CALLS.get(ufunc)
         if f is not None:
             return f(*inputs)

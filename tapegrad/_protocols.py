@@ -164,10 +164,8 @@ UFUNC_CALLS: dict[np.ufunc, Callable] = {}
 
 
 def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
-    if method == "__call__" and not kwargs:
-        f = UFUNC_CALLS.get(ufunc)
-        if f is not None:
-            return f(*inputs)
+    """``Tensor.__array_ufunc__`` past its fast case (a plain call found in
+    ``UFUNC_CALLS``): look the ufunc up, and remember a plain call's function there."""
     home = _home(ufunc)
     where = f"{home or 'ufunc'}.{ufunc.__name__}"
     out = kwargs.pop("out", None)
