@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from . import graphwalk
+from ._jit import entry_point
 from .layout import (
     DTYPE_CODE,
     DTYPE_NAMES,
@@ -226,7 +227,9 @@ def is_anomaly_enabled() -> bool:
 
 def _seed(t: Tensor, gradient: Any) -> np.ndarray | None:
     """The root's cotangent as an array of its shape and dtype (None: ones)."""
-    return seed_rule(t.shape, t.dtype, None if gradient is None else values_of(gradient))
+    if gradient is None:  # (the dtype is read only for a given cotangent)
+        return seed_rule(t.shape, None, None)
+    return seed_rule(t.shape, t.dtype, values_of(gradient))
 
 
 @contextlib.contextmanager
@@ -241,6 +244,15 @@ def callback_tape() -> Iterator[None]:
 
 
 _last = threading.local()  # header of this thread's last backward pass, for its stats
+
+# the scheduler's compiled entry point (see ``_jit.entry_point``: no dispatcher on each
+# backward), once the first backward has compiled or loaded it
+_run_backward: Any = run_backward
+
+
+def _use_backward_entry_point(h: np.ndarray) -> None:
+    global _run_backward
+    _run_backward = entry_point(run_backward, h, 0, 0, False)
 
 
 def _drive(tape: Tape, root: int, seed: np.ndarray | None, retain_graph: bool, user: bool) -> None:
@@ -270,7 +282,9 @@ def _drive(tape: Tape, root: int, seed: np.ndarray | None, retain_graph: bool, u
         # the leaves' gradients are computed in the arrays read_grad then hands out
         tape.use_own_grads([s for s, _ in tape.leaves])
         while True:
-            st = run_backward(h, root, seed_slot, retain_graph)
+            st = _run_backward(h, root, seed_slot, bool(retain_graph))
+            if _run_backward is run_backward:
+                _use_backward_entry_point(h)
             if st >= 0 or st in (E_CALLBACK_PY, E_CALLBACK_HOOK):
                 break
             raise_backward_error(tape, st)

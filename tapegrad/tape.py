@@ -678,7 +678,7 @@ class Tape:
         cap = h[H_SLOT_CAP]
         if sv[S_GEN * cap + s] != h[H_GEN]:
             return None
-        own = self._own_grad(s)
+        own = self._own_grad(s) if self.own_grads[1] else None
         if own is not None:  # the array itself the first time (nothing else holds it)
             if own[1]:
                 return own[0].copy()
@@ -694,13 +694,18 @@ class Tape:
     def import_array(self, arr: np.ndarray, flags: int) -> int:
         """Slot for an array the caller owns and will not modify (kept alive here)."""
         addr = data_address(arr)
+        shape = arr.shape
+        ndim = len(shape)
+        h = self.h
         while True:
-            pos = self.reserve("shape", arr.ndim)
+            pos = h[H_NSHAPE]  # (reserve("shape", ndim), inline: once per bound array)
+            if pos + ndim > h[H_SHAPE_CAP]:
+                self.grow("shape", ndim)
             sv = self.views["shape"]
-            for d in arr.shape:
+            for d in shape:
                 sv[pos] = d
                 pos += 1
-            s = _import_slot(self.header, addr, DTYPE_CODE[arr.dtype], arr.ndim, arr.size, flags)
+            s = _import_slot(self.header, addr, DTYPE_CODE[arr.dtype], ndim, arr.size, flags)
             if s >= 0:
                 if _import_slot is import_slot:
                     _use_import_entry_point(self.header)
@@ -915,7 +920,11 @@ class Tape:
         handles are copied out; those that required grad become non-leaves whose graph
         is gone, so a later backward through them raises instead of reading reused memory."""
         self.stale = False
-        self._copy_out_and_rewind(_held(self.handles))
+        live = _held(self.handles)
+        if not live:  # nothing holds a handle (the common case): no reader to lock out
+            self.rewind()
+            return
+        self._copy_out_and_rewind(live)
 
     def rewind(self) -> None:
         """Reset to empty (callers have copied out what must survive)."""

@@ -821,6 +821,17 @@ def bind(tape: Tape, t: Tensor) -> int:
         flags = SLOT_RG | SLOT_LEAF
     else:
         flags = SLOT_CONST
+    return _bind_here(tape, t, flags)
+
+
+def bind_leaf(tape: Tape, t: Tensor) -> int:
+    """Bind a leaf its caller has just made (``Tensor._external`` with ``FLAG_RG``):
+    the slot :func:`bind` gives it, without its checks, which concern tensors from
+    elsewhere (a transform's argument leaves, bound on every call)."""
+    return _bind_here(tape, t, SLOT_RG | SLOT_LEAF)
+
+
+def _bind_here(tape: Tape, t: Tensor, flags: int) -> int:
     s = tape.import_array(t._data, flags)
     t._tape = tape
     t._slot = s

@@ -50,6 +50,7 @@ from .tensors import (
     Tensor,
     as_tensor,
     bind,
+    bind_leaf,
     general,
     graph_freed,
     home_of,
@@ -127,7 +128,7 @@ def record(
             # the common case, one float array: its leaf (a copy) without the pytree walk
             if type(v) is np.ndarray and v.dtype in FLOAT_DTYPES:
                 t = Tensor._external(v.copy(), FLAG_RG | FLAG_DIFF)
-                bind(tape, t)
+                bind_leaf(tape, t)
                 leaves_per_arg.append(([t], [v], _first))
                 args[a] = t
                 continue
@@ -160,7 +161,10 @@ def differentiate(
     home = home_of(out)
     mine = home[0] is tape if home is not None else any(out is t for t in flat)
     found = gradients(out, flat, cotangent, retain_graph=True) if mine else [None] * len(flat)
-    if all(g is None for g in found):
+    for g in found:  # (a loop, not all() of a generator: this runs on every call)
+        if g is not None:
+            break
+    else:
         warnings.warn(
             f"{where}: the output does not depend on the differentiated argument(s) "
             "(no recorded op connects them); their gradient is zero",
@@ -178,6 +182,10 @@ def regroup(flat: list, groups: list) -> list:
     structure (``groups``: ``(members, leaves, rebuild)`` per argument)."""
     out, i = [], 0
     for members, _, rebuild in groups:
+        if rebuild is _first:  # one array argument (record's common case)
+            out.append(flat[i])
+            i += 1
+            continue
         out.append(rebuild(flat[i : i + len(members)]))
         i += len(members)
     return out
@@ -223,11 +231,15 @@ def needs_graph(*trees: Any) -> bool:
     """Whether a transform must record: grad mode is on and its arguments require grad,
     or it runs inside another transform's function (whose variables it may close
     over, as ``jax.grad`` allows)."""
-    if not is_grad_enabled():
+    tape = current_tape()
+    if not tape.grad_enabled:
         return False
-    if current_tape().kind == TRANSFORM:
+    if tape.kind == TRANSFORM:
         return True
-    return any(_requires_grad(tree) for tree in trees)
+    for tree in trees:  # (a loop, not any() of a generator: this runs on every call)
+        if _requires_grad(tree):
+            return True
+    return False
 
 
 def _requires_grad(tree: Any) -> bool:
@@ -359,9 +371,16 @@ def value_and_grad(
         the caller's graph, so they can be differentiated again.
     """
 
+    plans: dict[int, tuple] = {}  # argnums_of's answer by argument count
+
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        nums, single = argnums_of(argnums, len(args), "value_and_grad")
+        plan = plans.get(len(args))
+        if plan is None:
+            plan = argnums_of(argnums, len(args), "value_and_grad")
+            if isinstance(argnums, int | tuple):  # (a list could change between calls)
+                plans[len(args)] = plan
+        nums, single = plan
         if needs_graph(args, kwargs):
             return _value_and_grad_graph(f, args, kwargs, nums, single, has_aux)
         out, leaves, tape = record(f, args, kwargs, nums, "value_and_grad")

@@ -39,25 +39,27 @@ def _no_out(op: str, out: Any) -> None:
 
 @functools.lru_cache(maxsize=4096)
 def _reduction(shape: tuple, axis: Any, keepdims: bool, name: str) -> tuple:
-    """``(axes, result shape, number of elements reduced per result)``."""
+    """``(axes, result shape, number of elements reduced per result, the node's int
+    parameters)``."""
     axes = normalize_axes(axis, len(shape), name)
-    return axes, reduced_shape(shape, axes, keepdims), math.prod([shape[d] for d in axes])
+    count = math.prod([shape[d] for d in axes])
+    return axes, reduced_shape(shape, axes, keepdims), count, (len(axes), *axes)
 
 
 def _reduce(op: Op, x: Any, axis: Any, keepdims: bool, kind: str, out: Any = None) -> Tensor:
     """sum / mean / prod / max / min: one node, extra internal outputs where the backward
     needs them (prod: non-zero product and zero count; max/min: count of ties)."""
-    _no_out(op.name, out)
-    t = as_tensor(x)
+    if out is not None:
+        _no_out(op.name, out)
+    t = x if type(x) is Tensor else as_tensor(x)
     # an int or None axis (the common case) has its shapes kept; a tuple is computed
     # each time (a cached (1,) would otherwise answer for (1.0,), which NumPy rejects)
     plan = _reduction if axis is None or type(axis) is int else _reduction.__wrapped__
-    axes, out_shape, count = plan(t.shape, axis, bool(keepdims), op.name)
+    axes, out_shape, count, params = plan(t.shape, axis, bool(keepdims), op.name)
     dt = DTYPE_CODE[t.dtype]
     if dt not in FLOAT_CODES:  # integer/bool data: not differentiable, NumPy reduces
         f = {"sum": np.sum, "mean": np.mean, "prod": np.prod, "max": np.max, "min": np.min}
         return Tensor._external(np.asarray(f[kind](t._value(), axis=axes, keepdims=keepdims)))
-    params = [len(axes), *axes]
     if kind in ("max", "min"):
         if count == 0:
             raise ValueError(
@@ -171,7 +173,7 @@ def _extreme(
     if initial is not _NO_VALUE:
         initial = _as_dtype(initial, t)
         if t.size == 0:  # only the initial value: NumPy returns it
-            _, shape, _ = _reduction.__wrapped__(t.shape, axis, bool(keepdims), op.name)
+            _, shape, _, _ = _reduction.__wrapped__(t.shape, axis, bool(keepdims), op.name)
             return Tensor._external(np.full(shape, initial))
     if where is not _NO_VALUE:
         if initial is _NO_VALUE:
