@@ -59,6 +59,7 @@ def _on_either_device(op: Op, f: Callable) -> Callable:
             return getattr(cuda, op.cuda)(*args, **kwargs)
         return f(*args, **kwargs)
 
+    routed.on_cpu = f
     return routed
 
 

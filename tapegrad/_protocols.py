@@ -62,11 +62,16 @@ def dropin(f: Callable, library: str, name: str) -> Callable:
     The recording function stays reachable as ``.on_tensors``: NumPy's protocols call
     it, since they run only when NumPy has found a tensor."""
     plain: list[Callable] = []
+    # the CPU function under a device router (``_namespace._on_either_device``): called
+    # directly while no CUDA tensor type exists (one Python frame less a call)
+    cpu = getattr(f, "on_cpu", f)
 
     @functools.wraps(f)
     def function(*args: Any, **kwargs: Any) -> Any:
         for a in args:  # the common case first: a tensor argument
             if type(a) is Tensor:
+                if tensors.DEVICE_TENSOR is None:
+                    return cpu(*args, **kwargs)
                 return f(*args, **kwargs)
         if holds_tensor(args) or (kwargs and holds_tensor(kwargs)):
             return f(*args, **kwargs)

@@ -229,6 +229,10 @@ E_CALLBACK_PY = -11  # node H_ERR_A has a Python backward: run it, resume below 
 E_CALLBACK_HOOK = -12  # outputs of node H_ERR_A have hooks: run them, resume at it
 E_NONFINITE = -13  # anomaly mode: node H_ERR_A produced NaN/Inf for its input H_ERR_B
 E_GUARD = -14  # replay: guard H_ERR_A of a captured program does not hold (tapegrad.replay)
+E_FRONT_END = -15  # a compiled front end (record.record_reduce...) declines: Python's records
+
+# record_reduce's axis for a reduction over all axes (axis=None)
+ALL_AXES = -(1 << 62)
 
 # --- request buffer: one array op as Python describes it to record_general ---------
 # Counts, then from R_BODY on: the input slots, the int params, per output its dtype,

@@ -24,7 +24,6 @@ from __future__ import annotations
 import dis
 import functools
 import itertools
-import math
 import os
 import sys
 import threading
@@ -40,6 +39,7 @@ from .layout import (
     DEFERRED,
     DTYPE_NAMES,
     E_BROADCAST,
+    E_FRONT_END,
     E_LINALG,
     E_NOFLOAT,
     E_SPACE,
@@ -53,6 +53,7 @@ from .layout import (
     R_NIP,
     R_NOUT,
     S_DTYPE,
+    S_SIZE,
     SLOT_CONST,
     SLOT_FREED,
     SLOT_LEAF,
@@ -394,7 +395,11 @@ class Tensor:
 
     @property
     def size(self) -> int:
-        return math.prod(self.shape)
+        if self._data is not None:
+            return self._data.size
+        n = self._tape.slot_field(S_SIZE, self._slot)
+        # read, then check that the slot was still this tensor's (as dtype does)
+        return n if self._data is None else self._data.size
 
     def __len__(self) -> int:
         shape = self.shape
@@ -1241,6 +1246,49 @@ def general(
         if r == E_SPACE:  # the headroom fix() keeps may be less than this op asks for
             nshape = sum(len(s) for _, s in outs)
             tape.reserve_request(len(inputs) + len(outs), len(ip), len(fp), nshape)
+
+
+# compiled front end (record.record_reduce...) -> its entry point, once a first call
+# has compiled or loaded it
+_FRONT_ENDS: dict[Any, Any] = {}
+
+
+def front_end(fn: Any, op: Any, operands: tuple, params: tuple) -> Tensor | None:
+    """Record ``op`` through compiled front end ``fn`` (``record.record_reduce``,
+    ``record_matmul``, ``record_along``): ``fn(header, op code, differentiable, *operand
+    slots, *params)`` reads the operands' shapes, writes the request and records. The
+    operands are tensors in the current tape or float arrays (constants, copied as
+    :func:`general` would). None, with the tape as it was, where ``fn`` declines or an
+    operand is anything else: the Python front end then records the op (binding,
+    growing the tape, NumPy's errors). ``params`` are Python ints and bools only (the
+    entry point does not check types)."""
+    tape = current_tape()
+    ep = tape.epoch
+    mark = None
+    slots = []
+    r = E_FRONT_END
+    for v in operands:
+        if type(v) is Tensor and v._tape is tape and v._epoch == ep:
+            slots.append(v._slot)
+        elif type(v) is np.ndarray and v.dtype in FLOAT_DTYPES:
+            if mark is None:
+                mark = tape.mark()
+            slots.append(tape.import_array(v.copy(), SLOT_CONST))
+            if tape.epoch != ep:  # importing rewound the tape: the full path
+                return None
+        else:
+            break
+    else:
+        h = tape.header
+        rec = _FRONT_ENDS.get(fn, fn)
+        r = rec(h, op.code, op.differentiable, *slots, *params)
+    if r < 0:
+        if mark is not None:  # a constant imported for this op: not kept twice
+            tape.restore(mark)
+        return None
+    if rec is fn:
+        _FRONT_ENDS[fn] = entry_point(fn, tape.header, op.code, op.differentiable, *slots, *params)
+    return result_handle(tape, r, ep)
 
 
 def _request_len(inputs: list, outs: list, ip: Any, fp: Any) -> int:

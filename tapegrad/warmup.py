@@ -38,10 +38,16 @@ def kernels() -> list[tuple[int, int, int]]:
 
 def _compile_share(share: list[tuple[int, int, int]], engine: bool) -> int:
     FIRST_USE_NOTICE.said = True  # compiling is what was asked for: no notice
-    if engine:  # the recorder and the scheduler: one small forward and backward
+    if engine:  # the recorder and the scheduler: small forwards and backwards
         x = tg.tensor(np.ones(3), requires_grad=True)
         w = tg.tensor(np.ones((3, 2)), requires_grad=True)
         tg.numpy.sum(tg.numpy.tanh(x @ w) ** 2).backward()
+        # the compiled front ends (record.record_reduce, record_matmul, record_along);
+        # the second product, once the tape has set BLAS up
+        m = tg.tensor(np.ones((2, 3)), requires_grad=True)
+        for _ in range(2):
+            y = tg.special.log_softmax(m @ w, axis=1)
+            tg.numpy.mean(tg.numpy.sum(y, axis=0)).backward()
         _ode_solvers()
     for op, sig, d in share:
         dispatch.ensure(op, sig, d)

@@ -45,9 +45,10 @@ from ..ops.linalg import (
     TRACE,
     VDOT,
 )
+from ..record import record_matmul
 from ..shapes import matmul_layout, normalize_axes
 from ..tape import current_tape
-from ..tensors import Tensor, as_tensor, general, is_grad_enabled
+from ..tensors import Tensor, as_tensor, front_end, general, is_grad_enabled
 from .reduce import max as _max
 from .reduce import min as _min
 from .reduce import safe_sqrt
@@ -68,6 +69,10 @@ def matmul(x: Any, y: Any) -> Tensor:
     1-D operands are promoted to a row (x) or column (y) and the added axis removed
     from the result; leading axes are batch axes and broadcast against each other.
     """
+    if type(y) is Tensor and current_tape().blas:  # (the first product sets BLAS up)
+        r = front_end(record_matmul, MATMUL, (x, y), ())
+        if r is not None:
+            return r
     tx, ty = as_tensor(x), as_tensor(y)
     dx, dy = DTYPE_CODE[tx.dtype], DTYPE_CODE[ty.dtype]
     dt, out_shape, ip = _matmul_plan(tx.shape, ty.shape, dx, dy)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..layout import DTYPE_CODE, FLOAT_CODES
+from ..layout import ALL_AXES, DTYPE_CODE, FLOAT_CODES, MAXDIM
 from ..ops.elementwise import MAXIMUM, MINIMUM, SAFE_SQRT
 from ..ops.reduce import (
     ARGMAX,
@@ -27,8 +27,9 @@ from ..ops.reduce import (
     VAR,
 )
 from ..ops.table import Op
+from ..record import record_reduce
 from ..shapes import normalize_axes, reduced_shape
-from ..tensors import Tensor, as_tensor, elementwise, general
+from ..tensors import Tensor, as_tensor, elementwise, front_end, general
 from .shape import where as _where
 
 
@@ -51,6 +52,21 @@ def _reduce(op: Op, x: Any, axis: Any, keepdims: bool, kind: str, out: Any = Non
     needs them (prod: non-zero product and zero count; max/min: count of ties)."""
     if out is not None:
         _no_out(op.name, out)
+    # (an int axis in the tensor dimensions' range only: the compiled front end marks all
+    # axes with an int, ALL_AXES, that no user axis may alias; Python raises for others)
+    if (
+        type(x) is Tensor
+        and (axis is None or (type(axis) is int and -MAXDIM <= axis < MAXDIM))
+        and kind in ("sum", "mean")
+    ):
+        r = front_end(
+            record_reduce,
+            op,
+            (x,),
+            (ALL_AXES if axis is None else axis, bool(keepdims), kind == "mean"),
+        )
+        if r is not None:
+            return r
     t = x if type(x) is Tensor else as_tensor(x)
     # an int or None axis (the common case) has its shapes kept; a tuple is computed
     # each time (a cached (1,) would otherwise answer for (1.0,), which NumPy rejects)

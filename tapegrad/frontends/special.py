@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ..layout import DTYPE_CODE, FLOAT_CODES
+from ..layout import DTYPE_CODE, FLOAT_CODES, MAXDIM
 from ..ops.elementwise import EXP, LOG
 from ..ops.special import (
     BETAINC,
@@ -18,8 +18,9 @@ from ..ops.special import (
     MULTIGAMMALN,
     SOFTMAX,
 )
+from ..record import record_along
 from ..shapes import normalize_axes
-from ..tensors import Tensor, as_tensor, elementwise, general
+from ..tensors import Tensor, as_tensor, elementwise, front_end, general
 from .reduce import max as max_of
 from .reduce import sum as sum_of
 from .shape import astype, broadcast_to, squeeze, where
@@ -54,6 +55,10 @@ def softmax(x: Any, axis: Any = None) -> Tensor:
 def log_softmax(x: Any, axis: Any = None) -> Tensor:
     """x - logsumexp(x, axis): stable log-probabilities (all elements when axis is None),
     one node whose backward is ``g - softmax * sum(g)``."""
+    if type(x) is Tensor and type(axis) is int and -MAXDIM <= axis < MAXDIM:
+        r = front_end(record_along, LOG_SOFTMAX, (x,), (axis,))
+        if r is not None:
+            return r
     t = as_tensor(x)
     dt = DTYPE_CODE[t.dtype]
     if dt not in FLOAT_CODES:
