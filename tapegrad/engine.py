@@ -227,8 +227,9 @@ def is_anomaly_enabled() -> bool:
 
 def _seed(t: Tensor, gradient: Any) -> np.ndarray | None:
     """The root's cotangent as an array of its shape and dtype (None: ones)."""
-    if gradient is None:  # (the dtype is read only for a given cotangent)
-        return seed_rule(t.shape, None, None)
+    if gradient is None:  # ones: one element (the size is one field; shape and dtype
+        # are read only for the error or a given cotangent)
+        return None if t.size == 1 else seed_rule(t.shape, None, None)
     return seed_rule(t.shape, t.dtype, values_of(gradient))
 
 
