@@ -696,11 +696,8 @@ class Tape:
         addr = data_address(arr)
         shape = arr.shape
         ndim = len(shape)
-        h = self.h
         while True:
-            pos = h[H_NSHAPE]  # (reserve("shape", ndim), inline: once per bound array)
-            if pos + ndim > h[H_SHAPE_CAP]:
-                self.grow("shape", ndim)
+            pos = self.reserve("shape", ndim)
             sv = self.views["shape"]
             for d in shape:
                 sv[pos] = d
