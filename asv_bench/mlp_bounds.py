@@ -1,12 +1,25 @@
 """What bounds the eager MLP row of ``compare.py --eager`` (issue 24).
 
-    python asv_bench/mlp_bounds.py
+    python asv_bench/mlp_bounds.py [--repeat 300] [--threads 1] [--evict MB]
 
-One thread per library, medians of interleaved rounds: the same MLP step on 2x2
-matrices (the fixed cost per step: recording, the transform, the backward driver)
-in NumPy by hand, tapegrad and PyTorch; the full-size step; and the step's two large
-matrix products in OpenBLAS (which NumPy and tapegrad share) and in PyTorch's MKL.
-PyTorch is an oracle here, not a dependency.
+Medians of interleaved rounds, every pool at ``--threads`` threads (default one). Two
+tables:
+
+1. With PyTorch in the rounds, as in ``compare.py``: the MLP step on 2x2 matrices (the
+   fixed cost per step: recording, the transform, the backward driver) and at full
+   size, in NumPy by hand, tapegrad eager, tapegrad replayed (``tg.compile``: the same
+   kernels with no Python per op) and PyTorch; and the step's two large matrix
+   products in OpenBLAS (which NumPy and tapegrad share) and in PyTorch's MKL.
+2. The full-size step again, NumPy by hand and eager alone: nothing else between
+   them. With ``--evict MB``, NumPy by hand, eager and replay at both sizes, without
+   and then with MB megabytes of other memory written before each step.
+
+Replay against NumPy by hand is the compute (kernels and products); eager against
+replay is the Python of recording. The two tables differ by what the other steps leave
+behind in the machine's caches: eager's Python path pays more for them than NumPy by
+hand's ~25 calls (session 15: eager 1.05-1.22x with PyTorch's or replay's step in the
+rounds, 0.98-1.04x alone with NumPy by hand). PyTorch is an oracle here, not a
+dependency: without it the PyTorch rows are left out.
 """
 
 from __future__ import annotations
@@ -14,51 +27,130 @@ from __future__ import annotations
 import os
 import sys
 
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
-    os.environ[_var] = "1"
-os.environ["TAPEGRAD_THREADS"] = "1"
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# compare.py, imported first, gives every thread pool --threads threads (read from the
+# command line before NumPy is imported) and has the PyTorch step
+import compare  # noqa: I001
 
-import numpy as np  # noqa: E402
-from benchmarks.workloads import (  # noqa: E402
+import argparse
+import time
+from collections.abc import Callable
+
+import numpy as np
+from benchmarks.workloads import (
     interleaved_medians,
     mlp_data,
+    mlp_loss,
     mlp_numpy,
     mlp_tapegrad,
 )
 
+import tapegrad as tg
+
+
+def replayed() -> Callable:
+    """The MLP step as ``mlp_tapegrad``, through one ``tg.compile`` program."""
+    step = tg.compile(mlp_loss, argnums=(0, 1, 2, 3))
+
+    def run(params, x, labels):
+        onehot = np.eye(params[2].shape[1])[labels]
+        value, grads = step.value_and_grad(*params, x, onehot)
+        return value, list(grads)
+
+    return run
+
+
+def _print(title: str, medians: dict, ref: str) -> None:
+    print(title)
+    for name, t in medians.items():
+        print(f"  {name:24s} {t * 1e6:8.1f} us  {t / medians[ref]:6.3f}x")
+
 
 def main() -> None:
-    import torch
-    from compare import _torch_models  # compare.py's PyTorch step (one thread)
-
-    torch_step = _torch_models()["mlp"]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=300, help="interleaved rounds")
+    parser.add_argument("--threads", type=int, default=1, help="threads for every pool")
+    parser.add_argument(
+        "--evict",
+        type=int,
+        default=0,
+        metavar="MB",
+        help="also time the steps with MB megabytes of other memory written before each",
+    )
+    args = parser.parse_args()
+    torch_steps = compare._torch_models()  # {} without PyTorch
+    torch = sys.modules.get("torch") if torch_steps else None
 
     big, small = mlp_data(), mlp_data(batch=2, n_in=2, hidden=2, n_out=2)
+    replay = replayed()
+    steps = {"NumPy by hand": mlp_numpy, "tapegrad": mlp_tapegrad, "tapegrad replay": replay}
+    if torch is not None:
+        steps["PyTorch"] = torch_steps["mlp"]
+    for data in (big, small):  # the same numbers from each, before any timing
+        value, grads = mlp_numpy(*data)
+        for step in steps.values():
+            got, got_grads = step(*data)
+            np.testing.assert_allclose(got, value, rtol=1e-9)
+            for g, e in zip(got_grads, grads):
+                np.testing.assert_allclose(g, e, rtol=1e-7, atol=1e-9)
+    for _ in range(30):
+        for step in steps.values():
+            step(*big)
+            step(*small)
+
+    fns = {}
+    for name, step in steps.items():
+        fns[f"{name}, 2x2"] = lambda step=step: step(*small)
+    for name, step in steps.items():
+        fns[name] = lambda step=step: step(*big)
     x, w1 = big[1], big[0][0]
     g = np.random.default_rng(0).standard_normal((x.shape[0], w1.shape[1]))
-    xt, wt, gt = torch.tensor(x), torch.tensor(w1), torch.tensor(g)
-    for _ in range(30):
-        for args in (big, small):
-            mlp_tapegrad(*args)
-            torch_step(*args)
-    medians = interleaved_medians(
-        {
-            "NumPy by hand, 2x2": lambda: mlp_numpy(*small),
-            "tapegrad, 2x2": lambda: mlp_tapegrad(*small),
-            "PyTorch, 2x2": lambda: torch_step(*small),
-            "NumPy by hand": lambda: mlp_numpy(*big),
-            "tapegrad": lambda: mlp_tapegrad(*big),
-            "PyTorch": lambda: torch_step(*big),
-            "OpenBLAS x @ W1": lambda: x @ w1,
-            "MKL x @ W1": lambda: xt @ wt,
-            "OpenBLAS x.T @ G": lambda: x.T @ g,
-            "MKL x.T @ G": lambda: xt.T @ gt,
-        },
-        repeat=300,
-    )
-    for name, t in medians.items():
-        print(f"{name:22s} {t * 1e6:8.1f} us")
+    fns["OpenBLAS x @ W1"] = lambda: x @ w1
+    fns["OpenBLAS x.T @ G"] = lambda: x.T @ g
+    if torch is not None:
+        xt, wt, gt = torch.tensor(x), torch.tensor(w1), torch.tensor(g)
+        fns["MKL x @ W1"] = lambda: xt @ wt
+        fns["MKL x.T @ G"] = lambda: xt.T @ gt
+    where = "PyTorch in the rounds" if torch is not None else "PyTorch not installed"
+    medians = interleaved_medians(fns, repeat=args.repeat)
+    fixed = {k: v for k, v in medians.items() if k.endswith("2x2")}
+    full = {k: v for k, v in medians.items() if not k.endswith("2x2")}
+    title = f"{where}, {args.threads} thread(s), ratios to NumPy by hand at each size:"
+    _print(title, fixed, "NumPy by hand, 2x2")
+    _print("", full, "NumPy by hand")
+
+    alone = {name: (lambda step=step: step(*big)) for name, step in steps.items()}
+    alone.pop("PyTorch", None)
+    alone.pop("tapegrad replay")
+    title = "NumPy by hand and tapegrad alone, full size:"
+    _print(title, interleaved_medians(alone, repeat=args.repeat), "NumPy by hand")
+    if args.evict:  # NumPy by hand, eager and replay at each size, without and with
+        cold = {k: v for k, v in fns.items() if k.split(",")[0] in steps}
+        cold.pop("PyTorch", None)
+        cold.pop("PyTorch, 2x2", None)
+        for nbytes in (8, args.evict << 20):
+            medians = _after_eviction(cold, nbytes, args.repeat)
+            title = f"Those three alone, {nbytes >> 20} MB written (untimed) before each step:"
+            _print(title, {k: v for k, v in medians.items() if k.endswith("2x2")},
+                   "NumPy by hand, 2x2")  # fmt: skip
+            _print("", {k: v for k, v in medians.items() if not k.endswith("2x2")},
+                   "NumPy by hand")  # fmt: skip
+
+
+def _after_eviction(fns: dict, nbytes: int, repeat: int) -> dict:
+    """Median time of each function, in turn on every round as ``interleaved_medians``
+    does, each call right after ``nbytes`` of other memory were written (a stand-in for
+    the rest of a program between two steps: data loading, an optimizer, another
+    library's step)."""
+    other = np.zeros(nbytes // 8)
+    times: dict = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            other += 1.0
+            t = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t)
+    return {name: float(np.median(ts)) for name, ts in times.items()}
 
 
 if __name__ == "__main__":

@@ -68,6 +68,24 @@ def test_chain_ops_script_runs():
     assert sum(line.startswith("tapegrad vecmath") for line in r.stdout.splitlines()) == 3
 
 
+def test_mlp_bounds_script_runs():
+    """asv_bench/mlp_bounds.py (what bounds the eager MLP row) end to end, few rounds: it
+    checks eager, replay (and PyTorch where installed) against NumPy by hand first."""
+    import subprocess
+
+    script = Path(__file__).resolve().parents[1] / "asv_bench" / "mlp_bounds.py"
+    r = subprocess.run(
+        [sys.executable, str(script), "--repeat", "2"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = [line.split() for line in r.stdout.splitlines() if line.startswith("  tapegrad")]
+    assert len(rows) == 5  # eager and replay at each size, eager alone
+    assert all(float(row[-1].rstrip("x")) > 0 for row in rows)
+
+
 def test_transform_overhead_workloads_agree_with_numpy():
     """asv's TransformOverhead times value_and_grad against NumPy by hand on the same
     values: the two compute the same value and gradients."""
