@@ -2,8 +2,7 @@
 
     python asv_bench/mlp_bounds.py [--repeat 300] [--threads 1] [--evict MB]
 
-Medians of interleaved rounds, every pool at ``--threads`` threads (default one). Two
-tables:
+Medians of interleaved rounds, every pool at ``--threads`` threads (default one):
 
 1. With PyTorch in the rounds, as in ``compare.py``: the MLP step on 2x2 matrices (the
    fixed cost per step: recording, the transform, the backward driver) and at full
@@ -16,10 +15,10 @@ tables:
 
 Replay against NumPy by hand is the compute (kernels and products); eager against
 replay is the Python of recording. The two tables differ by what the other steps leave
-behind in the machine's caches: eager's Python path pays more for them than NumPy by
-hand's ~25 calls (session 15: eager 1.05-1.22x with PyTorch's or replay's step in the
-rounds, 0.98-1.04x alone with NumPy by hand). PyTorch is an oracle here, not a
-dependency: without it the PyTorch rows are left out.
+behind in the machine's caches, which eager's recording pays for more than NumPy by
+hand's ~25 calls (session 15, one thread: eager 1.11-1.19x with PyTorch's step in the
+rounds, 1.02-1.17x alone, by the host's phase; 1.17-1.29x after 16 MB). PyTorch is an
+oracle here, not a dependency: without it the PyTorch rows are left out.
 """
 
 from __future__ import annotations
@@ -64,6 +63,12 @@ def _print(title: str, medians: dict, ref: str) -> None:
     print(title)
     for name, t in medians.items():
         print(f"  {name:24s} {t * 1e6:8.1f} us  {t / medians[ref]:6.3f}x")
+
+
+def _print_sizes(title: str, medians: dict) -> None:
+    """The 2x2 rows, then the others, each against NumPy by hand at its size."""
+    _print(title, {k: v for k, v in medians.items() if k.endswith("2x2")}, "NumPy by hand, 2x2")
+    _print("", {k: v for k, v in medians.items() if not k.endswith("2x2")}, "NumPy by hand")
 
 
 def main() -> None:
@@ -112,12 +117,8 @@ def main() -> None:
         fns["MKL x @ W1"] = lambda: xt @ wt
         fns["MKL x.T @ G"] = lambda: xt.T @ gt
     where = "PyTorch in the rounds" if torch is not None else "PyTorch not installed"
-    medians = interleaved_medians(fns, repeat=args.repeat)
-    fixed = {k: v for k, v in medians.items() if k.endswith("2x2")}
-    full = {k: v for k, v in medians.items() if not k.endswith("2x2")}
     title = f"{where}, {args.threads} thread(s), ratios to NumPy by hand at each size:"
-    _print(title, fixed, "NumPy by hand, 2x2")
-    _print("", full, "NumPy by hand")
+    _print_sizes(title, interleaved_medians(fns, repeat=args.repeat))
 
     alone = {name: (lambda step=step: step(*big)) for name, step in steps.items()}
     alone.pop("PyTorch", None)
@@ -129,12 +130,8 @@ def main() -> None:
         cold.pop("PyTorch", None)
         cold.pop("PyTorch, 2x2", None)
         for nbytes in (8, args.evict << 20):
-            medians = _after_eviction(cold, nbytes, args.repeat)
             title = f"Those three alone, {nbytes >> 20} MB written (untimed) before each step:"
-            _print(title, {k: v for k, v in medians.items() if k.endswith("2x2")},
-                   "NumPy by hand, 2x2")  # fmt: skip
-            _print("", {k: v for k, v in medians.items() if not k.endswith("2x2")},
-                   "NumPy by hand")  # fmt: skip
+            _print_sizes(title, _after_eviction(cold, nbytes, args.repeat))
 
 
 def _after_eviction(fns: dict, nbytes: int, repeat: int) -> dict:

@@ -75,14 +75,15 @@ def test_mlp_bounds_script_runs():
 
     script = Path(__file__).resolve().parents[1] / "asv_bench" / "mlp_bounds.py"
     r = subprocess.run(
-        [sys.executable, str(script), "--repeat", "2"],
+        [sys.executable, str(script), "--repeat", "2", "--evict", "1"],
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert r.returncode == 0, r.stderr[-3000:]
     rows = [line.split() for line in r.stdout.splitlines() if line.startswith("  tapegrad")]
-    assert len(rows) == 5  # eager and replay at each size, eager alone
+    # eager and replay at each size, eager alone, then the three at each size twice
+    assert len(rows) == 5 + 2 * 4
     assert all(float(row[-1].rstrip("x")) > 0 for row in rows)
 
 
