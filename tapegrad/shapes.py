@@ -14,13 +14,18 @@ from typing import Any
 import numpy as np
 
 
-def normalize_axes(axis: Any, ndim: int, op: str) -> tuple[int, ...]:
-    """``axis`` (None, int or tuple) as sorted non-negative ints, NumPy's errors."""
+def normalize_axes(axis: Any, ndim: int, op: str, bools: bool = False) -> tuple[int, ...]:
+    """``axis`` (None, int or tuple) as sorted non-negative ints, NumPy's errors. A bool
+    (an int to ``operator.index``) is refused, as NumPy's reductions refuse it, rather
+    than taken as axis 0 or 1; ``bools`` takes it as an int, as NumPy's Python-level
+    functions do (``linalg.norm``)."""
     if axis is None:
         return tuple(range(ndim))
     axes = axis if isinstance(axis, tuple | list) else (axis,)
     out = []
     for a in axes:
+        if not bools and isinstance(a, bool | np.bool_):
+            raise TypeError(f"{op}: an integer is required for the axis, got {a!r}")
         a = operator.index(a)
         if not -ndim <= a < ndim:
             raise np.exceptions.AxisError(

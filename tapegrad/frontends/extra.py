@@ -70,6 +70,7 @@ from ..ops.extra import (
     VANDER,
     VSPLIT,
 )
+from ..shapes import normalize_axes
 from ..tensors import Tensor, as_tensor
 from .linalg import convolve
 from .reduce import cumprod, cumsum, std, var
@@ -78,6 +79,7 @@ from .reduce import min as rmin
 from .reduce import prod as rprod
 from .reduce import sum as rsum
 from .shape import (
+    axis_index,
     broadcast_to,
     clip,
     concatenate,
@@ -173,20 +175,19 @@ def sort(a: Any, axis: Any = -1, kind: Any = None, order: Any = None) -> Tensor:
     return gather_positions(t, lambda p: np.take_along_axis(p, order_, axis=axis), what="sort")
 
 
-def _axes_last(t: Tensor, axis: Any) -> tuple[Tensor, tuple[int, ...]]:
-    """``t`` with ``axis`` (None: all) moved last and merged; the kept shape."""
-    if axis is None:
+def _axes_last(t: Tensor, axes: tuple[int, ...] | None) -> tuple[Tensor, tuple[int, ...]]:
+    """``t`` with ``axes`` (checked, non-negative; None: all) moved last and merged; the
+    kept shape."""
+    if axes is None:
         return reshape(t, -1), ()
-    axes = tuple(a % t.ndim for a in (axis if isinstance(axis, tuple | list) else (axis,)))
     keep = [d for d in range(t.ndim) if d not in axes]
     moved = moveaxis(t, axes, range(t.ndim - len(axes), t.ndim)) if axes else t
     kept_shape = tuple(t.shape[d] for d in keep)
     return reshape(moved, (*kept_shape, math.prod(t.shape[d] for d in axes))), kept_shape
 
 
-def _keepdims(r: Tensor, t: Tensor, axis: Any, lead: int) -> Tensor:
-    axes = range(t.ndim) if axis is None else (axis if isinstance(axis, tuple | list) else (axis,))
-    axes = {a % t.ndim for a in axes}
+def _keepdims(r: Tensor, t: Tensor, axes: tuple[int, ...] | None, lead: int) -> Tensor:
+    axes = range(t.ndim) if axes is None else axes
     shape = tuple(1 if d in axes else n for d, n in enumerate(t.shape))
     return reshape(r, r.shape[:lead] + shape)
 
@@ -206,12 +207,15 @@ def quantile(
     if out is not None or method != "linear":
         raise TypeError("quantile: only method='linear' and no out= are supported")
     t = as_tensor(a)
+    # NumPy's AxisError for an axis t does not have (not a wrap-around), before anything
+    # is recorded; bools as ints
+    axes = None if axis is None else normalize_axes(axis, t.ndim, "quantile", bools=True)
     if t.dtype.kind != "f":  # integer data: interpolated in float64, as NumPy
         t = t.astype(np.float64)
     qs = np.asarray(q, dtype=float)
     if np.any((qs < 0) | (qs > 1)):
         raise ValueError("quantile: q must be in [0, 1]")
-    flat, _ = _axes_last(t, axis)
+    flat, _ = _axes_last(t, axes)
     n = flat.shape[-1]
     pos = qs * (n - 1)
     lo = np.floor(pos).astype(np.int64)
@@ -228,7 +232,7 @@ def quantile(
     r = moveaxis(r, -1, 0) if qs.ndim else r[..., 0]
     r = reshape(r, qs.shape + r.shape[1:]) if qs.ndim else r
     if keepdims:
-        r = _keepdims(r, t, axis, qs.ndim)
+        r = _keepdims(r, t, axes, qs.ndim)
     dtype = np.quantile(np.zeros(1, t.dtype), q).dtype  # NumPy's result dtype (q weak)
     return r if r.dtype == dtype else r.astype(dtype)
 
@@ -262,7 +266,11 @@ def ptp(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> Te
 def diff(a: Any, n: int = 1, axis: int = -1) -> Tensor:
     """``n``-th discrete difference along ``axis``."""
     t = as_tensor(a)
-    ax = axis % t.ndim
+    if n == 0:  # NumPy returns a before it looks at the axis
+        return t
+    if n < 0:
+        raise ValueError(f"diff: order must be non-negative but got {n}")
+    ax = axis_index(axis, t.ndim, "diff")
     for _ in range(n):
         head = [slice(None)] * t.ndim
         tail = [slice(None)] * t.ndim
@@ -275,7 +283,7 @@ def trapezoid(y: Any, x: Any = None, dx: float = 1.0, axis: int = -1) -> Tensor:
     """The integral of ``y`` along ``axis`` by the trapezoidal rule, on sample points
     ``x`` (differentiable too) or a spacing ``dx``."""
     t = as_tensor(y)
-    ax = axis % t.ndim
+    ax = axis_index(axis, t.ndim, "trapezoid", bools=False)
     head = [slice(None)] * t.ndim
     tail = [slice(None)] * t.ndim
     head[ax], tail[ax] = slice(1, None), slice(None, -1)
@@ -367,6 +375,7 @@ def _nan_reduction(name: str, reduce: Any, fill: float) -> Any:
         a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False
     ) -> Tensor:
         t = as_tensor(a)
+        normalize_axes(axis, t.ndim, name)  # its errors before anything is recorded
         return reduce(where(t != t, fill, t), axis=axis, keepdims=keepdims)  # NaN != NaN
 
     fn.__name__ = fn.__qualname__ = name
@@ -384,6 +393,7 @@ def nanmean(
 ) -> Tensor:
     """``numpy.nanmean``: the mean of the values that are not NaN."""
     t = as_tensor(a)
+    normalize_axes(axis, t.ndim, "nanmean")  # its errors before anything is recorded
     count = rsum(where(t != t, 0.0, np.ones((), t.dtype)), axis=axis, keepdims=keepdims)
     return nansum(t, axis=axis, keepdims=keepdims) / count
 
@@ -436,7 +446,9 @@ def gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int = 1) -> An
         if axis is None
         else (axis if isinstance(axis, tuple | list) else (axis,))
     )
-    axes = tuple(a % t.ndim for a in axes)
+    axes = tuple(axis_index(a, t.ndim, "gradient") for a in axes)  # in the order given
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"gradient: repeated axis in {axis}")
     if not varargs:
         varargs = (1.0,)
     spacing = varargs * len(axes) if len(varargs) == 1 else varargs  # one for all, or each
@@ -734,7 +746,7 @@ def cumulative_trapezoid(
     """Running integral by the trapezoidal rule (``scipy.integrate``); ``x`` 1-D along
     ``axis`` or of y's shape; ``initial`` None or 0 (prepended)."""
     t = as_tensor(y)
-    ax = axis % t.ndim
+    ax = axis_index(axis, t.ndim, "cumulative_trapezoid", bools=False)
     n = t.shape[ax]
 
     def part(v: Tensor, s: slice) -> Tensor:

@@ -55,6 +55,7 @@ from .reduce import safe_sqrt
 from .reduce import sum as _sum
 from .shape import (
     astype,
+    axis_index,
     broadcast_to,
     diagonal,
     gather_positions,
@@ -101,7 +102,7 @@ def _matmul_plan(xs: tuple, ys: tuple, dx: int, dy: int) -> tuple:
 
 def _normalize_axes_list(axes: Any, ndim: int) -> list[int]:
     axes = [axes] if isinstance(axes, int | np.integer) else list(axes)
-    return [operator.index(a) % ndim if ndim else 0 for a in axes]
+    return [axis_index(a, ndim, "tensordot", bools=False) for a in axes]
 
 
 def tensordot(a: Any, b: Any, axes: Any = 2) -> Tensor:
@@ -414,7 +415,9 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> T
             r = safe_sqrt(_sum(t * t))
             return r.reshape((1,) * t.ndim) if keepdims else r
         axis = tuple(range(t.ndim))
-    axes = normalize_axes(axis, t.ndim, "norm")
+    if isinstance(axis, np.bool_):  # numpy.linalg.norm takes int(axis)
+        axis = int(axis)
+    axes = normalize_axes(axis, t.ndim, "norm", bools=True)  # as numpy.linalg.norm
     if len(axes) == 1:
         ax = axes
         if ord is None or ord == 2:

@@ -316,6 +316,9 @@ def average(
 ) -> Any:
     """Weighted average along ``axis`` (``weights`` 1-D along one axis, or a's shape)."""
     t = as_tensor(a)
+    single = axis is not None and not isinstance(axis, tuple | list)
+    if axis is not None:  # numpy.average takes axis=True as 1 (Python-level, like norm)
+        axis = normalize_axes(axis, t.ndim, "average", bools=True)
     if weights is None:
         avg = mean(t, axis=axis, keepdims=keepdims)
         if returned:
@@ -324,12 +327,12 @@ def average(
         return avg
     w = as_tensor(weights)
     if w.shape != t.shape:
-        if axis is None or w.ndim != 1 or isinstance(axis, tuple | list):
+        if not single or w.ndim != 1:
             raise TypeError(
                 "average: 1-D weights need a single axis; otherwise weights "
                 f"must have a's shape (got {w.shape} and {t.shape})"
             )
-        (ax,) = normalize_axes(axis, t.ndim, "average")
+        (ax,) = axis
         if w.shape[0] != t.shape[ax]:
             raise ValueError(
                 f"average: length of weights {w.shape[0]} differs from axis {ax} of shape {t.shape}"

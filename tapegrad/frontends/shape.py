@@ -41,7 +41,7 @@ from ..ops.shape import (
     WHERE,
 )
 from ..record import cast_slot
-from ..shapes import normalize_shape
+from ..shapes import normalize_axes, normalize_shape
 from ..tape import current_tape, normalize_array
 from ..tensors import (
     Tensor,
@@ -257,11 +257,24 @@ def expand_dims(a: Any, axis: Any) -> Tensor:
     return reshape(t, np.expand_dims(_view(t.shape), axis).shape)
 
 
+def axis_index(axis: Any, ndim: int, op: str, bools: bool = True) -> int:
+    """One axis of an ``ndim``-dimensional array as a non-negative int, with NumPy's
+    AxisError out of range (a wrap-around ``axis % ndim`` would answer for an axis the
+    array does not have). A bool is taken as an int, as NumPy's Python-level functions
+    (``diff``, ``swapaxes``, ``median``...) take it, unless ``bools`` is False (where
+    NumPy's own function refuses it: ``trapezoid``, ``tensordot``)."""
+    if not bools and isinstance(axis, bool | np.bool_):
+        raise TypeError(f"{op}: an integer is required for the axis, got {axis!r}")
+    # one integer: a tuple, list or None raises TypeError here, as in NumPy
+    (ax,) = normalize_axes(operator.index(axis), ndim, op, bools=True)
+    return ax
+
+
 def swapaxes(a: Any, axis1: int, axis2: int) -> Tensor:
     """Interchange two axes."""
     t = as_tensor(a)
     perm = list(range(t.ndim))
-    i, j = operator.index(axis1) % max(t.ndim, 1), operator.index(axis2) % max(t.ndim, 1)
+    i, j = axis_index(axis1, t.ndim, "swapaxes"), axis_index(axis2, t.ndim, "swapaxes")
     perm[i], perm[j] = perm[j], perm[i]
     return transpose(t, perm)
 
