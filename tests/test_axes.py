@@ -110,8 +110,12 @@ def test_axis_as_numpy_takes_it(name, axis):
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("axis", [True, np.True_, (0, np.False_)], ids=repr)
-@pytest.mark.parametrize("name", ["sum", "mean", "max", "cumsum", "log_softmax"])
+@pytest.mark.parametrize(
+    ("name", "axis"),
+    [(n, a) for n in ["sum", "mean", "max", "cumsum", "log_softmax"] for a in (True, np.True_)]
+    + [(n, (0, np.False_)) for n in ["sum", "mean", "max"]],
+    ids=repr,
+)
 def test_bool_axis_error_names_the_op(name, axis):
     """``True`` is an int to Python: NumPy's reductions refuse it, and so does tapegrad,
     naming the op (it reduced axis 1 before, silently)."""
@@ -172,9 +176,14 @@ def test_median_of_ints_records_nothing_on_a_bad_axis():
     assert _counts() == before
 
 
-@pytest.mark.parametrize("axis", [(1,), [0], None], ids=repr)
+ONE_AXIS = ["diff", "trapezoid", "cumulative_trapezoid", "swapaxes", "tensordot", "gradient"]
+
+
 @pytest.mark.parametrize(
-    "name", ["diff", "trapezoid", "cumulative_trapezoid", "swapaxes", "tensordot", "gradient"]
+    ("name", "axis"),
+    [(n, a) for n in ONE_AXIS for a in ((1,), [0], None)]
+    + [("cumsum", (1,)), ("cumprod", [0])],  # None flattens there
+    ids=repr,
 )
 def test_one_axis_functions_want_an_integer(name, axis):
     """Functions of one axis take an integer, as NumPy's do (a tuple, a list or None
@@ -191,3 +200,11 @@ def test_one_axis_functions_want_an_integer(name, axis):
     with pytest.raises(TypeError):
         ours(tg.tensor(A.copy(), requires_grad=True), axis)
     assert _counts() == before
+
+
+@pytest.mark.parametrize("axis", [(), (0, 1), [0, 1]], ids=repr)
+def test_log_softmax_over_several_axes_is_refused_clearly(axis):
+    """SciPy takes several axes; tapegrad takes one or None, and says so (it raised
+    "not enough values to unpack" before)."""
+    with pytest.raises(TypeError, match="log_softmax: one axis or None is supported"):
+        tsp.log_softmax(tg.tensor(A.copy()), axis=axis)

@@ -30,6 +30,7 @@ from ..ops.table import Op
 from ..record import record_reduce
 from ..shapes import normalize_axes, reduced_shape
 from ..tensors import Tensor, as_tensor, elementwise, front_end, general
+from .shape import axis_index
 from .shape import where as _where
 
 
@@ -235,7 +236,7 @@ def _cumulative(op: Op, a: Any, axis: Any, kind: str) -> Tensor:
     if axis is None:
         t = t.reshape(-1)
         axis = 0
-    (ax,) = normalize_axes(axis, t.ndim, op.name)
+    ax = axis_index(axis, t.ndim, op.name, bools=False)  # an integer, as NumPy's
     dt = DTYPE_CODE[t.dtype]
     if dt not in FLOAT_CODES:
         f = np.cumsum if kind == "cumsum" else np.cumprod

@@ -66,7 +66,10 @@ def log_softmax(x: Any, axis: Any = None) -> Tensor:
         dt = DTYPE_CODE[t.dtype]
     if axis is None:
         return general(LOG_SOFTMAX, dt, [t.reshape(-1)], [(dt, (t.size,))], [0]).reshape(t.shape)
-    (ax,) = normalize_axes(axis, t.ndim, "log_softmax")
+    axes = normalize_axes(axis, t.ndim, "log_softmax")
+    if len(axes) != 1:
+        raise TypeError(f"log_softmax: one axis or None is supported, got axis={axis!r}")
+    (ax,) = axes
     return general(LOG_SOFTMAX, dt, [t], [(dt, t.shape)], [ax])
 
 
