@@ -263,10 +263,13 @@ def axis_index(axis: Any, ndim: int, op: str, bools: bool = True) -> int:
     array does not have). A bool is taken as an int, as NumPy's Python-level functions
     (``diff``, ``swapaxes``, ``median``...) take it, unless ``bools`` is False (where
     NumPy's own function refuses it: ``trapezoid``, ``tensordot``)."""
-    if not bools and isinstance(axis, bool | np.bool_):
-        raise TypeError(f"{op}: an integer is required for the axis, got {axis!r}")
-    # one integer: a tuple, list or None raises TypeError here, as in NumPy
-    (ax,) = normalize_axes(operator.index(axis), ndim, op, bools=True)
+    try:  # one integer: a tuple, list or None is refused, as in NumPy
+        if not bools and isinstance(axis, bool | np.bool_):
+            raise TypeError
+        axis = operator.index(axis)
+    except TypeError:
+        raise TypeError(f"{op}: an integer is required for the axis, got {axis!r}") from None
+    (ax,) = normalize_axes(axis, ndim, op, bools=True)
     return ax
 
 
