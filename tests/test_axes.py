@@ -208,3 +208,15 @@ def test_log_softmax_over_several_axes_is_refused_clearly(axis):
     "not enough values to unpack" before)."""
     with pytest.raises(TypeError, match="log_softmax: one axis or None is supported"):
         tsp.log_softmax(tg.tensor(A.copy()), axis=axis)
+
+
+def test_gradient_of_several_axes_is_a_tuple_and_average_takes_a_one_tuple():
+    """NumPy 2's types and acceptances: ``gradient`` over several axes returns a tuple;
+    ``average`` with 1-D weights takes ``axis=(1,)`` as ``axis=1``."""
+    x = tg.tensor(A.copy())
+    got = tnp.gradient(x)
+    assert isinstance(got, tuple) and isinstance(np.gradient(A), tuple)
+    w = np.arange(1.0, 4.0)
+    np.testing.assert_allclose(
+        tnp.average(x, axis=(1,), weights=w).numpy(), np.average(A, axis=(1,), weights=w)
+    )

@@ -437,7 +437,7 @@ def interp(
 
 def gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int = 1) -> Any:
     """``numpy.gradient`` with scalar spacings and ``edge_order=1``: central differences
-    inside, one-sided at the edges; a list for several axes, as NumPy."""
+    inside, one-sided at the edges; a tuple for several axes, as NumPy 2."""
     if edge_order != 1:
         raise TypeError("gradient: only edge_order=1 is supported")
     t = as_tensor(f)
@@ -468,7 +468,7 @@ def gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int = 1) -> An
         last = (part(slice(-1, None)) - part(slice(-2, -1))) / h
         middle = (part(slice(2, None)) - part(slice(None, -2))) / (2.0 * h)
         out.append(concatenate([first, middle, last], axis=ax))
-    return out[0] if len(out) == 1 else out
+    return out[0] if len(out) == 1 else tuple(out)
 
 
 # --- the rest of what HIPS autograd's numpy_vjps.py covers for real inputs, and more -------

@@ -317,9 +317,9 @@ def average(
 ) -> Any:
     """Weighted average along ``axis`` (``weights`` 1-D along one axis, or a's shape)."""
     t = as_tensor(a)
-    single = axis is not None and not isinstance(axis, tuple | list)
     if axis is not None:  # numpy.average takes axis=True as 1 (Python-level, like norm)
         axis = normalize_axes(axis, t.ndim, "average", bools=True)
+    single = axis is not None and len(axis) == 1  # 1-D weights along it: NumPy's (1,) too
     if weights is None:
         avg = mean(t, axis=axis, keepdims=keepdims)
         if returned:
