@@ -32,7 +32,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare  # noqa: I001
 
 import argparse
-import time
 from collections.abc import Callable
 
 import numpy as np
@@ -131,23 +130,11 @@ def main() -> None:
         cold.pop("PyTorch, 2x2", None)
         for nbytes in (8, args.evict << 20):
             title = f"Those three alone, {nbytes >> 20} MB written (untimed) before each step:"
-            _print_sizes(title, _after_eviction(cold, nbytes, args.repeat))
-
-
-def _after_eviction(fns: dict, nbytes: int, repeat: int) -> dict:
-    """Median time of each function, in turn on every round as ``interleaved_medians``
-    does, each call right after ``nbytes`` of other memory were written (a stand-in for
-    the rest of a program between two steps: data loading, an optimizer, another
-    library's step)."""
-    other = np.zeros(nbytes // 8)
-    times: dict = {name: [] for name in fns}
-    for _ in range(repeat):
-        for name, fn in fns.items():
-            other += 1.0
-            t = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t)
-    return {name: float(np.median(ts)) for name, ts in times.items()}
+            # other memory written before each step: the rest of a program between two
+            # steps (data loading, an optimizer, another library's step)
+            other = np.zeros(nbytes // 8)
+            medians = interleaved_medians(cold, args.repeat, before=lambda o=other: o.__iadd__(1))
+            _print_sizes(title, medians)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ hand-derived backward): the practical limit an autodiff tool is measured against
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 
@@ -125,12 +126,15 @@ def chain_loss(x, n_ops):
     return chain_tapegrad(x, n_ops)
 
 
-def interleaved_medians(fns: dict, repeat: int = 15) -> dict:
+def interleaved_medians(fns: dict, repeat: int = 15, before: Any = None) -> dict:
     """Median time of each function, timing them in turn on every round so that a noisy,
-    shared machine slows them all alike (ratios measured this way are stable)."""
+    shared machine slows them all alike (ratios measured this way are stable);
+    ``before()``, if given, runs untimed before each call."""
     times = {name: [] for name in fns}
     for _ in range(repeat):
         for name, fn in fns.items():
+            if before is not None:
+                before()
             t = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t)
