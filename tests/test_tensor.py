@@ -515,19 +515,76 @@ def test_array_operands_of_every_layout_and_dtype():
     assert objects[0].grad == pytest.approx(x.numpy()[0, 0])
 
 
+# Each path that takes a NumPy array as an op's constant copies it (the fast binary path,
+# the compiled front ends, bind_operand): the copy must be of the values the op read, made
+# before the user's next write, on every path, in every layout, and of any size.
+def _constant_cases():
+    rng = np.random.default_rng(3)
+    big = rng.standard_normal((700, 600))  # 3.4 MB: more than a fresh tape's arena
+    cases = {
+        "fast binary": (lambda x, c: (x * 1.0) * c, (3, 4), (3, 4)),
+        "binary, array first, leaf unbound": (lambda x, c: c - x, (3, 4), (3, 4)),
+        "matmul front end": (lambda x, c: (x * 1.0) @ c, (3, 4), (4, 2)),
+        "matmul, array first": (lambda x, c: c @ (x * 1.0), (3, 4), (5, 3)),
+        "matmul, leaf unbound": (lambda x, c: c @ x, (3, 4), (5, 3)),
+        "transposed constant": (lambda x, c: (x * 1.0) @ c.T, (3, 4), (2, 4)),
+        "broadcast row": (lambda x, c: tnp.tanh(x) * c, (3, 4), (4,)),
+        "larger than the arena": (lambda x, c: (x * 1.0) * c, big.shape, big.shape),
+    }
+    return rng, cases
+
+
+@pytest.mark.parametrize("name", list(_constant_cases()[1]))
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_constant_changed_after_the_op_does_not_change_the_gradient(name, dtype):
+    rng, cases = _constant_cases()
+    op, xshape, cshape = cases[name]
+    xv = rng.standard_normal(xshape).astype(dtype)
+    kept = rng.standard_normal(cshape).astype(dtype)
+
+    def loss(x, c):
+        y = op(x, c)
+        return y, (y * y).sum()
+
+    # the expected gradient: the same ops, on an array nobody changes
+    x0 = tg.tensor(xv, requires_grad=True)
+    loss(x0, kept.copy())[1].backward()
+    for strided in (False, True):  # (every other element of a larger array: not contiguous)
+        c = np.repeat(kept[..., None], 2, axis=-1)[..., 0] if strided else kept.copy()
+        x = tg.tensor(xv, requires_grad=True)
+        y, total = loss(x, c)
+        c[...] = 1e3  # the caller reuses its array before the backward
+        total.backward()
+        assert x.grad.dtype == dtype and y.dtype == dtype
+        np.testing.assert_array_equal(x.grad, x0.grad)
+        # inside a transform: the function itself changes the array after the op
+        c = kept.copy()
+
+        def f(t, c=c):
+            _, total = loss(t, c)
+            c[...] = -7.0
+            return total
+
+        np.testing.assert_array_equal(tg.grad(f)(xv), x0.grad)
+
+
 def test_array_operand_shape_error_leaves_the_tape_as_it_was():
-    from tapegrad.layout import H_NNODES, H_NSHAPE, H_NSLOTS
+    from tapegrad.layout import H_ARENA_TOP, H_NNODES, H_NSHAPE, H_NSLOTS
     from tapegrad.tape import current_tape
 
     x = tg.tensor(np.ones((2, 3)), requires_grad=True)
     y = x * 2.0
     h = current_tape().h
-    before = (h[H_NNODES], h[H_NSLOTS], h[H_NSHAPE])
+    before = (h[H_NNODES], h[H_NSLOTS], h[H_NSHAPE], h[H_ARENA_TOP])
     for bad in (np.ones(4), np.ones((3, 2), np.float32)):
         with pytest.raises(ValueError, match=r"\(2, 3\) and \(.*\)"):
             y + bad
         with pytest.raises(ValueError, match=r"\(.*\) and \(2, 3\)"):
             bad * y
-        assert (h[H_NNODES], h[H_NSLOTS], h[H_NSHAPE]) == before
+        assert (h[H_NNODES], h[H_NSLOTS], h[H_NSHAPE], h[H_ARENA_TOP]) == before
+    for bad in (np.ones((2, 5)), np.ones((4, 2, 5), np.float32)):
+        with pytest.raises(ValueError, match="matmul"):
+            y @ bad
+        assert (h[H_NNODES], h[H_NSLOTS], h[H_NSHAPE], h[H_ARENA_TOP]) == before
     (y * np.ones(3)).sum().backward()
     np.testing.assert_array_equal(x.grad, np.full((2, 3), 2.0))
