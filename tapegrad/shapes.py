@@ -14,13 +14,20 @@ from typing import Any
 import numpy as np
 
 
-def normalize_axes(axis: Any, ndim: int, op: str, bools: bool = False) -> tuple[int, ...]:
+def normalize_axes(
+    axis: Any, ndim: int, op: str, bools: bool = False, lists: bool = False
+) -> tuple[int, ...]:
     """``axis`` (None, int or tuple) as sorted non-negative ints, NumPy's errors. A bool
     (an int to ``operator.index``) is refused, as NumPy's reductions refuse it, rather
     than taken as axis 0 or 1; ``bools`` takes it as an int, as NumPy's Python-level
-    functions do (``linalg.norm``)."""
+    functions do (``linalg.norm``). A list is refused as NumPy's reductions refuse it;
+    ``lists`` takes it as a tuple, as ``numpy.quantile`` and ``numpy.average`` do."""
     if axis is None:
         return tuple(range(ndim))
+    if isinstance(axis, list) and not lists:
+        raise TypeError(
+            f"{op}: the axis must be an integer, a tuple of integers or None, not a list"
+        )
     axes = axis if isinstance(axis, tuple | list) else (axis,)
     out = []
     for a in axes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import math
 import operator
+import warnings
 from typing import Any
 
 import numpy as np
@@ -72,8 +73,8 @@ from ..ops.extra import (
 )
 from ..shapes import normalize_axes
 from ..tensors import Tensor, as_tensor
-from .linalg import convolve
-from .reduce import cumprod, cumsum, std, var
+from .linalg import conv_mode, convolve
+from .reduce import cumprod, cumsum, in_dtype, no_out, std, var
 from .reduce import max as rmax
 from .reduce import min as rmin
 from .reduce import prod as rprod
@@ -204,17 +205,36 @@ def quantile(
     """``numpy.quantile`` with its default (``linear``) method: the order statistics at
     ``(n - 1) q`` (from a partition of the values), interpolated between the two
     neighbours. Differentiable in ``a``."""
+    return _quantile(a, q, axis, out, method, keepdims, "quantile")
+
+
+def _quantile(
+    a: Any, q: Any, axis: Any, out: Any, method: str, keepdims: bool, name: str
+) -> Tensor:
+    """:func:`quantile`, its errors naming ``name`` (``percentile``'s q is divided by
+    100 already, ``median``'s is 0.5). Everything is checked before the first op."""
     if out is not None or method != "linear":
-        raise TypeError("quantile: only method='linear' and no out= are supported")
+        raise TypeError(f"{name}: only method='linear' and no out= are supported")
     t = as_tensor(a)
-    # NumPy's AxisError for an axis t does not have (not a wrap-around), before anything
-    # is recorded; bools as ints
-    axes = None if axis is None else normalize_axes(axis, t.ndim, "quantile", bools=True)
+    # NumPy's AxisError for an axis t does not have (not a wrap-around); bools as ints,
+    # lists as tuples (as NumPy's)
+    axes = None if axis is None else normalize_axes(axis, t.ndim, name, bools=True, lists=True)
+    if t.dtype.kind == "b":
+        raise TypeError(f"{name}: boolean data has no quantiles (NumPy cannot subtract them)")
+    qs = np.asarray(q, dtype=float)
+    if not np.all((qs >= 0) & (qs <= 1)):  # (NaN too)
+        top = "100" if name == "percentile" else "1"
+        raise ValueError(f"{name}: q must be in the range [0, {top}]")
+    n = math.prod(t.shape) if axes is None else math.prod([t.shape[d] for d in axes])
+    if n == 0:  # nothing to take order statistics of
+        if name != "median":
+            raise IndexError(f"{name}: no values along the axis to take a quantile of")
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # NumPy's NaN, without its warning
+            empty = np.median(np.zeros(t.shape, t.dtype), axis=axes, keepdims=keepdims)
+        return Tensor._external(np.asarray(empty))
     if t.dtype.kind != "f":  # integer data: interpolated in float64, as NumPy
         t = t.astype(np.float64)
-    qs = np.asarray(q, dtype=float)
-    if np.any((qs < 0) | (qs > 1)):
-        raise ValueError("quantile: q must be in [0, 1]")
     flat, _ = _axes_last(t, axes)
     n = flat.shape[-1]
     pos = qs * (n - 1)
@@ -248,14 +268,14 @@ def percentile(
 ) -> Tensor:
     """``numpy.percentile``: :func:`quantile` of ``q / 100``."""
     q = q / 100.0 if isinstance(q, int | float) else np.asarray(q, dtype=float) / 100.0
-    return quantile(a, q, axis, out, overwrite_input, method, keepdims)
+    return _quantile(a, q, axis, out, method, keepdims, "percentile")
 
 
 def median(
     a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False, keepdims: bool = False
 ) -> Tensor:
-    """``numpy.median``: the 0.5 quantile."""
-    return quantile(a, 0.5, axis, out, overwrite_input, keepdims=keepdims)
+    """``numpy.median``: the 0.5 quantile (NaN of nothing, as NumPy's)."""
+    return _quantile(a, 0.5, axis, out, "linear", keepdims, "median")
 
 
 def ptp(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> Tensor:
@@ -284,14 +304,43 @@ def trapezoid(y: Any, x: Any = None, dx: float = 1.0, axis: int = -1) -> Tensor:
     ``x`` (differentiable too) or a spacing ``dx``."""
     t = as_tensor(y)
     ax = axis_index(axis, t.ndim, "trapezoid", bools=False)
+    xs = None if x is None else as_tensor(x)
+    if xs is None and not isinstance(dx, Tensor | int | float | np.integer | np.floating):
+        # (an array dx, as NumPy allows, must broadcast with y's pairs)
+        try:
+            np.asarray(dx, dtype=float)
+        except (ValueError, TypeError):
+            raise TypeError(f"trapezoid: dx must be a number or an array, got {dx!r}") from None
+        pairs = tuple(max(n - 1, 0) if d == ax else n for d, n in enumerate(t.shape))
+        try:
+            np.broadcast_shapes(np.shape(dx), pairs)
+        except ValueError:
+            raise ValueError(
+                f"trapezoid: dx of shape {np.shape(dx)} does not broadcast with the {pairs} "
+                "pairs of points of y"
+            ) from None
+    if xs is not None:  # x's spacings must broadcast with y's pairs (checked before recording)
+        if xs.ndim == 1:
+            steps = tuple(max(xs.shape[0] - 1, 0) if d == ax else 1 for d in range(t.ndim))
+        else:
+            steps = list(xs.shape)
+            steps[axis_index(axis, xs.ndim, "trapezoid", bools=False)] -= 1
+        pairs = tuple(max(n - 1, 0) if d == ax else n for d, n in enumerate(t.shape))
+        try:
+            np.broadcast_shapes(steps, pairs)
+        except ValueError:
+            raise ValueError(
+                f"trapezoid: x of shape {xs.shape} does not fit y of shape {t.shape} along "
+                f"axis {axis}"
+            ) from None
     head = [slice(None)] * t.ndim
     tail = [slice(None)] * t.ndim
     head[ax], tail[ax] = slice(1, None), slice(None, -1)
     mid = (getitem(t, tuple(head)) + getitem(t, tuple(tail))) * 0.5
-    if x is None:
+    if xs is None:
         return rsum(mid * dx, axis=ax)
-    spacing = diff(x, axis=-1 if as_tensor(x).ndim == 1 else ax)
-    if as_tensor(x).ndim == 1:
+    spacing = diff(xs, axis=-1 if xs.ndim == 1 else axis)
+    if xs.ndim == 1:
         spacing = reshape(spacing, (-1,) + (1,) * (t.ndim - 1 - ax))
     return rsum(mid * spacing, axis=ax)
 
@@ -299,7 +348,8 @@ def trapezoid(y: Any, x: Any = None, dx: float = 1.0, axis: int = -1) -> Tensor:
 def polyval(p: Any, x: Any) -> Tensor:
     """``p[0] x^(n-1) + ... + p[n-1]`` by Horner's rule (differentiable in ``p`` and ``x``)."""
     coefficients = as_tensor(p)
-    total = coefficients[0] * as_tensor(x) ** 0
+    x = as_tensor(x)  # (converted once, before anything is recorded)
+    total = coefficients[0] * x**0
     for i in range(1, coefficients.shape[0]):
         total = total * x + coefficients[i]
     return total
@@ -371,12 +421,40 @@ def nan_to_num(
 
 
 def _nan_reduction(name: str, reduce: Any, fill: float) -> Any:
-    def fn(
-        a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False
-    ) -> Tensor:
-        t = as_tensor(a)
-        normalize_axes(axis, t.ndim, name)  # its errors before anything is recorded
-        return reduce(where(t != t, fill, t), axis=axis, keepdims=keepdims)  # NaN != NaN
+    """``nansum`` (NaN counted as 0), ``nanmax``, ``nanmin`` (NaN left out: a slice of
+    NaN only gives NaN, as NumPy's, which warns). Arguments are checked before anything
+    is recorded; integer and bool data hold no NaN and are reduced as they are."""
+    extreme = name != "nansum"
+
+    def checked(a: Any, axis: Any, dtype: Any, out: Any) -> Tensor:
+        no_out(name, out)
+        t = in_dtype(a, dtype, name)
+        axes = normalize_axes(axis, t.ndim, name)
+        if extreme and 0 in [t.shape[d] for d in axes]:
+            raise ValueError(
+                f"{name}: zero-size array to reduction operation {name}, which has no identity"
+            )
+        return t
+
+    def reduced(t: Tensor, axis: Any, keepdims: bool) -> Tensor:
+        if t.dtype.kind != "f":
+            return reduce(t, axis=axis, keepdims=keepdims)
+        r = reduce(where(t != t, fill, t), axis=axis, keepdims=keepdims)  # NaN != NaN
+        if extreme:  # (the count of numbers is a constant: no gradient through it)
+            r = where(rsum(t == t, axis=axis, keepdims=keepdims) == 0, np.nan, r)
+        return r
+
+    if extreme:  # numpy.nanmax(a, axis, out, keepdims): no dtype
+
+        def fn(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> Tensor:
+            return reduced(checked(a, axis, None, out), axis, keepdims)
+
+    else:
+
+        def fn(
+            a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False
+        ) -> Tensor:
+            return reduced(checked(a, axis, dtype, out), axis, keepdims)
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"``numpy.{name}``: the reduction with NaN values left out."
@@ -392,16 +470,18 @@ def nanmean(
     a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False
 ) -> Tensor:
     """``numpy.nanmean``: the mean of the values that are not NaN."""
-    t = as_tensor(a)
+    no_out("nanmean", out)
+    t = in_dtype(a, dtype, "nanmean")
     normalize_axes(axis, t.ndim, "nanmean")  # its errors before anything is recorded
     count = rsum(where(t != t, 0.0, np.ones((), t.dtype)), axis=axis, keepdims=keepdims)
     return nansum(t, axis=axis, keepdims=keepdims) / count
 
 
-def correlate(a: Any, v: Any, mode: str = "valid") -> Tensor:
+def correlate(a: Any, v: Any, mode: Any = "valid") -> Tensor:
     """``numpy.correlate`` of real 1-D sequences: ``convolve(a, v[::-1])``, or, when
     ``v`` is the longer, ``convolve(v, a[::-1])`` reversed (NumPy's own frame for
     ``same``)."""
+    mode = conv_mode(mode, "correlate")  # (checked before anything is recorded)
     ta, tv = as_tensor(a), as_tensor(v)
     if ta.ndim != 1 or tv.ndim != 1 or not ta.size or not tv.size:
         raise ValueError(f"correlate: needs non-empty 1-D sequences, got {ta.shape} and {tv.shape}")
@@ -454,10 +534,14 @@ def gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int = 1) -> An
     spacing = varargs * len(axes) if len(varargs) == 1 else varargs  # one for all, or each
     if len(spacing) != len(axes) or any(np.ndim(h) for h in spacing):
         raise TypeError("gradient: only one scalar spacing per axis is supported")
-    out = []
-    for ax, h in zip(axes, spacing):
+    for h in spacing:  # (every check before the first axis is recorded)
+        if not isinstance(h, Tensor | int | float | np.integer | np.floating):
+            raise TypeError(f"gradient: a spacing must be a number, got {h!r}")
+    for ax in axes:
         if t.shape[ax] < 2:
             raise ValueError(f"gradient: axis {ax} needs at least 2 points, has {t.shape[ax]}")
+    out = []
+    for ax, h in zip(axes, spacing):
 
         def part(s: slice, ax: int = ax) -> Tensor:
             index = [slice(None)] * t.ndim
@@ -649,17 +733,27 @@ def nanprod(
     a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False
 ) -> Tensor:
     """``numpy.nanprod``: NaN counted as 1."""
-    return rprod(_no_nan(as_tensor(a), 1.0), axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+    no_out("nanprod", out)
+    t = in_dtype(a, dtype, "nanprod")
+    normalize_axes(axis, t.ndim, "nanprod")  # its errors before anything is recorded
+    return rprod(_no_nan(t, 1.0), axis=axis, keepdims=keepdims)
 
 
-def nancumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Tensor:
-    """``numpy.nancumsum``: NaN counted as 0."""
-    return cumsum(_no_nan(as_tensor(a), 0.0), axis=axis, dtype=dtype, out=out)
+def _nan_cumulative(name: str, cumulative: Any, fill: float) -> Any:
+    def fn(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Tensor:
+        no_out(name, out)
+        t = in_dtype(a, dtype, name)
+        if axis is not None:  # its errors before anything is recorded
+            axis_index(axis, t.ndim, name, bools=False)
+        return cumulative(_no_nan(t, fill), axis=axis)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"``numpy.{name}``: NaN counted as {fill:g}."
+    return fn
 
 
-def nancumprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Tensor:
-    """``numpy.nancumprod``: NaN counted as 1."""
-    return cumprod(_no_nan(as_tensor(a), 1.0), axis=axis, dtype=dtype, out=out)
+nancumsum = _nan_cumulative("nancumsum", cumsum, 0.0)
+nancumprod = _nan_cumulative("nancumprod", cumprod, 1.0)
 
 
 def _nan_moment(name: str, moment: Any) -> Any:
@@ -671,10 +765,15 @@ def _nan_moment(name: str, moment: Any) -> Any:
         ddof: int = 0,
         keepdims: bool = False,
     ) -> Tensor:
-        t = as_tensor(a)
-        return moment(
-            t, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, where=t == t
-        )
+        no_out(name, out)
+        if not isinstance(ddof, int | float | np.integer | np.floating):
+            raise TypeError(f"{name}: ddof must be a number, got {ddof!r}")
+        t = in_dtype(a, dtype, name)
+        normalize_axes(axis, t.ndim, name)  # its errors before anything is recorded
+        r = moment(t, axis=axis, ddof=ddof, keepdims=keepdims, where=t == t)
+        # NumPy's NaN where ddof leaves no degree of freedom (not the inf of n - ddof <= 0)
+        dof = rsum(t == t, axis=axis, keepdims=keepdims) - ddof
+        return where(dof <= 0, np.nan, r)
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"``numpy.{name}``: of the values that are not NaN (``where=t == t``)."
@@ -701,20 +800,50 @@ def cov(
     ``N - ddof``)."""
     if fweights is not None or aweights is not None:
         raise TypeError("cov: fweights= and aweights= are not supported")
-    x = atleast_2d(m)
-    if not rowvar and x.shape[0] != 1:
+    # NumPy's checks, before anything is recorded
+    try:
+        whole = ddof is None or ddof == int(ddof)
+    except (TypeError, ValueError):
+        whole = False
+    if not whole:
+        raise ValueError(f"cov: ddof must be integer, got {ddof!r}")
+    if dtype is not None and np.dtype(dtype).kind != "f":
+        raise TypeError(f"cov: dtype must be a float dtype, got {np.dtype(dtype)}")
+    mt = as_tensor(m)
+    yt = None if y is None else as_tensor(y)
+    for what, v in (("m", mt), ("y", yt)):
+        if v is not None and v.ndim > 2:
+            raise ValueError(f"cov: {what} has more than 2 dimensions (shape {v.shape})")
+    rows = [(1,) * (2 - mt.ndim) + mt.shape]  # variables by observations, as NumPy's:
+    if not rowvar and mt.ndim != 1:  # m transposed unless it is 1-D ...
+        rows[0] = rows[0][::-1]
+    if yt is not None:
+        rows.append((1,) * (2 - yt.ndim) + yt.shape)
+        if not rowvar and rows[1][0] != 1:  # ... y unless it has one row
+            rows[1] = rows[1][::-1]
+        if rows[1][1] != rows[0][1]:
+            raise ValueError(
+                f"cov: m and y must have the same number of observations, got {rows[0][1]} "
+                f"and {rows[1][1]}"
+            )
+    out_dtype = np.result_type(mt.dtype, np.float64) if dtype is None else np.dtype(dtype)
+    if rows[0][0] == 0:  # no variables: NumPy's empty matrix
+        return Tensor._external(np.zeros((0, 0), out_dtype))
+    x = atleast_2d(mt)
+    if not rowvar and mt.ndim != 1:
         x = x.T
-    if y is not None:
-        yy = atleast_2d(y)
+    if yt is not None:
+        yy = atleast_2d(yt)
         if not rowvar and yy.shape[0] != 1:
             yy = yy.T
         x = concatenate([x, yy], axis=0)
-    x = x.astype(np.result_type(x.dtype, np.float64) if dtype is None else dtype)  # NumPy's
+    x = x.astype(out_dtype)
     if ddof is None:
         ddof = 0 if bias else 1
     n = x.shape[1]
-    d = x - rsum(x, axis=1, keepdims=True) * (1.0 / n)
-    c = d @ d.T / float(builtins.max(n - ddof, 0))  # NumPy's: inf (or NaN) past N
+    # no observations: NaN means and a NaN matrix, as NumPy's (which warns)
+    d = x - rsum(x, axis=1, keepdims=True) * (1.0 / n if n else np.nan)
+    c = d @ d.T / float(builtins.max(n - int(ddof), 0))  # NumPy's: inf (or NaN) past N
     return c.reshape([s for s in c.shape if s != 1]) if 1 in c.shape else c
 
 
@@ -748,6 +877,10 @@ def cumulative_trapezoid(
     t = as_tensor(y)
     ax = axis_index(axis, t.ndim, "cumulative_trapezoid", bools=False)
     n = t.shape[ax]
+    if n == 0:  # SciPy's error (an empty result would hide it)
+        raise ValueError("cumulative_trapezoid: at least one point is required along the axis")
+    if initial is not None and not (isinstance(initial, int | float | np.number) and initial == 0):
+        raise ValueError("cumulative_trapezoid: `initial` must be `None` or `0`.")
 
     def part(v: Tensor, s: slice) -> Tensor:
         index = [slice(None)] * v.ndim
@@ -766,12 +899,22 @@ def cumulative_trapezoid(
             d = part(xs, slice(1, None)) - part(xs, slice(None, -1))
             d = d.reshape([n - 1 if i == ax else 1 for i in range(t.ndim)])
         else:
+            # SciPy's rule: y's dimensions, y's length along the axis, the others broadcast
+            # (checked before anything is recorded)
+            try:
+                np.broadcast_shapes(xs.shape, t.shape)
+                fits = xs.ndim == t.ndim and xs.shape[ax] == n
+            except ValueError:
+                fits = False
+            if not fits:
+                raise ValueError(
+                    f"cumulative_trapezoid: x must be 1-D of length {n}, or broadcast with y's "
+                    f"shape {t.shape} and have its length along the axis; got shape {xs.shape}"
+                )
             d = part(xs, slice(1, None)) - part(xs, slice(None, -1))
     res = cumsum(d * (part(t, slice(1, None)) + part(t, slice(None, -1))) * 0.5, axis=ax)
     if initial is None:
         return res
-    if initial != 0:
-        raise ValueError("cumulative_trapezoid: `initial` must be `None` or `0`.")
     zero_shape = [1 if i == ax else s for i, s in enumerate(res.shape)]
     return concatenate([np.zeros(zero_shape, res.dtype), res], axis=ax)
 

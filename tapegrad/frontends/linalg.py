@@ -171,6 +171,8 @@ def trace(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
 def _parse_einsum(subscripts: str, shapes: list[tuple[int, ...]]) -> tuple[list[str], str]:
     """Expand ``...`` into letters (right-aligned, broadcasting) and infer the output."""
     subscripts = subscripts.replace(" ", "")
+    if subscripts.count("->") > 1:
+        raise ValueError(f"einsum: subscripts {subscripts!r} have more than one '->'")
     if "->" in subscripts:
         lhs, out = subscripts.split("->")
     else:
@@ -197,8 +199,23 @@ def _parse_einsum(subscripts: str, shapes: list[tuple[int, ...]]) -> tuple[list[
     if out is None:
         counts = {c: "".join(expanded).count(c) for c in set("".join(expanded))}
         out = ell + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
-    else:
+    else:  # NumPy's checks of an explicit output, before anything is recorded
+        if ell and "..." not in out:
+            raise ValueError(
+                f"einsum: output {out!r} has no '...' for the broadcast dimensions of the "
+                "operands' '...'"
+            )
         out = out.replace("...", ell)
+        given = set("".join(expanded))
+        for c in out:
+            if not c.isalpha():
+                raise ValueError(f"einsum: invalid output subscript {c!r} in {subscripts!r}")
+            if c not in given:
+                raise ValueError(
+                    f"einsum: output subscript {c!r} never appeared in an input ({subscripts!r})"
+                )
+            if out.count(c) > 1:
+                raise ValueError(f"einsum: output subscript {c!r} appears more than once")
     return expanded, out
 
 
@@ -318,6 +335,15 @@ def _square_stack(a: Tensor, what: str) -> tuple[tuple[int, ...], int]:
     return a.shape[:-2], a.shape[-1]
 
 
+def _square_float(a: Any, what: str) -> tuple[Tensor, int, tuple[int, ...], int]:
+    """``a`` as a float (stack of) square matrices: (tensor, dtype code, batch, n); the
+    shape checked before the cast of an integer ``a`` is recorded."""
+    t = as_tensor(a)
+    batch, n = _square_stack(t, what)
+    t, dt = _float(t)
+    return t, dt, batch, n
+
+
 def _float(t: Tensor) -> tuple[Tensor, int]:
     if t.dtype.kind != "f":
         t = astype(t, np.float64)
@@ -326,16 +352,14 @@ def _float(t: Tensor) -> tuple[Tensor, int]:
 
 def inv(a: Any) -> Tensor:
     """Inverse of a (stack of) square matrices."""
-    t, dt = _float(as_tensor(a))
-    batch, n = _square_stack(t, "inv")
+    t, dt, batch, n = _square_float(a, "inv")
     nb = math.prod(batch)
     return general(INV, dt, [t], [(dt, t.shape)], [nb, n])
 
 
 def det(a: Any) -> Tensor:
     """Determinant of a (stack of) square matrices."""
-    t, dt = _float(as_tensor(a))
-    batch, n = _square_stack(t, "det")
+    t, dt, batch, n = _square_float(a, "det")
     nb = math.prod(batch)
     return general(DET, dt, [t], [(dt, batch)], [nb, n])
 
@@ -349,8 +373,7 @@ class SlogdetResult(NamedTuple):
 
 def slogdet(a: Any) -> SlogdetResult:
     """Sign and log of the absolute determinant; differentiable in the latter."""
-    t, dt = _float(as_tensor(a))
-    batch, n = _square_stack(t, "slogdet")
+    t, dt, batch, n = _square_float(a, "slogdet")
     nb = math.prod(batch)
     sign, logdet = general(SLOGDET, dt, [t], [(dt, batch), (dt, batch)], [nb, n], visible=2)
     return SlogdetResult(sign.detach(), logdet)
@@ -364,18 +387,19 @@ def _system(a: Any, b: Any, what: str) -> tuple[Tensor, Tensor, bool, tuple, int
     ta, tb = as_tensor(a), as_tensor(b)
     batch, n = _square_stack(ta, what)
     vector = tb.ndim == 1
-    rhs = tb.reshape(-1, 1) if vector else tb
-    if rhs.ndim < 2 or rhs.shape[-2] != n:
+    shape = (*tb.shape, 1) if vector else tb.shape  # (checked before b is reshaped)
+    if len(shape) < 2 or shape[-2] != n:
         raise ValueError(
             f"{what}: shapes of a {ta.shape} {ta.dtype} and b {tb.shape} {tb.dtype} "
             "are incompatible"
         )
     try:
-        out_batch = np.broadcast_shapes(batch, rhs.shape[:-2])
+        out_batch = np.broadcast_shapes(batch, shape[:-2])
     except ValueError:
         raise ValueError(
             f"{what}: batch dimensions of a {ta.shape} and b {tb.shape} do not broadcast"
         ) from None
+    rhs = tb.reshape(-1, 1) if vector else tb
     k = rhs.shape[-1]
     dtype = np.result_type(ta.dtype, rhs.dtype, np.float32)
     ta = broadcast_to(astype(ta, dtype), (*out_batch, n, n))
@@ -396,10 +420,12 @@ def solve(a: Any, b: Any) -> Tensor:
 def cholesky(a: Any) -> Tensor:
     """Lower Cholesky factor of a (stack of) symmetric positive definite matrices
     (only the lower triangle is read; the gradient is symmetrised)."""
-    t, dt = _float(as_tensor(a))
-    batch, n = _square_stack(t, "cholesky")
+    t, dt, batch, n = _square_float(a, "cholesky")
     nb = math.prod(batch)
     return general(CHOLESKY, dt, [t], [(dt, t.shape)], [nb, n])
+
+
+_MATRIX_ORDS = (1, -1, np.inf, -np.inf, 2, -2)  # besides None, "fro" and "nuc"
 
 
 def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Tensor:
@@ -408,16 +434,25 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> T
     subgradient), not NaN."""
 
     t = as_tensor(x)
-    if t.dtype.kind != "f":
-        t = astype(t, np.float64)
+    if axis is None and ord is None:
+        t = t if t.dtype.kind == "f" else astype(t, np.float64)
+        r = safe_sqrt(_sum(t * t))
+        return r.reshape((1,) * t.ndim) if keepdims else r
     if axis is None:
-        if ord is None:
-            r = safe_sqrt(_sum(t * t))
-            return r.reshape((1,) * t.ndim) if keepdims else r
         axis = tuple(range(t.ndim))
     if isinstance(axis, np.bool_):  # numpy.linalg.norm takes int(axis)
         axis = int(axis)
+    # NumPy's errors, before anything is recorded
     axes = normalize_axes(axis, t.ndim, "norm", bools=True)  # as numpy.linalg.norm
+    if len(axes) not in (1, 2):
+        raise ValueError(f"norm: improper number of dimensions to norm ({len(axes)})")
+    if len(axes) == 1 and isinstance(ord, str):
+        raise ValueError(f"norm: invalid norm order {ord!r} for vectors")
+    if len(axes) == 2 and ord is not None and ord != "fro":
+        if not (ord == "nuc" if isinstance(ord, str) else ord in _MATRIX_ORDS):
+            raise ValueError(f"norm: invalid norm order {ord!r} for matrices")
+    if t.dtype.kind != "f":
+        t = astype(t, np.float64)
     if len(axes) == 1:
         ax = axes
         if ord is None or ord == 2:
@@ -431,11 +466,7 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> T
             return _sum(a, axis=ax, keepdims=keepdims)
         if ord == 0:
             return _sum(t != 0, axis=ax, keepdims=keepdims).astype(t.dtype)
-        if isinstance(ord, str):
-            raise ValueError(f"norm: invalid norm order {ord!r} for vectors")
         return _sum(a**ord, axis=ax, keepdims=keepdims) ** (1.0 / ord)
-    if len(axes) != 2:
-        raise ValueError(f"norm: improper number of dimensions to norm ({len(axes)})")
     row, col = (
         axes
         if not isinstance(axis, tuple | list)
@@ -450,7 +481,7 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> T
     elif ord in (np.inf, -np.inf):  # max / min absolute row sum
         sums = _sum(a, axis=col, keepdims=True)
         r = (_max if ord == np.inf else _min)(sums, axis=row, keepdims=True)
-    elif ord in (2, -2, "nuc"):  # largest / smallest / sum of the singular values
+    else:  # 2, -2, "nuc": largest / smallest / sum of the singular values
         s = svdvals(moveaxis(t, (row, col), (-2, -1)))
         if s.shape[-1] == 0:  # an empty matrix: NumPy's 0
             r = _sum(s, axis=-1)
@@ -463,8 +494,6 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> T
                 else _sum(s, axis=-1)
             )
         return r.reshape(_keep_shape(t.shape, axes)) if keepdims else r
-    else:
-        raise ValueError(f"norm: invalid norm order {ord!r} for matrices")
     if not keepdims:
         r = r.reshape([n for d, n in enumerate(r.shape) if d not in axes])
     return r
@@ -530,8 +559,7 @@ def _visible(outs: tuple, visible: int) -> Any:
 
 
 def _eigh(a: Any, uplo: str, what: str, visible: int) -> Any:
-    t, dt = _float(as_tensor(a))
-    batch, n = _square_stack(t, what)
+    t, dt, batch, n = _square_float(a, what)
     if uplo not in ("L", "U"):
         raise ValueError(f"{what}: UPLO argument must be 'L' or 'U' (got {uplo!r})")
     if t.size == 0:
@@ -647,8 +675,7 @@ def qr(a: Any, mode: str = "reduced") -> Any:
 
 
 def _eig(a: Any, what: str, visible: int) -> Any:
-    t, dt = _float(as_tensor(a))
-    batch, n = _square_stack(t, what)
+    t, dt, batch, n = _square_float(a, what)
     if t.size == 0:
         return _visible(_constants(tuple(np.linalg.eig(t._value()))), visible)
     outs = [(dt, (*batch, n)), (dt, t.shape)]
@@ -850,8 +877,7 @@ def lu_factor(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> t
     diagonal) and U packed in ``lu``, ``piv`` the 0-based row interchanges (an int32
     array: the pivots are piecewise constant). Differentiable in ``lu`` for
     non-singular matrices."""
-    t, dt = _float(as_tensor(a))
-    batch, n = _square_stack(t, "lu_factor")
+    t, dt, batch, n = _square_float(a, "lu_factor")
     outs = [(dt, t.shape), (dt, (*batch, n))]
     lu, piv = general(LU_FACTOR, dt, [t], outs, [math.prod(batch), n], visible=2)
     return lu, piv.numpy().astype(np.int32)  # a guard while capturing
@@ -1011,9 +1037,24 @@ def convolution(a: Any, v: Any, lo: int, length: int) -> Tensor:
     return general(CONVOLVE, dt, [ta, tv], [(dt, (length,))], ip)
 
 
-def convolve(a: Any, v: Any, mode: str = "full") -> Tensor:
+def conv_mode(mode: Any, name: str) -> str:
+    """``mode`` of ``numpy.convolve`` / ``correlate``: 'full', 'same', 'valid', or
+    NumPy's integers for them (2, 1, 0); NumPy's errors otherwise, naming ``name``."""
+    if isinstance(mode, str):
+        if mode not in ("full", "same", "valid"):
+            raise ValueError(
+                f"{name}: mode must be one of 'valid', 'same', or 'full' (got {mode!r})"
+            )
+        return mode
+    if isinstance(mode, int | np.integer) and not isinstance(mode, bool) and 0 <= mode <= 2:
+        return ("valid", "same", "full")[mode]
+    raise ValueError(f"{name}: integer mode must be 0, 1, or 2 (got {mode!r})")
+
+
+def convolve(a: Any, v: Any, mode: Any = "full") -> Tensor:
     """``numpy.convolve`` of 1-D sequences; differentiable in both. The longer sequence
     plays ``a`` (convolution commutes; NumPy's 'same' keeps the longer length)."""
+    mode = conv_mode(mode, "convolve")
     ta, tv = as_tensor(a), as_tensor(v)
     if ta.ndim != 1 or tv.ndim != 1 or not ta.size or not tv.size:
         raise ValueError(
@@ -1024,8 +1065,6 @@ def convolve(a: Any, v: Any, mode: str = "full") -> Tensor:
         ta, tv = tv, ta
     n, m = ta.shape[0], tv.shape[0]
     windows = {"full": (0, n + m - 1), "same": ((m - 1) // 2, n), "valid": (m - 1, n - m + 1)}
-    if mode not in windows:
-        raise ValueError(f"convolve: mode must be 'full', 'same' or 'valid', got {mode!r}")
     if np.result_type(ta.dtype, tv.dtype).kind != "f":  # integers: NumPy computes
         return Tensor._external(np.convolve(ta._value(), tv._value(), mode))
     return convolution(ta, tv, *windows[mode])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import builtins
 import functools
 import math
+import operator
 from typing import Any
 
 import numpy as np
@@ -29,14 +30,30 @@ from ..ops.reduce import (
 from ..ops.table import Op
 from ..record import record_reduce
 from ..shapes import normalize_axes, reduced_shape
-from ..tensors import Tensor, as_tensor, elementwise, front_end, general
-from .shape import axis_index
+from ..tensors import Tensor, active_capture, as_tensor, elementwise, front_end, general
+from .shape import axis_index, transpose
 from .shape import where as _where
 
 
-def _no_out(op: str, out: Any) -> None:
+def no_out(op: str, out: Any) -> None:
+    """Refuse NumPy's ``out=`` (never ignore it), naming ``op``."""
     if out is not None:
         raise TypeError(f"{op}: out= is not supported (tensors are immutable)")
+
+
+def in_dtype(a: Any, dtype: Any, op: str) -> Tensor:
+    """``a`` as a tensor in ``dtype`` (None: its own), cast before reducing as NumPy
+    accumulates in ``dtype``: a sum of floats with ``dtype=int`` adds the truncated
+    elements, a float32 sum with ``dtype=float64`` adds in float64 (a cast of the result
+    gave other numbers, silently)."""
+    t = as_tensor(a)
+    if dtype is None:
+        return t
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{op}: data type {dtype!r} not understood") from None
+    return t if t.dtype == dt else t.astype(dt)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -52,7 +69,7 @@ def _reduce(op: Op, x: Any, axis: Any, keepdims: bool, kind: str, out: Any = Non
     """sum / mean / prod / max / min: one node, extra internal outputs where the backward
     needs them (prod: non-zero product and zero count; max/min: count of ties)."""
     if out is not None:
-        _no_out(op.name, out)
+        no_out(op.name, out)
     # (an int axis in the tensor dimensions' range only: the compiled front end marks all
     # axes with an int, ALL_AXES, that no user axis may alias; Python raises for others)
     if (
@@ -134,13 +151,13 @@ def sum(
 ) -> Tensor:
     """Sum over ``axis`` (None: all; int or tuple of ints), as ``numpy.sum``, with its
     ``initial`` (added) and ``where`` (elements left out)."""
-    t = as_tensor(a)
+    t = in_dtype(a, dtype, "sum")
     if where is not _NO_VALUE:
         t = _masked("sum", t, where, 0)
     r = _reduce(SUM, t, axis, keepdims, "sum", out)
     if initial is not _NO_VALUE:
         r = r + _as_dtype(initial, t)
-    return r if dtype is None else r.astype(dtype)
+    return r
 
 
 def mean(
@@ -153,14 +170,15 @@ def mean(
     where: Any = _NO_VALUE,
 ) -> Tensor:
     """Arithmetic mean over ``axis``, as ``numpy.mean`` (``where``: of the selected
-    elements only)."""
+    elements only). With ``dtype``, the elements are summed in it and the mean given in
+    it, as NumPy's (an integer mean is truncated)."""
+    t = in_dtype(a, dtype, "mean")
     if where is not _NO_VALUE:
-        t = as_tensor(a)
         total = sum(t, axis=axis, out=out, keepdims=keepdims, where=where)
         r = total / _count(where, t, axis, keepdims)
     else:
-        r = _reduce(MEAN, a, axis, keepdims, "mean", out)
-    return r if dtype is None else r.astype(dtype)
+        r = _reduce(MEAN, t, axis, keepdims, "mean", out)
+    return r if dtype is None or r.dtype == t.dtype else r.astype(t.dtype)
 
 
 def prod(
@@ -174,13 +192,13 @@ def prod(
 ) -> Tensor:
     """Product over ``axis``; the gradient is exact with zeros in the input. ``initial``
     multiplies, ``where`` leaves elements out, as NumPy."""
-    t = as_tensor(a)
+    t = in_dtype(a, dtype, "prod")
     if where is not _NO_VALUE:
         t = _masked("prod", t, where, 1)
     r = _reduce(PROD, t, axis, keepdims, "prod", out)
     if initial is not _NO_VALUE:
         r = r * _as_dtype(initial, t)
-    return r if dtype is None else r.astype(dtype)
+    return r
 
 
 def _extreme(
@@ -246,16 +264,14 @@ def _cumulative(op: Op, a: Any, axis: Any, kind: str) -> Tensor:
 
 def cumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Tensor:
     """Cumulative sum along ``axis`` (flattened when None)."""
-    _no_out("cumsum", out)
-    r = _cumulative(CUMSUM, a, axis, "cumsum")
-    return r if dtype is None else r.astype(dtype)
+    no_out("cumsum", out)
+    return _cumulative(CUMSUM, in_dtype(a, dtype, "cumsum"), axis, "cumsum")
 
 
 def cumprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Tensor:
     """Cumulative product along ``axis``; exact gradient with zeros, no division."""
-    _no_out("cumprod", out)
-    r = _cumulative(CUMPROD, a, axis, "cumprod")
-    return r if dtype is None else r.astype(dtype)
+    no_out("cumprod", out)
+    return _cumulative(CUMPROD, in_dtype(a, dtype, "cumprod"), axis, "cumprod")
 
 
 def safe_sqrt(s: Any) -> Tensor:
@@ -278,8 +294,14 @@ def var(
 ) -> Tensor:
     """Variance: mean squared deviation from the mean, divided by ``n - ddof``
     (``where``: of the selected elements; ``mean``: a precomputed mean, keepdims-shaped)."""
-    _no_out("var", out)
-    t = as_tensor(a) if dtype is None else as_tensor(a).astype(dtype)
+    no_out("var", out)
+    if not isinstance(ddof, int | float | np.integer | np.floating):  # before recording
+        raise TypeError(f"var: ddof must be a number, got {ddof!r}")
+    if dtype is not None and np.dtype(dtype).kind != "f":
+        # NumPy's integer variance is integer arithmetic throughout; a float variance cast
+        # at the end would be another number
+        raise TypeError(f"var: dtype must be a float dtype, got {np.dtype(dtype)}")
+    t = in_dtype(a, dtype, "var")
     axes = normalize_axes(axis, t.ndim, "var")
     if where is _NO_VALUE:
         n = math.prod([t.shape[d] for d in axes])
@@ -306,7 +328,7 @@ def std(
     mean: Any = _NO_VALUE,
 ) -> Tensor:
     """Standard deviation: sqrt(var); its gradient where the variance is 0 is 0."""
-    _no_out("std", out)
+    no_out("std", out)
     return safe_sqrt(
         var(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims, where=where, mean=mean)
     )
@@ -317,9 +339,11 @@ def average(
 ) -> Any:
     """Weighted average along ``axis`` (``weights`` 1-D along one axis, or a's shape)."""
     t = as_tensor(a)
+    order = None  # the axes in the order given: weights of another shape follow it
     if axis is not None:  # numpy.average takes axis=True as 1 (Python-level, like norm)
-        axis = normalize_axes(axis, t.ndim, "average", bools=True)
-    single = axis is not None and len(axis) == 1  # 1-D weights along it: NumPy's (1,) too
+        given = axis if isinstance(axis, tuple | list) else (axis,)
+        axis = normalize_axes(axis, t.ndim, "average", bools=True, lists=True)
+        order = [operator.index(a) % t.ndim for a in given]  # (in range: checked)
     if weights is None:
         avg = mean(t, axis=axis, keepdims=keepdims)
         if returned:
@@ -327,25 +351,38 @@ def average(
             return avg, Tensor._external(np.full(avg.shape, n, t.dtype))
         return avg
     w = as_tensor(weights)
+    # NumPy's rules, checked before anything is recorded: weights of another shape than
+    # a's have a's shape along the axes, in the order given
     if w.shape != t.shape:
-        if not single or w.ndim != 1:
+        if order is None:
             raise TypeError(
-                "average: 1-D weights need a single axis; otherwise weights "
-                f"must have a's shape (got {w.shape} and {t.shape})"
+                "average: axis must be specified when shapes of a and weights differ "
+                f"(got {w.shape} and {t.shape})"
             )
-        (ax,) = axis
-        if w.shape[0] != t.shape[ax]:
+        along = tuple(t.shape[d] for d in order)
+        if w.shape != along:
             raise ValueError(
-                f"average: length of weights {w.shape[0]} differs from axis {ax} of shape {t.shape}"
+                f"average: shape of weights {w.shape} must be consistent with shape of a "
+                f"{t.shape} along axis {tuple(order)}: {along}"
             )
-        w = w.reshape(tuple(w.shape[0] if d == ax else 1 for d in range(t.ndim)))
+    # NumPy's error where the weights along the axis sum to zero (on their values): else
+    # 0/0 would come back as NaN. Not for weights a tg.compile capture traces: reading
+    # them would make every call capture again; there the average is NaN, as under
+    # jax.jit
+    if not (isinstance(weights, Tensor) and active_capture() is not None):
+        wsum = np.sum(w._value(), axis=None if w.shape != t.shape else axis)
+        if np.any(wsum == 0):
+            raise ZeroDivisionError("average: weights sum to zero, can't be normalized")
+    if w.shape != t.shape:  # to broadcast along a's axes
+        w = transpose(w, tuple(np.argsort(order))) if len(order) > 1 else w
+        w = w.reshape(tuple(n if d in axis else 1 for d, n in enumerate(t.shape)))
     total = sum(w * (t * 0 + 1), axis=axis, keepdims=keepdims)
     avg = sum(t * w, axis=axis, keepdims=keepdims) / total
     return (avg, total) if returned else avg
 
 
 def _arg(kind: str, a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> Tensor:
-    _no_out(kind, out)
+    no_out(kind, out)
     v = a._value() if isinstance(a, Tensor) else np.asarray(a)
     f = np.argmax if kind == "argmax" else np.argmin
     return Tensor._external(np.asarray(f(v, axis=axis, keepdims=keepdims), np.int64))

@@ -138,7 +138,8 @@ def gather_positions(x: Any, index: Any, fill: Any = None, what: str = "getitem"
         idx = np.where(idx < 0, positions.size, idx)
         src = concatenate([t.reshape(-1), np.full(1, fill, t.dtype)])
     if dt not in FLOAT_CODES:
-        return Tensor._external(as_tensor(src)._value().reshape(-1)[idx])
+        # (np.asarray: a 0-d index gives a NumPy scalar, which a tensor cannot hold)
+        return Tensor._external(np.asarray(as_tensor(src)._value().reshape(-1)[idx]))
     return general(GATHER, dt, [src, idx], [(dt, idx.shape)])
 
 

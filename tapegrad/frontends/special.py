@@ -33,6 +33,16 @@ def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False) -
     depend on it, and without it nothing overflows.
     """
     a = as_tensor(a)
+    if axis is not None:  # NumPy's errors, naming this function, before anything is recorded
+        axis = normalize_axes(axis, a.ndim, "logsumexp")
+    if b is not None:
+        b = as_tensor(b)
+        try:
+            np.broadcast_shapes(a.shape, b.shape)
+        except ValueError:
+            raise ValueError(
+                f"logsumexp: b of shape {b.shape} does not broadcast with a of shape {a.shape}"
+            ) from None
     if a.size == 0:  # log of an empty sum: -inf, as in SciPy (there is no max to shift by)
         m = 0.0
     else:
@@ -67,8 +77,8 @@ def log_softmax(x: Any, axis: Any = None) -> Tensor:
     if axis is None:
         return general(LOG_SOFTMAX, dt, [t.reshape(-1)], [(dt, (t.size,))], [0]).reshape(t.shape)
     axes = normalize_axes(axis, t.ndim, "log_softmax")
-    if len(axes) != 1:
-        raise TypeError(f"log_softmax: one axis or None is supported, got axis={axis!r}")
+    if len(axes) != 1:  # several axes (or none), as SciPy's: a composite of recorded ops
+        return t - logsumexp(t, axis=axes, keepdims=True)
     (ax,) = axes
     return general(LOG_SOFTMAX, dt, [t], [(dt, t.shape)], [ax])
 

@@ -1,0 +1,449 @@
+"""Bad input to composite functions (several recorded ops in Python), against NumPy and
+SciPy as oracles: where they raise, tapegrad raises an error of the same class that
+names the function, and records nothing (a failed call leaves the tape as it was);
+where they answer, tapegrad gives the same values.
+
+Each case checks its input before its first recorded op; an error found after it
+(NumPy's own, from a later op) would leave that op's nodes behind and name another
+function.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+import scipy.integrate
+import scipy.special
+
+import tapegrad as tg
+import tapegrad.numpy as tnp
+import tapegrad.scipy as tsc
+import tapegrad.special as tsp
+from tapegrad.layout import H_ARENA_TOP, H_NLINK, H_NNODES, H_NSHAPE, H_NSLOTS
+from tapegrad.tape import current_tape
+
+Y = np.arange(12.0).reshape(3, 4) / 10 + 0.1
+V = np.linspace(0.1, 1.0, 4)
+
+# name -> (tapegrad call, oracle call, the name the error must start with); each call
+# takes Y, V (tensors for tapegrad, NumPy arrays for the oracle) and parts of them
+CASES = {
+    "logsumexp list axis": (
+        lambda y, v, p: tsp.logsumexp(y, axis=[1]),
+        lambda y, v, p: scipy.special.logsumexp(y, axis=[1]),
+        "logsumexp",
+    ),
+    "logsumexp axis out of range": (
+        lambda y, v, p: tsp.logsumexp(y, axis=5),
+        lambda y, v, p: scipy.special.logsumexp(y, axis=5),
+        "logsumexp",
+    ),
+    "sum list axis": (
+        lambda y, v, p: tnp.sum(y, axis=[0]),
+        lambda y, v, p: np.sum(y, axis=[0]),
+        "sum",
+    ),
+    "max list axis": (
+        lambda y, v, p: tnp.max(y, axis=[0]),
+        lambda y, v, p: np.max(y, axis=[0]),
+        "max",
+    ),
+    "var list axis": (
+        lambda y, v, p: tnp.var(y, axis=[0, 1]),
+        lambda y, v, p: np.var(y, axis=[0, 1]),
+        "var",
+    ),
+    "nansum list axis": (
+        lambda y, v, p: tnp.nansum(y, axis=[0]),
+        lambda y, v, p: np.nansum(y, axis=[0]),
+        "nansum",
+    ),
+    "norm list axis": (
+        lambda y, v, p: tnp.linalg.norm(y, axis=[0, 1]),
+        lambda y, v, p: np.linalg.norm(y, axis=[0, 1]),
+        "norm",
+    ),
+    "log_softmax list axis": (
+        lambda y, v, p: tsp.log_softmax(y, axis=[1]),
+        lambda y, v, p: scipy.special.log_softmax(y, axis=[1]),
+        "log_softmax",
+    ),
+    "matrix norm, order 7": (
+        lambda y, v, p: tnp.linalg.norm(y, ord=7),
+        lambda y, v, p: np.linalg.norm(y, ord=7),
+        "norm",
+    ),
+    "matrix norm, order 'x'": (
+        lambda y, v, p: tnp.linalg.norm(y, ord="x"),
+        lambda y, v, p: np.linalg.norm(y, ord="x"),
+        "norm",
+    ),
+    "vector norm, order 'fro'": (
+        lambda y, v, p: tnp.linalg.norm(v, ord="fro"),
+        lambda y, v, p: np.linalg.norm(v, ord="fro"),
+        "norm",
+    ),
+    "trapezoid, x too short": (
+        lambda y, v, p: tnp.trapezoid(y, x=np.arange(3.0)),
+        lambda y, v, p: np.trapezoid(y, x=np.arange(3.0)),
+        "trapezoid",
+    ),
+    "trapezoid, 2-D x of another shape": (
+        lambda y, v, p: tnp.trapezoid(y, x=np.ones((2, 4))),
+        lambda y, v, p: np.trapezoid(y, x=np.ones((2, 4))),
+        "trapezoid",
+    ),
+    "var, ddof a string": (
+        lambda y, v, p: tnp.var(y, ddof="a"),
+        lambda y, v, p: np.var(y, ddof="a"),
+        "var",
+    ),
+    "std, ddof None": (
+        lambda y, v, p: tnp.std(y, ddof=None),
+        lambda y, v, p: np.std(y, ddof=None),
+        "var",  # (std is the root of var)
+    ),
+    "average, weights summing to zero": (
+        lambda y, v, p: tnp.average(y, axis=1, weights=np.array([1.0, -1.0, 2.0, -2.0])),
+        lambda y, v, p: np.average(y, axis=1, weights=np.array([1.0, -1.0, 2.0, -2.0])),
+        "average",
+    ),
+    "average, full weights summing to zero in a row": (
+        lambda y, v, p: tnp.average(y, axis=0, weights=np.eye(3, 4) - np.eye(3, 4, 1)),
+        lambda y, v, p: np.average(y, axis=0, weights=np.eye(3, 4) - np.eye(3, 4, 1)),
+        "average",
+    ),
+    "cumulative_trapezoid, empty axis": (
+        lambda y, v, p: tsc.integrate.cumulative_trapezoid(p["cols0"]),
+        lambda y, v, p: scipy.integrate.cumulative_trapezoid(p["cols0"]),
+        "cumulative_trapezoid",
+    ),
+    "cumulative_trapezoid, x of another length": (
+        lambda y, v, p: tsc.integrate.cumulative_trapezoid(y, x=np.ones((3, 3))),
+        lambda y, v, p: scipy.integrate.cumulative_trapezoid(y, x=np.ones((3, 3))),
+        "cumulative_trapezoid",
+    ),
+    "cumulative_trapezoid, x of other dimensions": (
+        lambda y, v, p: tsc.integrate.cumulative_trapezoid(y, x=np.ones((2, 3, 4))),
+        lambda y, v, p: scipy.integrate.cumulative_trapezoid(y, x=np.ones((2, 3, 4))),
+        "cumulative_trapezoid",
+    ),
+    "nanprod axis out of range": (
+        lambda y, v, p: tnp.nanprod(y, axis=5),
+        lambda y, v, p: np.nanprod(y, axis=5),
+        "nanprod",
+    ),
+    "nanvar bool axis": (
+        lambda y, v, p: tnp.nanvar(y, axis=True),
+        lambda y, v, p: np.nanvar(y, axis=True),
+        "nanvar",
+    ),
+    "nanstd, ddof None": (
+        lambda y, v, p: tnp.nanstd(y, ddof=None),
+        lambda y, v, p: np.nanstd(y, ddof=None),
+        "nanstd",
+    ),
+    "nancumsum tuple axis": (
+        lambda y, v, p: tnp.nancumsum(y, axis=(0,)),
+        lambda y, v, p: np.nancumsum(y, axis=(0,)),
+        "nancumsum",
+    ),
+    "nancumprod axis out of range": (
+        lambda y, v, p: tnp.nancumprod(y, axis=-3),
+        lambda y, v, p: np.nancumprod(y, axis=-3),
+        "nancumprod",
+    ),
+    "nanmax of nothing": (
+        lambda y, v, p: tnp.nanmax(p["rows0"]),
+        lambda y, v, p: np.nanmax(p["rows0"]),
+        "nanmax",
+    ),
+    "nanmin, dtype (not an argument of NumPy's)": (
+        lambda y, v, p: tnp.nanmin(y, dtype=np.float32),
+        lambda y, v, p: np.nanmin(y, dtype=np.float32),
+        "",  # Python's own message for an unexpected keyword
+    ),
+    "sum, a dtype NumPy does not know": (
+        lambda y, v, p: tnp.sum(y, dtype="q3"),
+        lambda y, v, p: np.sum(y, dtype="q3"),
+        "sum",
+    ),
+    "cov of 3-D data": (
+        lambda y, v, p: tnp.cov(p["in3d"]),
+        lambda y, v, p: np.cov(p["in3d"]),
+        "cov",
+    ),
+    "cov, ddof not whole": (
+        lambda y, v, p: tnp.cov(y, ddof=1.5),
+        lambda y, v, p: np.cov(y, ddof=1.5),
+        "cov",
+    ),
+    "cov, integer dtype": (
+        lambda y, v, p: tnp.cov(y, dtype=int),
+        lambda y, v, p: np.cov(y, dtype=int),
+        "cov",
+    ),
+    "quantile, q NaN": (
+        lambda y, v, p: tnp.quantile(y, np.nan),
+        lambda y, v, p: np.quantile(y, np.nan),
+        "quantile",
+    ),
+    "percentile, q 110": (
+        lambda y, v, p: tnp.percentile(y, 110),
+        lambda y, v, p: np.percentile(y, 110),
+        "percentile",
+    ),
+    "quantile of nothing": (
+        lambda y, v, p: tnp.quantile(p["rows0"], 0.5),
+        lambda y, v, p: np.quantile(p["rows0"], 0.5),
+        "quantile",
+    ),
+    "quantile of bools": (
+        lambda y, v, p: tnp.quantile(p["bools"], 0.3),
+        lambda y, v, p: np.quantile(p["bools"], 0.3),
+        "quantile",
+    ),
+    "gradient along an axis of one point": (
+        lambda y, v, p: tnp.gradient(p["column"]),
+        lambda y, v, p: np.gradient(p["column"]),
+        "gradient",
+    ),
+    "gradient, spacing a string": (
+        lambda y, v, p: tnp.gradient(y, "a"),
+        lambda y, v, p: np.gradient(y, "a"),
+        "gradient",
+    ),
+    "correlate, mode 'x'": (
+        lambda y, v, p: tnp.correlate(v, p["first3"], mode="x"),
+        lambda y, v, p: np.correlate(v, p["first3"], mode="x"),
+        "correlate",
+    ),
+    "convolve, mode 3": (
+        lambda y, v, p: tnp.convolve(v, p["first3"], mode=3),
+        lambda y, v, p: np.convolve(v, p["first3"], mode=3),
+        "convolve",
+    ),
+    "vector norm of integers, order 'fro'": (
+        lambda y, v, p: tnp.linalg.norm(p["ints"], ord="fro"),
+        lambda y, v, p: np.linalg.norm(p["ints"], ord="fro"),
+        "norm",
+    ),
+    "norm over three axes": (
+        lambda y, v, p: tnp.linalg.norm(p["in3d"], axis=(0, 1, 2)),
+        lambda y, v, p: np.linalg.norm(p["in3d"], axis=(0, 1, 2)),
+        "norm",
+    ),
+    "cumulative_trapezoid, initial 1": (
+        lambda y, v, p: tsc.integrate.cumulative_trapezoid(y, initial=1),
+        lambda y, v, p: scipy.integrate.cumulative_trapezoid(y, initial=1),
+        "cumulative_trapezoid",
+    ),
+    "logsumexp, b of another shape": (
+        lambda y, v, p: tsp.logsumexp(v, b=np.ones(3)),
+        lambda y, v, p: scipy.special.logsumexp(v, b=np.ones(3)),
+        "logsumexp",
+    ),
+    "trapezoid, dx a string": (
+        lambda y, v, p: tnp.trapezoid(y, dx="a"),
+        lambda y, v, p: np.trapezoid(y, dx="a"),
+        "trapezoid",
+    ),
+    "trapezoid, dx an array of another shape": (
+        lambda y, v, p: tnp.trapezoid(y, dx=np.ones(2), axis=0),
+        lambda y, v, p: np.trapezoid(y, dx=np.ones(2), axis=0),
+        "trapezoid",
+    ),
+    "einsum, output letter no input has": (
+        lambda y, v, p: tnp.einsum("ij->ijk", y),
+        lambda y, v, p: np.einsum("ij->ijk", y),
+        "einsum",
+    ),
+    "einsum, output letter twice": (
+        lambda y, v, p: tnp.einsum("ij->jj", y),
+        lambda y, v, p: np.einsum("ij->jj", y),
+        "einsum",
+    ),
+    "einsum, broadcast dimensions dropped from the output": (
+        lambda y, v, p: tnp.einsum("i...->", y),
+        lambda y, v, p: np.einsum("i...->", y),
+        "einsum",
+    ),
+    "solve, a vector b of another length": (
+        lambda y, v, p: tnp.linalg.solve(p["square"], v),
+        lambda y, v, p: np.linalg.solve(p["square"], v),
+        "solve",
+    ),
+    "inv of a non-square integer matrix": (
+        lambda y, v, p: tnp.linalg.inv(p["intmatrix"]),
+        lambda y, v, p: np.linalg.inv(p["intmatrix"]),
+        "inv",
+    ),
+    "cov, m and y of other observation counts": (
+        lambda y, v, p: tnp.cov(y, p["first3"]),
+        lambda y, v, p: np.cov(y, p["first3"]),
+        "cov",
+    ),
+}
+
+# where the oracle answers, tapegrad must give its values (the checks above must not
+# refuse these); each call takes the module (tapegrad.numpy or numpy) and the array
+ANSWERS = {
+    "trapezoid, two points of x": (lambda m, y: m.trapezoid(y, x=np.array([0.0, 0.5])),),
+    "trapezoid, 2-D x broadcast": (lambda m, y: m.trapezoid(y, x=np.arange(4.0)[None, :] ** 2),),
+    "average, weights of mixed sign": (
+        lambda m, y: m.average(y, axis=1, weights=np.array([1.0, -1.0, 2.0, 3.0])),
+    ),
+    "quantile list axis": (lambda m, y: m.quantile(y, 0.3, axis=[1, 0]),),
+    "median list axis": (lambda m, y: m.median(y, axis=[1]),),
+    "average list axis": (lambda m, y: m.average(y, axis=[0]),),
+}
+
+
+def _kind(e: Exception) -> type:
+    """The class an error must have to be the oracle's: NumPy's AxisError, else the
+    Python class under NumPy's own (``_UFuncNoLoopError`` is a TypeError)."""
+    if isinstance(e, np.exceptions.AxisError):
+        return np.exceptions.AxisError
+    return next(c for c in type(e).__mro__ if c.__module__ == "builtins")
+
+
+def _counts() -> tuple:
+    h = current_tape().h
+    return (h[H_NNODES], h[H_NSLOTS], h[H_NLINK], h[H_NSHAPE], h[H_ARENA_TOP])
+
+
+def _with_parts(make: Any, const: Any) -> tuple:
+    """Y and V made by ``make``, and the parts some cases take (integer and bool ones by
+    ``const``), made before the tape is looked at (slicing a tensor records an op)."""
+    y, v = make(Y), make(V)
+    parts = {"cols0": y[:, :0], "rows0": y[:0], "in3d": y.reshape(1, 3, 4), "first3": v[:3]}
+    parts["column"] = y[:, :1]
+    parts["bools"] = const(Y > 0.5)
+    parts["ints"] = const(np.arange(4))
+    parts["intmatrix"] = const(np.arange(6).reshape(2, 3))
+    parts["square"] = make(np.eye(3) + Y[:, :3])
+    return y, v, parts
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input_raises_as_the_oracle_and_records_nothing(name):
+    ours, oracle, fn = CASES[name]
+    with pytest.raises(Exception) as want:
+        oracle(*_with_parts(np.array, np.array))
+    y, v, parts = _with_parts(lambda a: tg.tensor(a, requires_grad=True) * 1.0, tg.tensor)
+    tape = current_tape()
+    before = _counts()
+    with pytest.raises(_kind(want.value), match=f"^{fn}: " if fn else None):
+        ours(y, v, parts)
+    assert current_tape() is tape and _counts() == before  # nothing recorded
+
+
+@pytest.mark.parametrize("name", list(ANSWERS))
+def test_what_the_oracle_answers_is_answered(name):
+    (call,) = ANSWERS[name]
+    want = call(np, Y.copy())
+    y = tg.tensor(Y, requires_grad=True) * 1.0  # a recorded result: the ops' fast paths
+    np.testing.assert_allclose(call(tnp, y).numpy(), want, rtol=1e-12, atol=1e-12)
+    # and its gradient, in float64 against central differences
+    w = np.random.default_rng(2).standard_normal(np.shape(want))
+    g = tg.grad(lambda a: tnp.sum(call(tnp, a) * w))(Y)
+    eps, fd = 1e-6, np.zeros_like(Y)
+    for i in np.ndindex(Y.shape):
+        d = np.zeros_like(Y)
+        d[i] = eps
+        fd[i] = (np.sum(call(np, Y + d) * w) - np.sum(call(np, Y - d) * w)) / (2 * eps)
+    np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
+
+
+NAN = np.array([[np.nan, 1.0, np.nan], [np.nan, np.nan, np.nan]])
+
+# values NumPy gives that tapegrad gave otherwise, silently: name -> (call on module and
+# array, the array)
+VALUES = {
+    "sum, dtype=int: the elements truncated first": (lambda m, a: m.sum(a * 10, dtype=int), Y),
+    "prod, dtype=int": (lambda m, a: m.prod(a * 10 + 1, dtype=int), Y),
+    "mean, dtype=int (truncated)": (lambda m, a: m.mean(a * 10 + 0.5, dtype=int), Y),
+    "cumsum, dtype=int": (lambda m, a: m.cumsum(a * 3, dtype=int), Y),
+    "cumprod, dtype=int": (lambda m, a: m.cumprod(a * 3 + 1, axis=1, dtype=int), Y),
+    "nanprod, dtype=int": (lambda m, a: m.nanprod(a * 10 + 1, dtype=int), Y),
+    "nancumsum, dtype=int": (lambda m, a: m.nancumsum(a * 3, dtype=int), Y),
+    "sum, float32 data added in float64": (
+        lambda m, a: m.sum((a * 1e7 + 0.1).astype(np.float32), dtype=np.float64),
+        Y,
+    ),
+    "nansum, dtype=float32": (lambda m, a: m.nansum(a, dtype=np.float32), NAN),
+    "nanmax of NaN-only slices": (lambda m, a: m.nanmax(a, axis=0), NAN),
+    "nanmin of NaN only": (lambda m, a: m.nanmin(a[1]), NAN),
+    "nanmax of integers": (lambda m, a: m.nanmax(a.astype(np.int64) * 0 + 3), Y),
+    "nanvar, ddof past the count": (lambda m, a: m.nanvar(a, axis=1, ddof=2), NAN),
+    "nanstd, ddof past the count": (lambda m, a: m.nanstd(a, axis=0, ddof=1), NAN),
+    "cov of one row, rowvar=False": (lambda m, a: m.cov(a[:1], rowvar=False), Y),
+    "cov without observations": (lambda m, a: m.cov(a[:, :0]), Y),
+    "cov of no variables": (lambda m, a: m.cov(a[:0]), Y),
+    "median of nothing": (lambda m, a: m.median(a[:0]), Y),
+    "median of empty rows": (lambda m, a: m.median(a[:, :0], axis=1), Y),
+    "correlate, mode 0 (NumPy's 'valid')": (lambda m, a: m.correlate(a[0], a[1, :2], mode=0), Y),
+    "convolve, mode 1 (NumPy's 'same')": (lambda m, a: m.convolve(a[0], a[1, :3], mode=1), Y),
+    "einsum, ellipsis moved in the output": (lambda m, a: m.einsum("...j->j...", a), Y),
+    "trapezoid, dx an array": (lambda m, a: m.trapezoid(a, dx=np.arange(1.0, 5.0), axis=0), Y),
+}
+
+
+@pytest.mark.parametrize("name", list(VALUES))
+def test_values_as_numpy_gives_them(name):
+    call, a = VALUES[name]
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # NumPy warns on NaN-only slices
+        want = np.asarray(call(np, a.copy()))
+    got = call(tnp, tg.tensor(a, requires_grad=True) * 1.0).numpy()
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
+def test_nan_reductions_differentiate_where_numbers_are():
+    """NaN-only slices give NaN and no gradient; the others differentiate as their
+    numbers' reduction (central differences in float64)."""
+    a = np.array([[np.nan, 1.0, 0.5], [2.0, np.nan, 3.0], [np.nan, np.nan, 4.0]])
+    w = np.array([1.0, 2.0, -1.0])
+    for f in (tnp.nanmax, tnp.nanmin, tnp.nansum, tnp.nanmean, tnp.nanvar, tnp.nanstd):
+        g = tg.grad(lambda t, f=f: tnp.sum(f(t, axis=1) * w))(a)
+        want = np.zeros_like(a)
+        for i in np.ndindex(a.shape):
+            if np.isnan(a[i]):
+                continue
+            d = np.zeros_like(a)
+            d[i] = 1e-6
+            up = getattr(np, f.__name__)(a + d, axis=1)
+            down = getattr(np, f.__name__)(a - d, axis=1)
+            want[i] = np.sum((up - down) * w) / 2e-6
+        np.testing.assert_allclose(g, want, rtol=1e-6, atol=1e-8, err_msg=f.__name__)
+
+
+def test_out_is_refused_by_name():
+    """``out=`` (NumPy writes into it) is refused, never ignored: tensors are immutable."""
+    buf = np.zeros(4)
+    y = tg.tensor(Y, requires_grad=True) * 1.0
+    for f in (tnp.nansum, tnp.nanmean, tnp.nanmax, tnp.nanprod, tnp.nanvar):
+        with pytest.raises(TypeError, match=f"^{f.__name__}: out= is not supported"):
+            f(y, axis=0, out=buf)
+    assert not buf.any()
+
+
+def test_var_refuses_an_integer_dtype():
+    """NumPy's integer variance is integer arithmetic throughout; a float one cast at
+    the end gives another number, so tapegrad refuses it."""
+    with pytest.raises(TypeError, match=r"^var: dtype must be a float dtype"):
+        tnp.var(tg.tensor(Y), dtype=int)
+
+
+def test_an_integer_constant_indexed_to_a_scalar_takes_part_in_ops():
+    c = tg.tensor(np.array([3, 4]))
+    b = tg.tensor(np.array([True, False]))
+    x = tg.tensor(2.0, requires_grad=True)
+    y = c[0] * x + b[0] * x * x + tnp.polyval(c, x)
+    y.backward()
+    assert float(y) == 3 * 2.0 + 4.0 + (3 * 2.0 + 4)
+    assert float(x.grad) == 3 + 2 * 2.0 + 3
