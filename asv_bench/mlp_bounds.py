@@ -1,6 +1,6 @@
 """What bounds the eager MLP row of ``compare.py --eager`` (issue 24).
 
-    python asv_bench/mlp_bounds.py [--repeat 300] [--threads 1] [--evict MB]
+    python asv_bench/mlp_bounds.py [--repeat 300] [--threads 1] [--evict MB] [--after]
 
 Medians of interleaved rounds, every pool at ``--threads`` threads (default one):
 
@@ -13,12 +13,24 @@ Medians of interleaved rounds, every pool at ``--threads`` threads (default one)
    them. With ``--evict MB``, NumPy by hand, eager and replay at both sizes, without
    and then with MB megabytes of other memory written before each step.
 
+3. With ``--after``, NumPy by hand, eager and replay at full size, each timed right
+   after one untimed step of each of them (full size or 2x2): what a step costs depends
+   on what ran before it.
+
 Replay against NumPy by hand is the compute (kernels and products); eager against
 replay is the Python of recording. The two tables differ by what the other steps leave
 behind in the machine's caches, which eager's recording pays for more than NumPy by
 hand's ~25 calls (session 15, one thread: eager 1.11-1.19x with PyTorch's step in the
 rounds, 1.02-1.17x alone, by the host's phase; 1.17-1.29x after 16 MB). PyTorch is an
 oracle here, not a dependency: without it the PyTorch rows are left out.
+
+Session 16's ``--after`` table (one thread): each of the three runs 15-20% faster right
+after itself than after the others, and right after a 2x2 step of itself as fast as
+after a full one: the cost is the state of the code paths (recording, kernels, BLAS),
+not of the data. The ratio of eager to NumPy by hand is about the same either way
+(1.07 with each after itself, 1.05-1.09 after a neutral step): the excess is eager's
+recording (its 2x2 step less replay's, ~85 us), which replay's faster kernels do not
+cover.
 """
 
 from __future__ import annotations
@@ -70,6 +82,21 @@ def _print_sizes(title: str, medians: dict) -> None:
     _print("", {k: v for k, v in medians.items() if not k.endswith("2x2")}, "NumPy by hand")
 
 
+def _after_table(steps: dict, big: tuple, small: tuple, repeat: int) -> None:
+    """NumPy by hand, eager and replay at full size, each timed right after one untimed
+    step of each of them, at full size and at 2x2 (rows: what ran before)."""
+    names = ["NumPy by hand", "tapegrad", "tapegrad replay"]
+    targets = {n: (lambda s=steps[n]: s(*big)) for n in names}
+    befores = {n: targets[n] for n in names}
+    befores.update({f"{n}, 2x2": (lambda s=steps[n]: s(*small)) for n in names})
+    print("Each full-size step right after another step (us; ratios to NumPy by hand):")
+    print(f"  {'after':24s}" + "".join(f"{n:>18s}" for n in names))
+    for before, run in befores.items():
+        m = interleaved_medians(targets, repeat, before=run)
+        cells = [f"{m[n] * 1e6:8.1f} {m[n] / m[names[0]]:6.3f}x " for n in names]
+        print(f"  {before:24s}" + "".join(f"{c:>18s}" for c in cells))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=300, help="interleaved rounds")
@@ -80,6 +107,9 @@ def main() -> None:
         default=0,
         metavar="MB",
         help="also time the steps with MB megabytes of other memory written before each",
+    )
+    parser.add_argument(
+        "--after", action="store_true", help="also time each step right after each other"
     )
     args = parser.parse_args()
     torch_steps = compare._torch_models()  # {} without PyTorch
@@ -135,6 +165,8 @@ def main() -> None:
             other = np.zeros(nbytes // 8)
             medians = interleaved_medians(cold, args.repeat, before=lambda o=other: o.__iadd__(1))
             _print_sizes(title, medians)
+    if args.after:
+        _after_table(steps, big, small, args.repeat)
 
 
 if __name__ == "__main__":

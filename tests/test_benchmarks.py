@@ -75,16 +75,20 @@ def test_mlp_bounds_script_runs():
 
     script = Path(__file__).resolve().parents[1] / "asv_bench" / "mlp_bounds.py"
     r = subprocess.run(
-        [sys.executable, str(script), "--repeat", "2", "--evict", "1"],
+        [sys.executable, str(script), "--repeat", "2", "--evict", "1", "--after"],
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert r.returncode == 0, r.stderr[-3000:]
-    rows = [line.split() for line in r.stdout.splitlines() if line.startswith("  tapegrad")]
+    tables, after = r.stdout.split("right after another step")
+    rows = [line.split() for line in tables.splitlines() if line.startswith("  tapegrad")]
     # eager and replay at each size, eager alone, then the three at each size twice
     assert len(rows) == 5 + 2 * 4
     assert all(float(row[-1].rstrip("x")) > 0 for row in rows)
+    # --after: a row per step run before (each of the three, full size and 2x2)
+    after = after.splitlines()[2:]
+    assert len(after) == 6 and all(line.count("x ") == 3 for line in after)
 
 
 def test_transform_overhead_workloads_agree_with_numpy():
