@@ -72,9 +72,9 @@ from ..ops.extra import (
     VSPLIT,
 )
 from ..shapes import normalize_axes
-from ..tensors import Tensor, as_tensor
+from ..tensors import Tensor, as_tensor, is_grad_enabled
 from .linalg import conv_mode, convolve
-from .reduce import cumprod, cumsum, in_dtype, no_out, std, var
+from .reduce import cumprod, cumsum, dtype_of, in_dtype, no_out, std, var
 from .reduce import max as rmax
 from .reduce import min as rmin
 from .reduce import prod as rprod
@@ -208,6 +208,19 @@ def quantile(
     return _quantile(a, q, axis, out, method, keepdims, "quantile")
 
 
+def _not_differentiated(v: Any, what: str, name: str) -> Any:
+    """A tensor argument's values, for an argument ``name`` is not differentiated in
+    (quantile's ``q``): one that requires grad is refused, not left silently."""
+    if not isinstance(v, Tensor):
+        return v
+    if v.requires_grad and is_grad_enabled():
+        raise TypeError(
+            f"{name}: {what} requires grad, but {name} is not differentiated with respect "
+            f"to {what}; pass {what}.detach()"
+        )
+    return v._value()
+
+
 def _quantile(
     a: Any, q: Any, axis: Any, out: Any, method: str, keepdims: bool, name: str
 ) -> Tensor:
@@ -219,8 +232,9 @@ def _quantile(
     # NumPy's AxisError for an axis t does not have (not a wrap-around); bools as ints,
     # lists as tuples (as NumPy's)
     axes = None if axis is None else normalize_axes(axis, t.ndim, name, bools=True, lists=True)
-    if t.dtype.kind == "b":
+    if t.dtype.kind == "b" and name != "median":  # (NumPy's median of bools averages them)
         raise TypeError(f"{name}: boolean data has no quantiles (NumPy cannot subtract them)")
+    q = _not_differentiated(q, "q", name)
     qs = np.asarray(q, dtype=float)
     if not np.all((qs >= 0) & (qs <= 1)):  # (NaN too)
         top = "100" if name == "percentile" else "1"
@@ -267,6 +281,7 @@ def percentile(
     keepdims: bool = False,
 ) -> Tensor:
     """``numpy.percentile``: :func:`quantile` of ``q / 100``."""
+    q = _not_differentiated(q, "q", "percentile")
     q = q / 100.0 if isinstance(q, int | float) else np.asarray(q, dtype=float) / 100.0
     return _quantile(a, q, axis, out, method, keepdims, "percentile")
 
@@ -364,6 +379,10 @@ def cross(
     u, v = as_tensor(a), as_tensor(b)
     if u.shape[-1] != 3 or v.shape[-1] != 3:
         raise ValueError(f"cross: needs 3-vectors along the last axis, got {u.shape} and {v.shape}")
+    try:  # (checked before anything is recorded)
+        np.broadcast_shapes(u.shape, v.shape)
+    except ValueError:
+        raise ValueError(f"cross: shapes {u.shape} and {v.shape} do not broadcast") from None
     ux, uy, uz = (u[..., i] for i in range(3))
     vx, vy, vz = (v[..., i] for i in range(3))
     parts = [uy * vz - uz * vy, uz * vx - ux * vz, ux * vy - uy * vx]
@@ -420,61 +439,63 @@ def nan_to_num(
     return out
 
 
-def _nan_reduction(name: str, reduce: Any, fill: float) -> Any:
-    """``nansum`` (NaN counted as 0), ``nanmax``, ``nanmin`` (NaN left out: a slice of
-    NaN only gives NaN, as NumPy's, which warns). Arguments are checked before anything
-    is recorded; integer and bool data hold no NaN and are reduced as they are."""
-    extreme = name != "nansum"
+def _nan_checked(
+    a: Any, axis: Any, dtype: Any, out: Any, name: str, floats: bool = False
+) -> Tensor:
+    """The data of a NaN-family function, its arguments checked before anything is
+    recorded (``dtype`` parsed, and with ``floats`` refused unless a float dtype); the
+    data is not cast: NaN must be replaced first (a NaN cast to an integer is garbage)."""
+    no_out(name, out)
+    dtype_of(dtype, name, floats=floats)
+    t = as_tensor(a)
+    normalize_axes(axis, t.ndim, name)
+    return t
 
-    def checked(a: Any, axis: Any, dtype: Any, out: Any) -> Tensor:
-        no_out(name, out)
-        t = in_dtype(a, dtype, name)
-        axes = normalize_axes(axis, t.ndim, name)
-        if extreme and 0 in [t.shape[d] for d in axes]:
+
+def _numbers(t: Tensor, axis: Any, keepdims: bool) -> Tensor:
+    """How many values along ``axis`` are not NaN, by recorded ops (not by reading the
+    values: a tg.compile capture then needs no guard on where the NaN are)."""
+    return rsum(where(t == t, np.ones((), t.dtype), 0.0), axis=axis, keepdims=keepdims)
+
+
+def nansum(
+    a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False
+) -> Tensor:
+    """``numpy.nansum``: NaN counted as 0 (replaced before a cast to ``dtype``)."""
+    t = _nan_checked(a, axis, dtype, out, "nansum")
+    return rsum(in_dtype(_no_nan(t, 0.0), dtype, "nansum"), axis=axis, keepdims=keepdims)
+
+
+def _nan_extreme(name: str, reduce: Any, fill: float) -> Any:
+    """``nanmax`` / ``nanmin``: NaN left out; a slice of NaN only gives NaN, as NumPy's
+    (which warns); nothing to reduce raises, as NumPy's."""
+
+    def fn(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> Tensor:
+        t = _nan_checked(a, axis, None, out, name)
+        if 0 in [t.shape[d] for d in normalize_axes(axis, t.ndim, name)]:
             raise ValueError(
                 f"{name}: zero-size array to reduction operation {name}, which has no identity"
             )
-        return t
-
-    def reduced(t: Tensor, axis: Any, keepdims: bool) -> Tensor:
-        if t.dtype.kind != "f":
+        if t.dtype.kind != "f":  # integers and bools hold no NaN
             return reduce(t, axis=axis, keepdims=keepdims)
         r = reduce(where(t != t, fill, t), axis=axis, keepdims=keepdims)  # NaN != NaN
-        if extreme:  # (the count of numbers is a constant: no gradient through it)
-            r = where(rsum(t == t, axis=axis, keepdims=keepdims) == 0, np.nan, r)
-        return r
-
-    if extreme:  # numpy.nanmax(a, axis, out, keepdims): no dtype
-
-        def fn(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> Tensor:
-            return reduced(checked(a, axis, None, out), axis, keepdims)
-
-    else:
-
-        def fn(
-            a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False
-        ) -> Tensor:
-            return reduced(checked(a, axis, dtype, out), axis, keepdims)
+        return where(_numbers(t, axis, keepdims) == 0, np.nan, r)
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"``numpy.{name}``: the reduction with NaN values left out."
     return fn
 
 
-nansum = _nan_reduction("nansum", rsum, 0.0)
-nanmax = _nan_reduction("nanmax", rmax, -np.inf)
-nanmin = _nan_reduction("nanmin", rmin, np.inf)
+nanmax = _nan_extreme("nanmax", rmax, -np.inf)
+nanmin = _nan_extreme("nanmin", rmin, np.inf)
 
 
 def nanmean(
     a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False
 ) -> Tensor:
-    """``numpy.nanmean``: the mean of the values that are not NaN."""
-    no_out("nanmean", out)
-    t = in_dtype(a, dtype, "nanmean")
-    normalize_axes(axis, t.ndim, "nanmean")  # its errors before anything is recorded
-    count = rsum(where(t != t, 0.0, np.ones((), t.dtype)), axis=axis, keepdims=keepdims)
-    return nansum(t, axis=axis, keepdims=keepdims) / count
+    """``numpy.nanmean``: the mean of the values that are not NaN (a float ``dtype``)."""
+    t = in_dtype(_nan_checked(a, axis, dtype, out, "nanmean", floats=True), dtype, "nanmean")
+    return nansum(t, axis=axis, keepdims=keepdims) / _numbers(t, axis, keepdims)
 
 
 def correlate(a: Any, v: Any, mode: Any = "valid") -> Tensor:
@@ -535,7 +556,7 @@ def gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int = 1) -> An
     if len(spacing) != len(axes) or any(np.ndim(h) for h in spacing):
         raise TypeError("gradient: only one scalar spacing per axis is supported")
     for h in spacing:  # (every check before the first axis is recorded)
-        if not isinstance(h, Tensor | int | float | np.integer | np.floating):
+        if not isinstance(h, Tensor) and np.asarray(h).dtype.kind not in "iuf":
             raise TypeError(f"gradient: a spacing must be a number, got {h!r}")
     for ax in axes:
         if t.shape[ax] < 2:
@@ -732,23 +753,22 @@ def _no_nan(t: Tensor, fill: float) -> Tensor:
 def nanprod(
     a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False
 ) -> Tensor:
-    """``numpy.nanprod``: NaN counted as 1."""
-    no_out("nanprod", out)
-    t = in_dtype(a, dtype, "nanprod")
-    normalize_axes(axis, t.ndim, "nanprod")  # its errors before anything is recorded
-    return rprod(_no_nan(t, 1.0), axis=axis, keepdims=keepdims)
+    """``numpy.nanprod``: NaN counted as 1 (replaced before a cast to ``dtype``)."""
+    t = _nan_checked(a, axis, dtype, out, "nanprod")
+    return rprod(in_dtype(_no_nan(t, 1.0), dtype, "nanprod"), axis=axis, keepdims=keepdims)
 
 
 def _nan_cumulative(name: str, cumulative: Any, fill: float) -> Any:
     def fn(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Tensor:
         no_out(name, out)
-        t = in_dtype(a, dtype, name)
+        dtype_of(dtype, name)
+        t = as_tensor(a)
         if axis is not None:  # its errors before anything is recorded
             axis_index(axis, t.ndim, name, bools=False)
-        return cumulative(_no_nan(t, fill), axis=axis)
+        return cumulative(in_dtype(_no_nan(t, fill), dtype, name), axis=axis)
 
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"``numpy.{name}``: NaN counted as {fill:g}."
+    fn.__doc__ = f"``numpy.{name}``: NaN counted as {fill:g} (replaced before a cast to dtype)."
     return fn
 
 
@@ -765,15 +785,14 @@ def _nan_moment(name: str, moment: Any) -> Any:
         ddof: int = 0,
         keepdims: bool = False,
     ) -> Tensor:
-        no_out(name, out)
         if not isinstance(ddof, int | float | np.integer | np.floating):
             raise TypeError(f"{name}: ddof must be a number, got {ddof!r}")
-        t = in_dtype(a, dtype, name)
-        normalize_axes(axis, t.ndim, name)  # its errors before anything is recorded
-        r = moment(t, axis=axis, ddof=ddof, keepdims=keepdims, where=t == t)
+        t = _nan_checked(a, axis, dtype, out, name, floats=True)
+        if t.dtype.kind != "f":  # integers hold no NaN: NumPy's var (inf past the count)
+            return moment(t, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
+        r = moment(t, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims, where=t == t)
         # NumPy's NaN where ddof leaves no degree of freedom (not the inf of n - ddof <= 0)
-        dof = rsum(t == t, axis=axis, keepdims=keepdims) - ddof
-        return where(dof <= 0, np.nan, r)
+        return where(_numbers(t, axis, keepdims) - ddof <= 0, np.nan, r)
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"``numpy.{name}``: of the values that are not NaN (``where=t == t``)."
@@ -864,6 +883,8 @@ def vander(x: Any, N: Any = None, increasing: bool = False) -> Tensor:
     if t.ndim != 1:
         raise ValueError("vander: x must be a one-dimensional array or sequence.")
     n = t.shape[0] if N is None else operator.index(N)
+    if n < 0:
+        raise ValueError(f"vander: negative dimensions are not allowed (N={n})")
     powers = np.arange(n) if increasing else np.arange(n - 1, -1, -1)
     dtype = np.promote_types(t.dtype, int)  # NumPy's: float32 becomes float64
     return t.astype(dtype).reshape(-1, 1) ** powers.astype(dtype)

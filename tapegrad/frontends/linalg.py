@@ -811,15 +811,25 @@ def multi_dot(arrays: Any, *, out: Any = None) -> Tensor:
     if len(ts) == 2:
         return dot(ts[0], ts[1])
     first, last = ts[0].ndim == 1, ts[-1].ndim == 1
+    # NumPy's errors, before anything is recorded: dimensions, then the chain's sizes
+    shapes = [t.shape for t in ts]
+    shapes[0] = (1, *shapes[0]) if first else shapes[0]
+    shapes[-1] = (*shapes[-1], 1) if last else shapes[-1]
+    for shape in shapes:
+        if len(shape) != 2:
+            raise ValueError(
+                f"multi_dot: {len(shape)}-dimensional array given. Array must be two-dimensional"
+            )
+    for i in range(len(shapes) - 1):
+        if shapes[i][1] != shapes[i + 1][0]:
+            raise ValueError(
+                f"multi_dot: shapes {shapes[i]} and {shapes[i + 1]} (arrays {i} and {i + 1}) "
+                f"not aligned: {shapes[i][1]} != {shapes[i + 1][0]}"
+            )
     if first:
         ts[0] = ts[0].reshape(1, -1)
     if last:
         ts[-1] = ts[-1].reshape(-1, 1)
-    for t in ts:
-        if t.ndim != 2:
-            raise ValueError(
-                f"multi_dot: {t.ndim}-dimensional array given. Array must be two-dimensional"
-            )
     split = _chain_order([t.shape[0] for t in ts] + [ts[-1].shape[1]])
 
     def product(i: int, j: int) -> Tensor:

@@ -47,13 +47,23 @@ def in_dtype(a: Any, dtype: Any, op: str) -> Tensor:
     elements, a float32 sum with ``dtype=float64`` adds in float64 (a cast of the result
     gave other numbers, silently)."""
     t = as_tensor(a)
+    dt = dtype_of(dtype, op)
+    return t if dt is None or t.dtype == dt else t.astype(dt)
+
+
+def dtype_of(dtype: Any, op: str, floats: bool = False) -> np.dtype | None:
+    """``dtype`` as a NumPy dtype (None stays None), with an error naming ``op``; with
+    ``floats``, an integer dtype is refused (NumPy's variance and NaN-means of an
+    integer dtype are integer arithmetic throughout: another number than a cast)."""
     if dtype is None:
-        return t
+        return None
     try:
         dt = np.dtype(dtype)
     except TypeError:
         raise TypeError(f"{op}: data type {dtype!r} not understood") from None
-    return t if t.dtype == dt else t.astype(dt)
+    if floats and dt.kind != "f":
+        raise TypeError(f"{op}: dtype must be a float dtype, got {dt}")
+    return dt
 
 
 @functools.lru_cache(maxsize=4096)
@@ -294,26 +304,47 @@ def var(
 ) -> Tensor:
     """Variance: mean squared deviation from the mean, divided by ``n - ddof``
     (``where``: of the selected elements; ``mean``: a precomputed mean, keepdims-shaped)."""
-    no_out("var", out)
-    if not isinstance(ddof, int | float | np.integer | np.floating):  # before recording
-        raise TypeError(f"var: ddof must be a number, got {ddof!r}")
-    if dtype is not None and np.dtype(dtype).kind != "f":
-        # NumPy's integer variance is integer arithmetic throughout; a float variance cast
-        # at the end would be another number
-        raise TypeError(f"var: dtype must be a float dtype, got {np.dtype(dtype)}")
-    t = in_dtype(a, dtype, "var")
-    axes = normalize_axes(axis, t.ndim, "var")
+    return _variance(a, axis, dtype, out, ddof, keepdims, where, mean, "var")
+
+
+def _variance(
+    a: Any,
+    axis: Any,
+    dtype: Any,
+    out: Any,
+    ddof: Any,
+    keepdims: bool,
+    where: Any,
+    mean: Any,
+    name: str,
+) -> Tensor:
+    """:func:`var`, its errors naming ``name`` (``std``, ``nanvar``...), checked before
+    anything is recorded."""
+    no_out(name, out)
+    if not isinstance(ddof, int | float | np.integer | np.floating):
+        raise TypeError(f"{name}: ddof must be a number, got {ddof!r}")
+    dtype_of(dtype, name, floats=True)
+    t = as_tensor(a)
+    axes = normalize_axes(axis, t.ndim, name)
+    # as NumPy with dtype=: the mean summed in dtype, the deviations from it in the data's
+    # own precision, their squares summed in dtype (float64 data with dtype=float32:
+    # casting the data first cancels catastrophically, 1e8 + [0, .5, 1] gave 0)
     if where is _NO_VALUE:
         n = math.prod([t.shape[d] for d in axes])
-        m = _mean(t, axis=axes, keepdims=True) if mean is _NO_VALUE else mean
+        m = _mean(in_dtype(t, dtype, name), axis=axes, keepdims=True) if mean is _NO_VALUE else mean
         d = t - m
         # NumPy divides by max(n - ddof, 0): inf (or NaN) past n, with a warning
-        return sum(d * d, axis=axes, keepdims=keepdims) / float(builtins.max(n - ddof, 0))
+        total = sum(d * d, axis=axes, dtype=dtype, keepdims=keepdims)
+        return total / float(builtins.max(n - ddof, 0))
     n = np.maximum(_count(where, t, axes, keepdims) - ddof, 0)
-    t = _masked("var", t, where, 0)  # first: a NaN left out must not reach d * d
-    m = _mean(t, axis=axes, keepdims=True, where=where) if mean is _NO_VALUE else mean
+    t = _masked(name, t, where, 0)  # first: a NaN left out must not reach d * d
+    if mean is _NO_VALUE:
+        m = _mean(in_dtype(t, dtype, name), axis=axes, keepdims=True, where=where)
+    else:
+        m = mean
     d = t - m
-    return sum(d * d, axis=axes, keepdims=keepdims, where=where) / n
+    total = sum(d * d, axis=axes, dtype=dtype, keepdims=keepdims, where=where)
+    return total / (n if dtype is None else n.astype(total.dtype))
 
 
 def std(
@@ -328,10 +359,7 @@ def std(
     mean: Any = _NO_VALUE,
 ) -> Tensor:
     """Standard deviation: sqrt(var); its gradient where the variance is 0 is 0."""
-    no_out("std", out)
-    return safe_sqrt(
-        var(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims, where=where, mean=mean)
-    )
+    return safe_sqrt(_variance(a, axis, dtype, out, ddof, keepdims, where, mean, "std"))
 
 
 def average(

@@ -59,6 +59,10 @@ def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False) -
 
 def softmax(x: Any, axis: Any = None) -> Tensor:
     """exp(x) / sum(exp(x), axis), as ``exp(log_softmax(x))`` (stable for any x)."""
+    if axis is not None:  # an axis log_softmax would refuse: the error in softmax's name
+        nd = np.ndim(x)
+        if type(axis) is not int or not -nd <= axis < nd:
+            normalize_axes(axis, nd, "softmax")
     return elementwise(EXP, log_softmax(x, axis=axis))
 
 

@@ -223,13 +223,52 @@ def inv_bwd(dt, node, tp):
 
 
 @jit
+def _slogdet_lu(a):
+    """(sign, log|det|) of square ``a`` by Gaussian elimination with partial pivoting,
+    as LAPACK's getrf (the first largest |pivot|; NaN is never larger) and NumPy's
+    slogdet read it (a negative pivot flips the sign; a NaN one does not). For matrices
+    with NaN or inf only, which numba's det and slogdet refuse: det([[inf, 1], [0, 2]])
+    is inf, as NumPy's."""
+    n = a.shape[0]
+    m = a.copy()
+    sign = 1.0
+    logdet = 0.0
+    for k in range(n):
+        p = k
+        for i in range(k + 1, n):
+            if abs(m[i, k]) > abs(m[p, k]):
+                p = i
+        if p != k:
+            for j in range(n):
+                m[k, j], m[p, j] = m[p, j], m[k, j]
+            sign = -sign
+        pivot = m[k, k]
+        if pivot == 0.0:
+            return 0.0, -np.inf
+        for i in range(k + 1, n):
+            f = m[i, k] / pivot
+            for j in range(k + 1, n):
+                m[i, j] -= f * m[k, j]
+        if pivot < 0.0:
+            sign = -sign
+        logdet += np.log(abs(pivot))
+    return sign, logdet
+
+
+@jit
 def det_fwd(dt, node, tp):
     h = header(tp)
     batch, n = _stack(h, node)
     x = in_data(h, node, 0, dt)
     out = out_data(h, node, 0, dt)
     for b in range(batch):
-        out[b] = np.linalg.det(_mat(x, b, n, n))
+        # numba's det raises for a matrix with NaN or inf, and an exception cannot leave
+        # a kernel: it was printed and lost, leaving 0. NumPy's number instead.
+        try:
+            out[b] = np.linalg.det(_mat(x, b, n, n))
+        except Exception:
+            s, ld = _slogdet_lu(_mat(x, b, n, n))
+            out[b] = s * np.exp(ld)
     return OK
 
 
@@ -259,7 +298,10 @@ def slogdet_fwd(dt, node, tp):
     sign = out_data(h, node, 0, dt)
     logdet = out_data(h, node, 1, dt)
     for b in range(batch):
-        s, ld = np.linalg.slogdet(_mat(x, b, n, n))
+        try:  # (a NaN or inf matrix: as det_fwd)
+            s, ld = np.linalg.slogdet(_mat(x, b, n, n))
+        except Exception:
+            s, ld = _slogdet_lu(_mat(x, b, n, n))
         sign[b] = s
         logdet[b] = ld
     return OK
