@@ -458,12 +458,23 @@ def _numbers(t: Tensor, axis: Any, keepdims: bool) -> Tensor:
     return rsum(where(t == t, np.ones((), t.dtype), 0.0), axis=axis, keepdims=keepdims)
 
 
-def nansum(
-    a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False
-) -> Tensor:
-    """``numpy.nansum``: NaN counted as 0 (replaced before a cast to ``dtype``)."""
-    t = _nan_checked(a, axis, dtype, out, "nansum")
-    return rsum(in_dtype(_no_nan(t, 0.0), dtype, "nansum"), axis=axis, keepdims=keepdims)
+def _nan_total(name: str, reduce: Any, fill: float) -> Any:
+    """``nansum`` / ``nanprod``: NaN counted as ``fill``, replaced before a cast to
+    ``dtype`` (a NaN cast to an integer is garbage)."""
+
+    def fn(
+        a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False
+    ) -> Tensor:
+        t = _nan_checked(a, axis, dtype, out, name)
+        return reduce(in_dtype(_no_nan(t, fill), dtype, name), axis=axis, keepdims=keepdims)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"``numpy.{name}``: NaN counted as {fill:g}."
+    return fn
+
+
+nansum = _nan_total("nansum", rsum, 0.0)
+nanprod = _nan_total("nanprod", rprod, 1.0)
 
 
 def _nan_extreme(name: str, reduce: Any, fill: float) -> Any:
@@ -748,14 +759,6 @@ def copysign(x1: Any, x2: Any) -> Tensor:
 def _no_nan(t: Tensor, fill: float) -> Tensor:
     """``t`` with NaN replaced by ``fill`` (integer and bool data hold none: as is)."""
     return where(t != t, fill, t) if t.dtype.kind == "f" else t
-
-
-def nanprod(
-    a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False
-) -> Tensor:
-    """``numpy.nanprod``: NaN counted as 1 (replaced before a cast to ``dtype``)."""
-    t = _nan_checked(a, axis, dtype, out, "nanprod")
-    return rprod(in_dtype(_no_nan(t, 1.0), dtype, "nanprod"), axis=axis, keepdims=keepdims)
 
 
 def _nan_cumulative(name: str, cumulative: Any, fill: float) -> Any:
