@@ -574,3 +574,14 @@ def test_nan_reductions_replay_when_the_nan_move():
         np.testing.assert_allclose(value, want, rtol=1e-12)
         np.testing.assert_allclose(grad, want_grad, rtol=1e-12)
     assert step.stats["captures"] == 1 and step.stats["guard_failures"] == 0
+
+
+def test_softmax_of_a_list_of_tensors_with_an_axis():
+    """The softmax-named axis check looks at arrays only: a list of tensors goes on to
+    log_softmax, which stacks it (reading it for its dimensions would leave the graph)."""
+    a, b = tg.tensor(1.0, requires_grad=True), tg.tensor(2.0, requires_grad=True)
+    p = tsp.softmax([a, b], axis=0)
+    np.testing.assert_allclose(p.numpy(), scipy.special.softmax([1.0, 2.0]), rtol=1e-12)
+    p[0].backward()
+    s = scipy.special.softmax([1.0, 2.0])
+    np.testing.assert_allclose([float(a.grad), float(b.grad)], [s[0] * s[1], -s[0] * s[1]])

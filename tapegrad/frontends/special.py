@@ -59,10 +59,11 @@ def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False) -
 
 def softmax(x: Any, axis: Any = None) -> Tensor:
     """exp(x) / sum(exp(x), axis), as ``exp(log_softmax(x))`` (stable for any x)."""
-    if axis is not None:  # an axis log_softmax would refuse: the error in softmax's name
-        nd = np.ndim(x)
-        if type(axis) is not int or not -nd <= axis < nd:
-            normalize_axes(axis, nd, "softmax")
+    # an axis log_softmax would refuse: the error in softmax's name (for an array; a list,
+    # perhaps of tensors, is left to log_softmax, which stacks it)
+    if axis is not None and isinstance(x, Tensor | np.ndarray):
+        if type(axis) is not int or not -x.ndim <= axis < x.ndim:
+            normalize_axes(axis, x.ndim, "softmax")
     return elementwise(EXP, log_softmax(x, axis=axis))
 
 
