@@ -316,6 +316,11 @@ CASES = {
         lambda y, v, p: np.vander(v, N=-1),
         "vander",
     ),
+    "interp, left an array": (
+        lambda y, v, p: tnp.interp(v, p["first3"], p["first3"], left=np.ones(2)),
+        lambda y, v, p: np.interp(v, p["first3"], p["first3"], left=np.ones(2)),
+        "interp",
+    ),
     "cov, m and y of other observation counts": (
         lambda y, v, p: tnp.cov(y, p["first3"]),
         lambda y, v, p: np.cov(y, p["first3"]),

@@ -536,6 +536,9 @@ def interp(
         raise ValueError(
             f"interp: xp and fp must be 1-D of one length >= 2, got {txp.shape}, {tfp.shape}"
         )
+    for what, v in (("left", left), ("right", right)):  # NumPy takes one number each
+        if v is not None and np.ndim(v) != 0:
+            raise TypeError(f"interp: {what} must be a number, got shape {np.shape(v)}")
     grid = txp._value()
     where_x = tx._value()
     seg = np.clip(np.searchsorted(grid, where_x, side="right") - 1, 0, grid.size - 2)
