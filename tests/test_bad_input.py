@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 import scipy.integrate
+import scipy.linalg
 import scipy.special
 
 import tapegrad as tg
@@ -321,6 +322,40 @@ CASES = {
         lambda y, v, p: np.interp(v, p["first3"], p["first3"], left=np.ones(2)),
         "interp",
     ),
+    "cho_factor of a vector": (
+        lambda y, v, p: tsc.linalg.cho_factor(v),
+        lambda y, v, p: scipy.linalg.cho_factor(v),
+        "cho_factor",
+    ),
+    "cho_solve, b of another length": (
+        lambda y, v, p: tsc.linalg.cho_solve((p["square"], False), v),
+        lambda y, v, p: scipy.linalg.cho_solve((p["square"], False), v),
+        "cho_solve",
+    ),
+    "cho_solve, lower not a bool": (
+        lambda y, v, p: tsc.linalg.cho_solve((p["square"], "x"), p["first3"]),
+        lambda y, v, p: scipy.linalg.cho_solve((p["square"], "x"), p["first3"]),
+        "cho_solve",
+    ),
+    "lu_solve, b of another length": (
+        lambda y, v, p: tsc.linalg.lu_solve((p["square"], np.arange(3, dtype=np.int32)), v),
+        lambda y, v, p: scipy.linalg.lu_solve((p["square"], np.arange(3, dtype=np.int32)), v),
+        "lu_solve",
+    ),
+    "lu_solve, trans a string": (
+        lambda y, v, p: tsc.linalg.lu_solve(
+            (p["square"], np.arange(3, dtype=np.int32)), p["first3"], trans="T"
+        ),
+        lambda y, v, p: scipy.linalg.lu_solve(
+            (p["square"], np.arange(3, dtype=np.int32)), p["first3"], trans="T"
+        ),
+        "lu_solve",
+    ),
+    "lu_solve, too few pivots": (
+        lambda y, v, p: tsc.linalg.lu_solve((p["square"], np.zeros(1, np.int32)), p["first3"]),
+        lambda y, v, p: scipy.linalg.lu_solve((p["square"], np.zeros(1, np.int32)), p["first3"]),
+        "lu_solve",
+    ),
     "cov, m and y of other observation counts": (
         lambda y, v, p: tnp.cov(y, p["first3"]),
         lambda y, v, p: np.cov(y, p["first3"]),
@@ -590,3 +625,15 @@ def test_softmax_of_a_list_of_tensors_with_an_axis():
     p[0].backward()
     s = scipy.special.softmax([1.0, 2.0])
     np.testing.assert_allclose([float(a.grad), float(b.grad)], [s[0] * s[1], -s[0] * s[1]])
+
+
+def test_solve_triangular_refuses_an_unknown_trans_before_recording():
+    """SciPy 1.17 reads any trans it does not know as 'T'; tapegrad refuses it (a
+    transposed solve nobody asked for is a plausible wrong answer), recording nothing."""
+    a = tg.tensor(np.triu(np.eye(3) + Y[:, :3]), requires_grad=True) * 1.0
+    b = tg.tensor(V[:3])
+    before = _counts()
+    for trans in ("x", 3, "t"):
+        with pytest.raises(ValueError, match=r"^solve_triangular: incorrect trans value"):
+            tsc.linalg.solve_triangular(a, b, trans=trans)
+    assert _counts() == before

@@ -379,15 +379,12 @@ def slogdet(a: Any) -> SlogdetResult:
     return SlogdetResult(sign.detach(), logdet)
 
 
-def _system(a: Any, b: Any, what: str) -> tuple[Tensor, Tensor, bool, tuple, int, int, int]:
-    """The operands of a solve ``a x = b`` (``what``): ``a`` a (stack of) square
-    matrices, ``b`` a vector when 1-D, else a stack of (n, k) matrices (NumPy 2's rule),
-    batch axes broadcast, a common float dtype. Returns ``(a, rhs, b was a vector,
-    batch, n, k, dtype code)``, a and rhs broadcast to (batch, n, n) and (batch, n, k)."""
-    ta, tb = as_tensor(a), as_tensor(b)
+def _system_shape(ta: Tensor, tb: Tensor, what: str) -> tuple[tuple[int, ...], int, bool]:
+    """NumPy's and SciPy's checks of a system ``a x = b`` (``what``), before anything is
+    recorded: (broadcast batch shape, n, whether b is a vector)."""
     batch, n = _square_stack(ta, what)
     vector = tb.ndim == 1
-    shape = (*tb.shape, 1) if vector else tb.shape  # (checked before b is reshaped)
+    shape = (*tb.shape, 1) if vector else tb.shape
     if len(shape) < 2 or shape[-2] != n:
         raise ValueError(
             f"{what}: shapes of a {ta.shape} {ta.dtype} and b {tb.shape} {tb.dtype} "
@@ -399,6 +396,16 @@ def _system(a: Any, b: Any, what: str) -> tuple[Tensor, Tensor, bool, tuple, int
         raise ValueError(
             f"{what}: batch dimensions of a {ta.shape} and b {tb.shape} do not broadcast"
         ) from None
+    return out_batch, n, vector
+
+
+def _system(a: Any, b: Any, what: str) -> tuple[Tensor, Tensor, bool, tuple, int, int, int]:
+    """The operands of a solve ``a x = b`` (``what``): ``a`` a (stack of) square
+    matrices, ``b`` a vector when 1-D, else a stack of (n, k) matrices (NumPy 2's rule),
+    batch axes broadcast, a common float dtype. Returns ``(a, rhs, b was a vector,
+    batch, n, k, dtype code)``, a and rhs broadcast to (batch, n, n) and (batch, n, k)."""
+    ta, tb = as_tensor(a), as_tensor(b)
+    out_batch, n, vector = _system_shape(ta, tb, what)
     rhs = tb.reshape(-1, 1) if vector else tb
     k = rhs.shape[-1]
     dtype = np.result_type(ta.dtype, rhs.dtype, np.float32)
@@ -848,10 +855,12 @@ def multi_dot(arrays: Any, *, out: Any = None) -> Tensor:
 # --- scipy.linalg ---------------------------------------------------------------------------
 
 
-def _trans_code(trans: Any) -> int:
+def _trans_code(trans: Any, what: str, strings: bool = True) -> int:
+    """0 (solve with a) or 1 (with its transpose) for SciPy's ``trans``: 0, 1, 2, and
+    'N', 'T', 'C' where SciPy takes them (``solve_triangular``; not ``lu_solve``)."""
     codes = {0: 0, 1: 1, 2: 1, "N": 0, "T": 1, "C": 1}
-    if trans not in codes:
-        raise ValueError(f"solve_triangular: incorrect trans value {trans!r}")
+    if (isinstance(trans, str) and not strings) or trans not in codes:
+        raise ValueError(f"{what}: incorrect trans value {trans!r}")
     return codes[trans]
 
 
@@ -868,15 +877,9 @@ def solve_triangular(
     the ``lower`` (or upper) triangle is read, its diagonal taken as ones with
     ``unit_diagonal``; ``trans`` 0/'N', 1/'T' or 2/'C' (the same for real input). ``b``
     is a vector when 1-D, else a stack of matrices; stacks broadcast."""
+    code = _trans_code(trans, "solve_triangular")  # (before anything is recorded)
     ta, rhs, vector, out_batch, n, k, dt = _system(a, b, "solve_triangular")
-    ip = [
-        math.prod(out_batch),
-        n,
-        k,
-        int(bool(lower)),
-        _trans_code(trans),
-        int(bool(unit_diagonal)),
-    ]
+    ip = [math.prod(out_batch), n, k, int(bool(lower)), code, int(bool(unit_diagonal))]
     x = general(SOLVE_TRIANGULAR, dt, [ta, rhs], [(dt, (*out_batch, n, k))], ip)
     return x.reshape(*out_batch, n) if vector else x
 
@@ -927,8 +930,12 @@ def lu_solve(
     """Solve ``a x = b`` (``trans`` 0) or ``a^T x = b`` (1, 2) from ``lu_factor(a)``:
     a row permutation and two triangular solves."""
     lu, piv = lu_and_piv
-    tb = as_tensor(b)
-    t = _trans_code(trans)
+    tlu, tb = as_tensor(lu), as_tensor(b)
+    t = _trans_code(trans, "lu_solve", strings=False)  # SciPy's checks, before recording
+    _system_shape(tlu, tb, "lu_solve")
+    if np.shape(piv) != tlu.shape[:-1]:
+        raise ValueError(f"lu_solve: pivots of shape {np.shape(piv)} for an LU of {tlu.shape}")
+    lu = tlu
     perm = row_permutation(piv)
     rhs = tb.reshape(-1, 1) if tb.ndim == 1 else tb  # a vector for every matrix of a stack
     if t == 0:  # P A = L U:  x = U^-1 L^-1 P b
@@ -949,6 +956,7 @@ def cho_factor(
     (``a = c c^T``). SciPy leaves arbitrary values in the other triangle; here it
     holds zeros."""
     t = as_tensor(a)
+    _square_stack(t, "cho_factor")  # (before the transpose is recorded)
     c = cholesky(t) if lower else _mT(cholesky(_mT(t)))
     return c, bool(lower)
 
@@ -958,7 +966,12 @@ def cho_solve(
 ) -> Tensor:
     """Solve ``a x = b`` from ``cho_factor(a)``: two triangular solves."""
     c, lower = c_and_lower
-    tb = as_tensor(b)
+    try:  # SciPy's: lower is read as an int (0/1, None, a bool)
+        lower = bool(int(lower or 0))
+    except (TypeError, ValueError):
+        raise ValueError(f"cho_solve: lower must be a bool, got {lower!r}") from None
+    c, tb = as_tensor(c), as_tensor(b)
+    _system_shape(c, tb, "cho_solve")  # (before anything is recorded)
     rhs = tb.reshape(-1, 1) if tb.ndim == 1 else tb  # a vector for every matrix of a stack
     y = solve_triangular(c, rhs, trans=0 if lower else 1, lower=lower)
     x = solve_triangular(c, y, trans=1 if lower else 0, lower=lower)
