@@ -4,6 +4,7 @@ baseline (compare.py checks the same at full size before it times them)."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -44,44 +45,30 @@ def test_pairwise_spellings_agree_with_numpy(spelling):
     np.testing.assert_allclose(got_grads[0], grads[0], rtol=1e-9, atol=1e-9)
 
 
+def _run_script(name: str, *args: str) -> str:
+    """The standard output of ``asv_bench/<name>`` run with ``args`` (which must succeed)."""
+    script = Path(__file__).resolve().parents[1] / "asv_bench" / name
+    r = subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=600
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout
+
+
 def test_chain_ops_script_runs():
     """asv_bench/chain_ops.py (the README's op-by-op chain numbers) end to end, tiny."""
-    import subprocess
-
-    script = Path(__file__).resolve().parents[1] / "asv_bench" / "chain_ops.py"
-    r = subprocess.run(
-        [sys.executable, str(script), "--size", "3000", "--repeat", "1", "--threads", "1"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-    row = next(line for line in r.stdout.splitlines() if line.startswith("tapegrad "))
+    out = _run_script("chain_ops.py", "--size", "3000", "--repeat", "1", "--threads", "1")
+    row = next(line for line in out.splitlines() if line.startswith("tapegrad "))
     assert len([float(v) for v in row.split()[1:]]) == 8  # six ops, forward, backward
-    r = subprocess.run(
-        [sys.executable, str(script), "--vecmath", "--size", "3000", "--repeat", "1"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert sum(line.startswith("tapegrad vecmath") for line in r.stdout.splitlines()) == 3
+    out = _run_script("chain_ops.py", "--vecmath", "--size", "3000", "--repeat", "1")
+    assert sum(line.startswith("tapegrad vecmath") for line in out.splitlines()) == 3
 
 
 def test_mlp_bounds_script_runs():
     """asv_bench/mlp_bounds.py (what bounds the eager MLP row) end to end, few rounds: it
     checks eager, replay (and PyTorch where installed) against NumPy by hand first."""
-    import subprocess
-
-    script = Path(__file__).resolve().parents[1] / "asv_bench" / "mlp_bounds.py"
-    r = subprocess.run(
-        [sys.executable, str(script), "--repeat", "2", "--evict", "1", "--after"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-    tables, after = r.stdout.split("right after another step")
+    out = _run_script("mlp_bounds.py", "--repeat", "2", "--evict", "1", "--after")
+    tables, after = out.split("right after another step")
     rows = [line.split() for line in tables.splitlines() if line.startswith("  tapegrad")]
     # eager and replay at each size, eager alone, then the three at each size twice
     assert len(rows) == 5 + 2 * 4

@@ -74,7 +74,7 @@ from ..ops.extra import (
 from ..shapes import normalize_axes
 from ..tensors import Tensor, as_tensor, is_grad_enabled
 from .linalg import conv_mode, convolve
-from .reduce import cumprod, cumsum, dtype_of, in_dtype, no_out, std, var
+from .reduce import check_ddof, cumprod, cumsum, dtype_of, in_dtype, no_out, std, var
 from .reduce import max as rmax
 from .reduce import min as rmin
 from .reduce import prod as rprod
@@ -791,8 +791,7 @@ def _nan_moment(name: str, moment: Any) -> Any:
         ddof: int = 0,
         keepdims: bool = False,
     ) -> Tensor:
-        if not isinstance(ddof, int | float | np.integer | np.floating):
-            raise TypeError(f"{name}: ddof must be a number, got {ddof!r}")
+        check_ddof(ddof, name)
         t = _nan_checked(a, axis, dtype, out, name, floats=True)
         if t.dtype.kind != "f":  # integers hold no NaN: NumPy's var (inf past the count)
             return moment(t, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)

@@ -51,6 +51,12 @@ def in_dtype(a: Any, dtype: Any, op: str) -> Tensor:
     return t if dt is None or t.dtype == dt else t.astype(dt)
 
 
+def check_ddof(ddof: Any, op: str) -> None:
+    """NumPy's ddof is a number (NumPy's own error for another comes from deep inside)."""
+    if not isinstance(ddof, int | float | np.integer | np.floating):
+        raise TypeError(f"{op}: ddof must be a number, got {ddof!r}")
+
+
 def dtype_of(dtype: Any, op: str, floats: bool = False) -> np.dtype | None:
     """``dtype`` as a NumPy dtype (None stays None), with an error naming ``op``; with
     ``floats``, an integer dtype is refused (NumPy's variance and NaN-means of an
@@ -321,8 +327,7 @@ def _variance(
     """:func:`var`, its errors naming ``name`` (``std``, ``nanvar``...), checked before
     anything is recorded."""
     no_out(name, out)
-    if not isinstance(ddof, int | float | np.integer | np.floating):
-        raise TypeError(f"{name}: ddof must be a number, got {ddof!r}")
+    check_ddof(ddof, name)
     dtype_of(dtype, name, floats=True)
     t = as_tensor(a)
     axes = normalize_axes(axis, t.ndim, name)
