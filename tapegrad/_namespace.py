@@ -22,6 +22,7 @@ from ._protocols import DROPIN, UFUNC_CALLS, array_function, array_ufunc
 from .boundary import EQUIVALENTS
 from .frontends.elementwise import divmod as divmod_
 from .frontends.elementwise import floor_divide
+from .frontends.reduce import amax, amin
 from .frontends.shape import reshape as reshape_copy
 from .ops import ROWS, Kind, Op
 from .tensors import Tensor, elementwise_function
@@ -84,6 +85,8 @@ del _op, _f, _name
 
 # Python's // and divmod: a composite of rows (exact NumPy values, gradient 0), not a row
 NAMESPACES["numpy"].update(floor_divide=floor_divide, divmod=divmod_)
+# NumPy's other names of max and min: the same rows, errors naming the name called
+NAMESPACES["numpy"].update(amax=amax, amin=amin)
 Tensor.__floordiv__ = lambda self, other: floor_divide(self, other)
 Tensor.__rfloordiv__ = lambda self, other: floor_divide(other, self)
 Tensor.__divmod__ = lambda self, other: divmod_(self, other)

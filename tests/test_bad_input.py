@@ -361,7 +361,110 @@ CASES = {
         lambda y, v, p: np.cov(y, p["first3"]),
         "cov",
     ),
+    # errors that named another function (the one the composite called)
+    "ptp axis out of range": (
+        lambda y, v, p: tnp.ptp(y, axis=5),
+        lambda y, v, p: np.ptp(y, axis=5),
+        "ptp",
+    ),
+    "ptp of nothing": (
+        lambda y, v, p: tnp.ptp(p["rows0"], axis=0),
+        lambda y, v, p: np.ptp(p["rows0"], axis=0),
+        "ptp",
+    ),
+    "amax axis out of range": (
+        lambda y, v, p: tnp.amax(y, axis=5),
+        lambda y, v, p: np.amax(y, axis=5),
+        "amax",
+    ),
+    "amin of nothing": (
+        lambda y, v, p: tnp.amin(p["rows0"]),
+        lambda y, v, p: np.amin(p["rows0"]),
+        "amin",
+    ),
+    "trace of a vector": (
+        lambda y, v, p: tnp.trace(v),
+        lambda y, v, p: np.trace(v),
+        "trace",
+    ),
+    "inner, last axes of other lengths": (
+        lambda y, v, p: tnp.inner(y, p["first3"]),
+        lambda y, v, p: np.inner(y, p["first3"]),
+        "inner",
+    ),
+    "dot, sizes not aligned": (
+        lambda y, v, p: tnp.dot(y, p["first3"]),
+        lambda y, v, p: np.dot(y, p["first3"]),
+        "dot",
+    ),
+    "dot of 3-D arrays, sizes not aligned": (
+        lambda y, v, p: tnp.dot(p["in3d"], p["in3d"]),
+        lambda y, v, p: np.dot(p["in3d"], p["in3d"]),
+        "dot",
+    ),
+    "vdot, other sizes": (
+        lambda y, v, p: tnp.vdot(y, p["first3"]),
+        lambda y, v, p: np.vdot(y, p["first3"]),
+        "vdot",
+    ),
+    "lstsq of a vector": (
+        lambda y, v, p: tnp.linalg.lstsq(v, v),
+        lambda y, v, p: np.linalg.lstsq(v, v),
+        "lstsq",
+    ),
+    "lstsq of an integer vector (checked before the cast)": (
+        lambda y, v, p: tnp.linalg.lstsq(p["ints"], v),
+        lambda y, v, p: np.linalg.lstsq(p["ints"], v),
+        "lstsq",
+    ),
+    "lstsq of NaN (the SVD fails)": (
+        lambda y, v, p: tnp.linalg.lstsq(p["nans"], p["first3"]),
+        lambda y, v, p: np.linalg.lstsq(p["nans"], p["first3"]),
+        "lstsq",
+    ),
+    "svd of an integer vector (checked before the cast)": (
+        lambda y, v, p: tnp.linalg.svd(p["ints"]),
+        lambda y, v, p: np.linalg.svd(p["ints"]),
+        "svd",
+    ),
+    "scipy.linalg.cholesky of a vector": (
+        lambda y, v, p: tsc.linalg.cholesky(v),
+        lambda y, v, p: scipy.linalg.cholesky(v),
+        "cholesky",
+    ),
+    # errors found after the first recorded op
+    "ptp of bools": (
+        lambda y, v, p: tnp.ptp(p["bools"]),
+        lambda y, v, p: np.ptp(p["bools"]),
+        "ptp",
+    ),
+    "einsum, an array as a subscript list": (
+        lambda y, v, p: tnp.einsum(3, y),
+        lambda y, v, p: np.einsum(3, y),
+        "einsum",
+    ),
+    "einsum, a subscript out of range": (
+        lambda y, v, p: tnp.einsum(y, [0, 60]),
+        lambda y, v, p: np.einsum(y, [0, 60]),
+        "einsum",
+    ),
+    "polyval, shapes that do not broadcast": (
+        lambda y, v, p: tnp.polyval(y, p["first3"]),
+        lambda y, v, p: np.polyval(y, p["first3"]),
+        "polyval",
+    ),
+    "polyval, a 0-d p": (
+        lambda y, v, p: tnp.polyval(p["scalar"], v),
+        lambda y, v, p: np.polyval(p["scalar"], v),
+        "polyval",
+    ),
 }
+
+
+def _sp(m: Any) -> Any:
+    """SciPy, or tapegrad.scipy next to tapegrad.numpy."""
+    return scipy if m is np else tsc
+
 
 # where the oracle answers, tapegrad must give its values (the checks above must not
 # refuse these); each call takes the module (tapegrad.numpy or numpy) and the array
@@ -374,6 +477,13 @@ ANSWERS = {
     "quantile list axis": (lambda m, y: m.quantile(y, 0.3, axis=[1, 0]),),
     "median list axis": (lambda m, y: m.median(y, axis=[1]),),
     "average list axis": (lambda m, y: m.average(y, axis=[0]),),
+    # input NumPy and SciPy take that tapegrad refused
+    "scipy.linalg.cholesky of a 0-d array (1 x 1)": (
+        lambda m, y: _sp(m).linalg.cholesky(y[0, 1] + 1.0),
+    ),
+    "scipy.linalg.cholesky of a one-element vector, lower": (
+        lambda m, y: _sp(m).linalg.cholesky(y[2, 1:2], lower=True),
+    ),
 }
 
 
@@ -402,6 +512,8 @@ def _with_parts(make: Any, const: Any) -> tuple:
     parts["square"] = make(np.eye(3) + Y[:, :3])
     parts["rows2"], parts["rows4"] = make(Y[:2, :3]), make(Y[:, 1:].T)
     parts["yT"] = make(Y.T)
+    parts["none"], parts["scalar"] = v[:0], make(np.array(2.0))
+    parts["nans"], parts["above2"] = make(np.full((3, 2), np.nan)), make(Y + 2.0)
     return y, v, parts
 
 
@@ -489,6 +601,8 @@ VALUES = {
     "convolve, mode 1 (NumPy's 'same')": (lambda m, a: m.convolve(a[0], a[1, :3], mode=1), Y),
     "einsum, ellipsis moved in the output": (lambda m, a: m.einsum("...j->j...", a), Y),
     "trapezoid, dx an array": (lambda m, a: m.trapezoid(a, dx=np.arange(1.0, 5.0), axis=0), Y),
+    "polyval at infinity (NaN: NumPy's 0 * x first)": (lambda m, a: m.polyval(a[0], a[1] / 0), Y),
+    "polyval of no coefficients": (lambda m, a: m.polyval(a[0, :0], a[1]), Y),
 }
 
 

@@ -295,7 +295,14 @@ def median(
 
 def ptp(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> Tensor:
     """Peak to peak: ``max - min`` along ``axis``."""
-    return rmax(a, axis=axis, out=out, keepdims=keepdims) - rmin(a, axis=axis, keepdims=keepdims)
+    no_out("ptp", out)
+    t = as_tensor(a)
+    # NumPy's errors, naming ptp, before the maximum is recorded
+    if 0 in [t.shape[d] for d in normalize_axes(axis, t.ndim, "ptp")]:
+        raise ValueError(f"ptp: zero-size array (shape {t.shape}) to a reduction with no identity")
+    if t.dtype.kind == "b":
+        raise TypeError("ptp: numpy boolean subtract, the `-` operator, is not supported")
+    return rmax(t, axis=axis, keepdims=keepdims) - rmin(t, axis=axis, keepdims=keepdims)
 
 
 def diff(a: Any, n: int = 1, axis: int = -1) -> Tensor:
@@ -364,7 +371,20 @@ def polyval(p: Any, x: Any) -> Tensor:
     """``p[0] x^(n-1) + ... + p[n-1]`` by Horner's rule (differentiable in ``p`` and ``x``)."""
     coefficients = as_tensor(p)
     x = as_tensor(x)  # (converted once, before anything is recorded)
-    total = coefficients[0] * x**0
+    # NumPy's errors, before anything is recorded
+    if coefficients.ndim == 0:
+        raise TypeError("polyval: p must be a sequence of coefficients, got a 0-d array")
+    try:
+        np.broadcast_shapes(x.shape, coefficients.shape[1:])
+    except ValueError:
+        raise ValueError(
+            f"polyval: x of shape {x.shape} does not broadcast with the coefficients' shape "
+            f"{coefficients.shape[1:]} (p of shape {coefficients.shape})"
+        ) from None
+    if coefficients.shape[0] == 0:  # NumPy's zeros_like(x)
+        return Tensor._external(np.zeros(x.shape, x.dtype))
+    # NumPy's Horner from zeros_like(x): 0 * x first (NaN for an infinite x, as NumPy's)
+    total = x * 0 + coefficients[0]
     for i in range(1, coefficients.shape[0]):
         total = total * x + coefficients[i]
     return total

@@ -57,7 +57,6 @@ from .shape import (
     astype,
     axis_index,
     broadcast_to,
-    diagonal,
     gather_positions,
     moveaxis,
     swapaxes,
@@ -137,14 +136,31 @@ def dot(a: Any, b: Any, out: Any = None) -> Tensor:
     ta, tb = as_tensor(a), as_tensor(b)
     if ta.ndim == 0 or tb.ndim == 0:
         return ta * tb
+    _aligned("dot", ta, tb, max(tb.ndim - 2, 0))
     if tb.ndim <= 2 and (ta.ndim <= 2 or tb.ndim == 1):
         return matmul(ta, tb)
     return tensordot(ta, tb, axes=([-1], [-2]))
 
 
+def _aligned(name: str, ta: Tensor, tb: Tensor, axis: int) -> None:
+    """NumPy's error of ``dot`` / ``inner`` where ``ta``'s last axis and ``tb``'s
+    ``axis`` differ in length (checked before anything is recorded)."""
+    if ta.shape[-1] != tb.shape[axis]:
+        raise ValueError(
+            f"{name}: shapes {ta.shape} and {tb.shape} not aligned: {ta.shape[-1]} "
+            f"(dim {ta.ndim - 1}) != {tb.shape[axis]} (dim {axis})"
+        )
+
+
 def vdot(a: Any, b: Any) -> Tensor:
     """Dot product of the flattened inputs."""
-    return dot(as_tensor(a).reshape(-1), as_tensor(b).reshape(-1))
+    ta, tb = as_tensor(a), as_tensor(b)
+    if ta.size != tb.size:  # (checked before the flattening is recorded)
+        raise ValueError(
+            f"vdot: a of shape {ta.shape} and b of shape {tb.shape} have {ta.size} and "
+            f"{tb.size} elements"
+        )
+    return dot(ta.reshape(-1), tb.reshape(-1))
 
 
 def inner(a: Any, b: Any) -> Tensor:
@@ -152,6 +168,7 @@ def inner(a: Any, b: Any) -> Tensor:
     ta, tb = as_tensor(a), as_tensor(b)
     if ta.ndim == 0 or tb.ndim == 0:
         return ta * tb
+    _aligned("inner", ta, tb, tb.ndim - 1)
     return tensordot(ta, tb, axes=([-1], [-1]))
 
 
@@ -164,8 +181,8 @@ def outer(a: Any, b: Any, out: Any = None) -> Tensor:
 
 def trace(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
     """Sum along a diagonal."""
-
-    return _sum(diagonal(a, offset, axis1, axis2), axis=-1)
+    d = gather_positions(a, lambda p: np.diagonal(p, offset, axis1, axis2), what="trace")
+    return _sum(d, axis=-1)
 
 
 def _parse_einsum(subscripts: str, shapes: list[tuple[int, ...]]) -> tuple[list[str], str]:
@@ -262,15 +279,29 @@ _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"  # NumPy's: 0 
 
 
 def _sublist(sub: Any) -> str:
-    """``[0, 1, Ellipsis]`` -> ``"ab..."`` (NumPy's subscripts are ints below 52)."""
+    """``[0, 1, Ellipsis]`` -> ``"ab..."`` (NumPy's subscripts are ints below 52), with
+    NumPy's errors (a tensor's values are read, never iterated: that would record)."""
+    if isinstance(sub, Tensor):
+        sub = sub._value()
+    try:
+        items = list(sub)
+    except TypeError:
+        raise TypeError(
+            f"einsum: the subscripts for each operand must be a list or a tuple, got {sub!r}"
+        ) from None
     out = []
-    for s in sub:
+    for s in items:
         if s is Ellipsis:
             out.append("...")
-        elif isinstance(s, int | np.integer) and 0 <= s < len(_LETTERS):
+        elif not isinstance(s, int | np.integer) or isinstance(s, bool | np.bool_):
+            got = repr(s) if np.ndim(s) == 0 else f"an array of shape {np.shape(s)}"
+            raise TypeError(
+                f"einsum: each subscript must be either an integer or an ellipsis, got {got}"
+            )
+        elif 0 <= s < len(_LETTERS):
             out.append(_LETTERS[s])
         else:
-            raise ValueError(f"einsum: subscript {s!r} is not an int in [0, 52) or Ellipsis")
+            raise ValueError(f"einsum: subscript {s} is not within the valid range [0, 52)")
     return "".join(out)
 
 
@@ -527,12 +558,14 @@ def _requires_grad(*ts: Tensor) -> bool:
 
 
 def _matrices(a: Any, what: str) -> tuple[Tensor, int, tuple[int, ...], int, int]:
-    """A float tensor of (a stack of) matrices: (tensor, dtype code, batch, rows, cols)."""
-    t, dt = _float(as_tensor(a))
+    """A float tensor of (a stack of) matrices: (tensor, dtype code, batch, rows, cols);
+    the dimensions checked before the cast of an integer ``a`` is recorded."""
+    t = as_tensor(a)
     if t.ndim < 2:
         raise np.linalg.LinAlgError(
             f"{what}: {t.ndim}-dimensional array given. Array must be at least two-dimensional"
         )
+    t, dt = _float(t)
     return t, dt, t.shape[:-2], t.shape[-2], t.shape[-1]
 
 
@@ -730,16 +763,17 @@ def lstsq(a: Any, b: Any, rcond: Any = None) -> tuple:
     residuals, rank, s)``. ``x = pinv(a, rcond) @ b`` (the minimum-norm solution;
     ``rcond=None`` is ``eps * max(m, n)``); residuals (for full column rank and m > n)
     and singular values are differentiable too; rank is an int."""
-    ta, _, batch, m, n = _matrices(a, "lstsq")
-    tb = as_tensor(b)
-    if batch:
+    ta, tb = as_tensor(a), as_tensor(b)
+    # NumPy's errors, before the cast of an integer a is recorded
+    if ta.ndim != 2:
         raise np.linalg.LinAlgError(
             f"lstsq: {ta.ndim}-dimensional array given. Array must be two-dimensional"
         )
-    if tb.ndim not in (1, 2) or tb.shape[0] != m:
+    if tb.ndim not in (1, 2) or tb.shape[0] != ta.shape[0]:
         raise np.linalg.LinAlgError(
             f"lstsq: incompatible dimensions (a {ta.shape} {ta.dtype}, b {tb.shape} {tb.dtype})"
         )
+    ta, _, _, m, n = _matrices(ta, "lstsq")
     eps = np.finfo(ta.dtype).eps
     if rcond is None:
         rcond = eps * max(m, n)
@@ -747,7 +781,13 @@ def lstsq(a: Any, b: Any, rcond: Any = None) -> tuple:
         rcond = eps
     if ta.size == 0 or tb.size == 0:
         return _constants(np.linalg.lstsq(ta._value(), tb._value(), rcond=rcond))
-    s = svdvals(ta)
+    try:  # (a failure depends on the values: it cannot be checked first)
+        s = svdvals(ta)
+    except np.linalg.LinAlgError:
+        raise np.linalg.LinAlgError(
+            f"lstsq: SVD did not converge in Linear Least Squares (a {ta.shape} {ta.dtype}, "
+            "not finite?)"
+        ) from None
     big = s > rcond * _max(s) if s.size else s > 0
     rank = int(_sum(big)) if s.size else 0  # a guard while capturing
     x = matmul(pinv(ta, rcond), tb)
@@ -955,10 +995,25 @@ def cho_factor(
     lower)``, ``c`` upper (``a = c^T c``, the upper triangle of ``a`` read) or lower
     (``a = c c^T``). SciPy leaves arbitrary values in the other triangle; here it
     holds zeros."""
+    return cholesky_factor(a, lower, "cho_factor"), bool(lower)
+
+
+def cholesky_factor(a: Any, lower: bool, what: str) -> Tensor:
+    """The Cholesky factor SciPy's ``cholesky`` / ``cho_factor`` (``what``) gives:
+    lower, or upper (the upper triangle of ``a`` read); a 0-d or one-element 1-D ``a``
+    is a 1 x 1 matrix, as SciPy's (``atleast_2d``). Shapes are checked before anything
+    is recorded."""
     t = as_tensor(a)
-    _square_stack(t, "cho_factor")  # (before the transpose is recorded)
-    c = cholesky(t) if lower else _mT(cholesky(_mT(t)))
-    return c, bool(lower)
+    if t.ndim < 2:
+        shape = (1,) * (2 - t.ndim) + t.shape
+        if shape != (1, 1):
+            raise ValueError(
+                f"{what}: input array is expected to be square but has the shape {shape} "
+                f"(a {t.shape} {t.dtype} read as a row)"
+            )
+        t = t.reshape(1, 1)
+    _square_stack(t, what)
+    return cholesky(t) if lower else _mT(cholesky(_mT(t)))
 
 
 def cho_solve(

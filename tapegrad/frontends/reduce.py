@@ -81,11 +81,15 @@ def _reduction(shape: tuple, axis: Any, keepdims: bool, name: str) -> tuple:
     return axes, reduced_shape(shape, axes, keepdims), count, (len(axes), *axes)
 
 
-def _reduce(op: Op, x: Any, axis: Any, keepdims: bool, kind: str, out: Any = None) -> Tensor:
+def _reduce(
+    op: Op, x: Any, axis: Any, keepdims: bool, kind: str, out: Any = None, name: str = ""
+) -> Tensor:
     """sum / mean / prod / max / min: one node, extra internal outputs where the backward
-    needs them (prod: non-zero product and zero count; max/min: count of ties)."""
+    needs them (prod: non-zero product and zero count; max/min: count of ties). Errors
+    name ``name`` (the public function: ``amax``), else the row."""
+    name = name or op.name
     if out is not None:
-        no_out(op.name, out)
+        no_out(name, out)
     # (an int axis in the tensor dimensions' range only: the compiled front end marks all
     # axes with an int, ALL_AXES, that no user axis may alias; Python raises for others)
     if (
@@ -105,7 +109,7 @@ def _reduce(op: Op, x: Any, axis: Any, keepdims: bool, kind: str, out: Any = Non
     # an int or None axis (the common case) has its shapes kept; a tuple is computed
     # each time (a cached (1,) would otherwise answer for (1.0,), which NumPy rejects)
     plan = _reduction if axis is None or type(axis) is int else _reduction.__wrapped__
-    axes, out_shape, count, params = plan(t.shape, axis, bool(keepdims), op.name)
+    axes, out_shape, count, params = plan(t.shape, axis, bool(keepdims), name)
     dt = DTYPE_CODE[t.dtype]
     if dt not in FLOAT_CODES:  # integer/bool data: not differentiable, NumPy reduces
         f = {"sum": np.sum, "mean": np.mean, "prod": np.prod, "max": np.max, "min": np.min}
@@ -113,7 +117,7 @@ def _reduce(op: Op, x: Any, axis: Any, keepdims: bool, kind: str, out: Any = Non
     if kind in ("max", "min"):
         if count == 0:
             raise ValueError(
-                f"{op.name}: zero-size array to reduction operation {op.name} which has no identity"
+                f"{name}: zero-size array to reduction operation {op.name} which has no identity"
             )
         return general(op, dt, [t], [(dt, out_shape)] * 2, params)
     if kind == "prod":
@@ -218,51 +222,69 @@ def prod(
 
 
 def _extreme(
-    op: Op, a: Any, axis: Any, out: Any, keepdims: bool, initial: Any, where: Any
+    op: Op,
+    a: Any,
+    axis: Any,
+    out: Any,
+    keepdims: bool,
+    initial: Any,
+    where: Any,
+    name: str = "",
 ) -> Tensor:
+    """max / min, errors naming ``name`` (``amax``, ``ptp``), else the row."""
+    name = name or op.name
     t = as_tensor(a)
     if initial is not _NO_VALUE:
         initial = _as_dtype(initial, t)
         if t.size == 0:  # only the initial value: NumPy returns it
-            _, shape, _, _ = _reduction.__wrapped__(t.shape, axis, bool(keepdims), op.name)
+            _, shape, _, _ = _reduction.__wrapped__(t.shape, axis, bool(keepdims), name)
             return Tensor._external(np.full(shape, initial))
     if where is not _NO_VALUE:
         if initial is _NO_VALUE:
             raise ValueError(
-                f"{op.name}: reduction operation '{op.name}' does not have an identity, so to "
+                f"{name}: reduction operation '{op.name}' does not have an identity, so to "
                 "use a where mask one has to specify 'initial'"
             )
-        t = _masked(op.name, t, where, initial)
-    r = _reduce(op, t, axis, keepdims, op.name, out)
+        t = _masked(name, t, where, initial)
+    r = _reduce(op, t, axis, keepdims, op.name, out, name)
     if initial is not _NO_VALUE and where is _NO_VALUE:
         r = elementwise(MAXIMUM if op is MAX else MINIMUM, r, initial)
     return r
 
 
-def max(
-    a: Any,
-    axis: Any = None,
-    out: Any = None,
-    keepdims: bool = False,
-    initial: Any = _NO_VALUE,
-    where: Any = _NO_VALUE,
-) -> Tensor:
+def _extremum(op: Op, name: str, doc: str) -> Any:
+    """The public ``max`` / ``min`` of ``op``, as ``name`` (NumPy's ``amax`` / ``amin``
+    too: errors name the function called)."""
+
+    def fn(
+        a: Any,
+        axis: Any = None,
+        out: Any = None,
+        keepdims: bool = False,
+        initial: Any = _NO_VALUE,
+        where: Any = _NO_VALUE,
+    ) -> Tensor:
+        return _extreme(op, a, axis, out, keepdims, initial, where, name)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    return fn
+
+
+max = _extremum(
+    MAX,
+    "max",
     """Maximum over ``axis``; tied maxima share the gradient equally. ``initial`` takes
-    part in the maximum; ``where`` (with ``initial``) leaves elements out."""
-    return _extreme(MAX, a, axis, out, keepdims, initial, where)
-
-
-def min(
-    a: Any,
-    axis: Any = None,
-    out: Any = None,
-    keepdims: bool = False,
-    initial: Any = _NO_VALUE,
-    where: Any = _NO_VALUE,
-) -> Tensor:
+    part in the maximum; ``where`` (with ``initial``) leaves elements out.""",
+)
+min = _extremum(
+    MIN,
+    "min",
     """Minimum over ``axis``; tied minima share the gradient equally. ``initial`` and
-    ``where`` as in :func:`max`."""
-    return _extreme(MIN, a, axis, out, keepdims, initial, where)
+    ``where`` as in :func:`max`.""",
+)
+amax = _extremum(MAX, "amax", "``numpy.amax``: :func:`max`, its errors naming ``amax``.")
+amin = _extremum(MIN, "amin", "``numpy.amin``: :func:`min`, its errors naming ``amin``.")
 
 
 def _cumulative(op: Op, a: Any, axis: Any, kind: str) -> Tensor:

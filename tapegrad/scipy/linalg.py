@@ -16,6 +16,7 @@ import numpy as np
 
 from .._namespace import NAMESPACES
 from .._protocols import publish
+from ..frontends.linalg import cholesky_factor
 from ..frontends.shape import concatenate, diagonal, swapaxes
 from ..tensors import as_tensor
 
@@ -70,7 +71,7 @@ def cholesky(
     a: Any, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True
 ) -> Any:
     """Cholesky factor: upper (``a = U^T U``) unless ``lower`` (``a = L L^T``)."""
-    return NAMESPACES["scipy.linalg"]["cho_factor"](a, lower=lower)[0]
+    return cholesky_factor(a, lower, "cholesky")
 
 
 def _unsupported(what: str, b: Any, **options: Any) -> None:
