@@ -28,6 +28,18 @@ def numeric_grad(f: Callable, x, eps: float = 1e-6) -> np.ndarray:
     return g
 
 
+def central(fn: Callable, x, eps: float = 1e-6) -> np.ndarray:
+    """Central differences of scalar ``fn`` at ``x``, on plain arrays (an oracle's
+    function: NumPy's, SciPy's)."""
+    x = np.asarray(x, float)
+    out = np.zeros(x.shape)
+    for i in np.ndindex(x.shape):
+        e = np.zeros(x.shape)
+        e[i] = eps
+        out[i] = (fn(x + e) - fn(x - e)) / (2 * eps)
+    return out
+
+
 def run_in_threads(work: Callable, n: int = 4) -> None:
     """``work(k)`` in ``n`` threads at once, ``k = 0 .. n-1``; waits for all."""
     threads = [threading.Thread(target=work, args=(k,)) for k in range(n)]

@@ -26,6 +26,8 @@ import tapegrad.special as tsp
 from tapegrad.layout import H_ARENA_TOP, H_NLINK, H_NNODES, H_NSHAPE, H_NSLOTS
 from tapegrad.tape import current_tape
 
+from .helpers import central
+
 Y = np.arange(12.0).reshape(3, 4) / 10 + 0.1
 V = np.linspace(0.1, 1.0, 4)
 
@@ -458,6 +460,72 @@ CASES = {
         lambda y, v, p: np.polyval(p["scalar"], v),
         "polyval",
     ),
+    # what NumPy and SciPy refuse around what they now accept
+    "cumsum of a 0-d array, axis 1": (
+        lambda y, v, p: tnp.cumsum(p["scalar"], axis=1),
+        lambda y, v, p: np.cumsum(p["scalar"], axis=1),
+        "cumsum",
+    ),
+    "nancumprod of a 0-d array, axis -2": (
+        lambda y, v, p: tnp.nancumprod(p["scalar"], axis=-2),
+        lambda y, v, p: np.nancumprod(p["scalar"], axis=-2),
+        "nancumprod",
+    ),
+    "tril of a 0-d array": (
+        lambda y, v, p: tnp.tril(p["scalar"]),
+        lambda y, v, p: np.tril(p["scalar"]),
+        "tril",
+    ),
+    "sort, kind 'x'": (
+        lambda y, v, p: tnp.sort(y, kind="x"),
+        lambda y, v, p: np.sort(y, kind="x"),
+        "sort",
+    ),
+    "partition, kth out of range": (
+        lambda y, v, p: tnp.partition(y, 9, axis=True),
+        lambda y, v, p: np.partition(y, 9, axis=True),
+        "partition",
+    ),
+    "interp, no points": (
+        lambda y, v, p: tnp.interp(v, p["none"], p["none"]),
+        lambda y, v, p: np.interp(v, p["none"], p["none"]),
+        "interp",
+    ),
+    "convolve of a matrix": (
+        lambda y, v, p: tnp.convolve(y, v),
+        lambda y, v, p: np.convolve(y, v),
+        "convolve",
+    ),
+    "cross of 4-vectors": (
+        lambda y, v, p: tnp.cross(y, y),
+        lambda y, v, p: np.cross(y, y),
+        "cross",
+    ),
+    "norm, axis a word": (
+        lambda y, v, p: tnp.linalg.norm(y, axis="x"),
+        lambda y, v, p: np.linalg.norm(y, axis="x"),
+        "norm",
+    ),
+    "norm, axis a tuple of a float": (
+        lambda y, v, p: tnp.linalg.norm(y, axis=(1.0,)),
+        lambda y, v, p: np.linalg.norm(y, axis=(1.0,)),
+        "norm",
+    ),
+    "expm of a vector": (
+        lambda y, v, p: tsc.linalg.expm(v),
+        lambda y, v, p: scipy.linalg.expm(v),
+        "expm",
+    ),
+    "multigammaln, d not whole": (
+        lambda y, v, p: tsp.multigammaln(p["above2"], 1.5),
+        lambda y, v, p: scipy.special.multigammaln(p["above2"], 1.5),
+        "multigammaln",
+    ),
+    "multigammaln, d a whole float": (
+        lambda y, v, p: tsp.multigammaln(p["above2"], 2.0),
+        lambda y, v, p: scipy.special.multigammaln(p["above2"], 2.0),
+        "multigammaln",
+    ),
 }
 
 
@@ -478,12 +546,30 @@ ANSWERS = {
     "median list axis": (lambda m, y: m.median(y, axis=[1]),),
     "average list axis": (lambda m, y: m.average(y, axis=[0]),),
     # input NumPy and SciPy take that tapegrad refused
+    "sort, axis True (an int to NumPy's sort)": (lambda m, y: m.sort(y[::-1, ::-1], axis=True),),
+    "partition, axis True": (lambda m, y: m.partition(y[:, ::-1], 1, axis=True),),
+    "cumsum of a 0-d array, axis 0": (lambda m, y: m.cumsum(y[1, 2], axis=0),),
+    "cumprod of a 0-d array, axis -1": (lambda m, y: m.cumprod(y[1, 2], axis=-1),),
+    "nancumsum of a 0-d array, axis 0": (lambda m, y: m.nancumsum(y[0, 3], axis=0),),
+    "norm, axis 1.0 (numpy.linalg.norm's int(axis))": (lambda m, y: m.linalg.norm(y, axis=1.0),),
+    "interp through one point": (
+        lambda m, y: m.interp(np.array([0.0, 0.5, 2.0]), y[0, :1], y[1, :1], left=-1.0),
+    ),
+    "interp, bool fp": (lambda m, y: m.interp(y[0] * 2 + 0.35, y[1], y[2] > 1.05),),
+    "convolve of a 0-d array": (lambda m, y: m.convolve(y[0, 1], y[1]),),
+    "tril of a vector (its rows)": (lambda m, y: m.tril(y[0]),),
+    "triu of a vector, k=1": (lambda m, y: m.triu(y[1], 1),),
+    "tril of a vector, k=-2": (lambda m, y: m.tril(y[2], -2),),
+    "expm of a 0-d array (1 x 1)": (lambda m, y: _sp(m).linalg.expm(y[0, 1]),),
+    "expm of a one-element vector": (lambda m, y: _sp(m).linalg.expm(y[2, 1:2]),),
     "scipy.linalg.cholesky of a 0-d array (1 x 1)": (
         lambda m, y: _sp(m).linalg.cholesky(y[0, 1] + 1.0),
     ),
     "scipy.linalg.cholesky of a one-element vector, lower": (
         lambda m, y: _sp(m).linalg.cholesky(y[2, 1:2], lower=True),
     ),
+    "multigammaln, d=0 (no terms)": (lambda m, y: _sp(m).special.multigammaln(y, 0),),
+    "multigammaln, d=-1": (lambda m, y: _sp(m).special.multigammaln(y, -1),),
 }
 
 
@@ -601,6 +687,14 @@ VALUES = {
     "convolve, mode 1 (NumPy's 'same')": (lambda m, a: m.convolve(a[0], a[1, :3], mode=1), Y),
     "einsum, ellipsis moved in the output": (lambda m, a: m.einsum("...j->j...", a), Y),
     "trapezoid, dx an array": (lambda m, a: m.trapezoid(a, dx=np.arange(1.0, 5.0), axis=0), Y),
+    "diff of bools (not_equal)": (lambda m, a: m.diff(a > 0.5, axis=1), Y),
+    "diff of bools, twice": (lambda m, a: m.diff(a > 0.5, n=2, axis=0), Y),
+    "interp of float32 data, in float64": (
+        lambda m, a: m.interp(
+            a[0].astype(np.float32) * 2 + 0.35, a[1].astype(np.float32), a[2].astype(np.float32)
+        ),
+        Y,
+    ),
     "polyval at infinity (NaN: NumPy's 0 * x first)": (lambda m, a: m.polyval(a[0], a[1] / 0), Y),
     "polyval of no coefficients": (lambda m, a: m.polyval(a[0, :0], a[1]), Y),
 }
@@ -619,6 +713,26 @@ def test_values_as_numpy_gives_them(name):
     else:  # (NaN and inf where NumPy has them; numbers to the dtype's rounding)
         rtol = 1e-6 if want.dtype == np.float32 else 1e-12
         np.testing.assert_allclose(got, want, rtol=rtol, atol=0)
+
+
+@pytest.mark.parametrize("shapes", [((2,), (2,)), ((4, 2), (3,)), ((3,), (2, 2)), ((4, 3), (2,))])
+def test_cross_takes_2_vectors_as_numpy_2_with_its_warning(shapes):
+    """NumPy 2 deprecates 2-vectors in cross (it warns) but still computes: the z
+    component of two of them, a 3-vector with a 3-vector. tapegrad gives the same, with
+    the same warning, and differentiates it (central differences in float64)."""
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal(shapes[0]), rng.standard_normal(shapes[1])
+    with pytest.warns(DeprecationWarning, match="2-dimensional vectors are deprecated"):
+        want = np.cross(a, b)
+    w = rng.standard_normal(np.shape(want))
+    with pytest.warns(DeprecationWarning, match="^cross: Arrays of 2-dimensional vectors"):
+        got = tnp.cross(tg.tensor(a), tg.tensor(b))
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        ga, gb = tg.grad(lambda x, y: tnp.sum(tnp.cross(x, y) * w), argnums=(0, 1))(a, b)
+        np.testing.assert_allclose(ga, central(lambda x: np.sum(np.cross(x, b) * w), a))
+        np.testing.assert_allclose(gb, central(lambda y: np.sum(np.cross(a, y) * w), b))
 
 
 def test_nan_reductions_differentiate_where_numbers_are():

@@ -117,15 +117,13 @@ atleast_3d = _rearranged("atleast_3d", np.atleast_3d)
 
 def _triangle(keep: Any, what: str) -> Any:
     def fn(m: Any, k: int = 0) -> Tensor:
-        t = as_tensor(m)
-        if t.ndim < 2:
-            raise ValueError(f"{what}: needs at least 2 dimensions, got shape {t.shape}")
-        mask = keep(np.ones(t.shape[-2:], bool), k)
-        # positions outside the triangle read the fill value 0 (position -1)
-        return gather_positions(t, lambda p: np.where(mask, p, -1), fill=0.0, what=what)
+        # NumPy's own function on the positions shifted by one: those outside the
+        # triangle (0) read the fill value 0 (position -1); a 1-D input is the last row
+        # of the matrix NumPy broadcasts it to, as in NumPy
+        return gather_positions(m, lambda p: keep(p + 1, k) - 1, fill=0.0, what=what)
 
     fn.__name__ = fn.__qualname__ = what
-    fn.__doc__ = f"``numpy.{what}``: the triangle kept, zeros elsewhere."
+    fn.__doc__ = f"``numpy.{what}``: the triangle kept, zeros elsewhere (a 1-D input: its rows)."
     return fn
 
 
@@ -168,12 +166,20 @@ def sort(a: Any, axis: Any = -1, kind: Any = None, order: Any = None) -> Tensor:
     if order is not None:
         raise TypeError("sort: order= (structured arrays) is not supported")
     t = as_tensor(a)
-    values = t._value()
+    if axis is not None:  # (NumPy's sort takes a bool axis as an int)
+        axis = axis_index(axis, t.ndim, "sort")
+    order_ = _arrangement(np.argsort, "sort", t._value(), axis=axis, kind=kind)
     if axis is None:
-        order_ = np.argsort(values, axis=None, kind=kind)
         return gather_positions(t, lambda p: p.reshape(-1)[order_], what="sort")
-    order_ = np.argsort(values, axis=axis, kind=kind)
     return gather_positions(t, lambda p: np.take_along_axis(p, order_, axis=axis), what="sort")
+
+
+def _arrangement(arg: Any, name: str, values: np.ndarray, *args: Any, **kwargs: Any) -> Any:
+    """``arg(values, ...)`` (``argsort``, ``argpartition``), its errors naming ``name``."""
+    try:
+        return arg(values, *args, **kwargs)
+    except (ValueError, TypeError) as e:
+        raise type(e)(f"{name}: {e} (tensor of shape {values.shape})") from None
 
 
 def _axes_last(t: Tensor, axes: tuple[int, ...] | None) -> tuple[Tensor, tuple[int, ...]]:
@@ -313,6 +319,8 @@ def diff(a: Any, n: int = 1, axis: int = -1) -> Tensor:
     if n < 0:
         raise ValueError(f"diff: order must be non-negative but got {n}")
     ax = axis_index(axis, t.ndim, "diff")
+    if t.dtype.kind == "b":  # NumPy's difference of bools is not_equal (no gradient)
+        return Tensor._external(np.diff(t._value(), n, axis=ax))
     for _ in range(n):
         head = [slice(None)] * t.ndim
         tail = [slice(None)] * t.ndim
@@ -393,19 +401,44 @@ def polyval(p: Any, x: Any) -> Tensor:
 def cross(
     a: Any, b: Any, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis: Any = None
 ) -> Tensor:
-    """Cross product of 3-vectors along the last axis (broadcast over the others)."""
+    """Cross product of 3-vectors along the last axis (broadcast over the others). As
+    NumPy 2, which deprecates them and warns, 2-vectors count as 3-vectors in the x-y
+    plane, and two of them give the z component alone."""
     if axis is not None or (axisa, axisb, axisc) != (-1, -1, -1):
-        raise TypeError("cross: only 3-vectors along the last axis (no axis arguments)")
+        raise TypeError("cross: only vectors along the last axis (no axis arguments)")
     u, v = as_tensor(a), as_tensor(b)
-    if u.shape[-1] != 3 or v.shape[-1] != 3:
-        raise ValueError(f"cross: needs 3-vectors along the last axis, got {u.shape} and {v.shape}")
-    try:  # (checked before anything is recorded)
-        np.broadcast_shapes(u.shape, v.shape)
+    # NumPy's errors, before anything is recorded
+    if u.ndim < 1 or v.ndim < 1:
+        raise ValueError(f"cross: at least one array has zero dimension ({u.shape} and {v.shape})")
+    if u.shape[-1] not in (2, 3) or v.shape[-1] not in (2, 3):
+        raise ValueError(
+            "cross: incompatible dimensions for cross product (dimension must be 2 or 3), got "
+            f"{u.shape} and {v.shape}"
+        )
+    try:
+        np.broadcast_shapes(u.shape[:-1], v.shape[:-1])
     except ValueError:
         raise ValueError(f"cross: shapes {u.shape} and {v.shape} do not broadcast") from None
-    ux, uy, uz = (u[..., i] for i in range(3))
-    vx, vy, vz = (v[..., i] for i in range(3))
-    parts = [uy * vz - uz * vy, uz * vx - ux * vz, ux * vy - uy * vx]
+    if 2 in (u.shape[-1], v.shape[-1]):
+        warnings.warn(
+            "cross: Arrays of 2-dimensional vectors are deprecated. Use arrays of "
+            "3-dimensional vectors instead. (deprecated in NumPy 2.0)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+    ux, uy, vx, vy = u[..., 0], u[..., 1], v[..., 0], v[..., 1]
+    z = ux * vy - uy * vx
+    if u.shape[-1] == v.shape[-1] == 2:
+        return z
+    if u.shape[-1] == 2:  # u's z component is 0
+        vz = v[..., 2]
+        parts = [uy * vz, -(ux * vz), z]
+    elif v.shape[-1] == 2:  # v's
+        uz = u[..., 2]
+        parts = [-(uz * vy), uz * vx, z]
+    else:
+        uz, vz = u[..., 2], v[..., 2]
+        parts = [uy * vz - uz * vy, uz * vx - ux * vz, z]
     return concatenate([reshape(c, (*c.shape, 1)) for c in parts], axis=-1)
 
 
@@ -552,21 +585,25 @@ def interp(
     if period is not None:
         raise TypeError("interp: period= is not supported")
     tx, txp, tfp = as_tensor(x), as_tensor(xp), as_tensor(fp)
-    if txp.ndim != 1 or tfp.shape != txp.shape or txp.shape[0] < 2:
+    if txp.ndim != 1 or tfp.shape != txp.shape or txp.shape[0] < 1:
         raise ValueError(
-            f"interp: xp and fp must be 1-D of one length >= 2, got {txp.shape}, {tfp.shape}"
+            f"interp: xp and fp must be 1-D of one length >= 1, got {txp.shape}, {tfp.shape}"
         )
     for what, v in (("left", left), ("right", right)):  # NumPy takes one number each
         if v is not None and np.ndim(v) != 0:
             raise TypeError(f"interp: {what} must be a number, got shape {np.shape(v)}")
+    # in float64, as NumPy (bool, integer and float32 data too)
+    tx, txp, tfp = (t if t.dtype == np.float64 else t.astype(np.float64) for t in (tx, txp, tfp))
     grid = txp._value()
     where_x = tx._value()
+    below = tfp[0] if left is None else left
+    above = tfp[-1] if right is None else right
+    if grid.size == 1:  # one point: fp[0] there (and at NaN), as NumPy's
+        return where(where_x > grid[-1], above, where(where_x < grid[0], below, tfp[0]))
     seg = np.clip(np.searchsorted(grid, where_x, side="right") - 1, 0, grid.size - 2)
     x0, x1 = getitem(txp, seg), getitem(txp, seg + 1)
     y0, y1 = getitem(tfp, seg), getitem(tfp, seg + 1)
     inside = y0 + (tx - x0) * (y1 - y0) / (x1 - x0)
-    below = tfp[0] if left is None else left
-    above = tfp[-1] if right is None else right
     return where(where_x > grid[-1], above, where(where_x < grid[0], below, inside))
 
 
@@ -627,7 +664,9 @@ def partition(
     if order is not None:
         raise TypeError("partition: order= (structured arrays) is not supported")
     t = as_tensor(a)
-    idx = np.argpartition(t._value(), kth, axis=axis, kind=kind)
+    if axis is not None:  # (NumPy's partition takes a bool axis as an int)
+        axis = axis_index(axis, t.ndim, "partition")
+    idx = _arrangement(np.argpartition, "partition", t._value(), kth, axis=axis, kind=kind)
     if axis is None:
         return gather_positions(t, lambda p: p.reshape(-1)[idx], what="partition")
     return gather_positions(t, lambda p: np.take_along_axis(p, idx, axis=axis), what="partition")
@@ -789,8 +828,8 @@ def _nan_cumulative(name: str, cumulative: Any, fill: float) -> Any:
         no_out(name, out)
         dtype_of(dtype, name)
         t = as_tensor(a)
-        if axis is not None:  # its errors before anything is recorded
-            axis_index(axis, t.ndim, name, bools=False)
+        if axis is not None:  # its errors before anything is recorded (0-d: 1-D to NumPy)
+            axis_index(axis, builtins.max(t.ndim, 1), name, bools=False)
         return cumulative(in_dtype(_no_nan(t, fill), dtype, name), axis=axis)
 
     fn.__name__ = fn.__qualname__ = name

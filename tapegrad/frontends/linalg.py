@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..layout import DTYPE_CODE, NP_DTYPES, promote
+from ..ops.elementwise import EXP
 from ..ops.linalg import (
     CHO_FACTOR,
     CHO_SOLVE,
@@ -48,7 +49,7 @@ from ..ops.linalg import (
 from ..record import record_matmul
 from ..shapes import matmul_layout, normalize_axes
 from ..tape import current_tape
-from ..tensors import Tensor, as_tensor, front_end, general, is_grad_enabled
+from ..tensors import Tensor, as_tensor, elementwise, front_end, general, is_grad_enabled
 from .reduce import max as _max
 from .reduce import min as _min
 from .reduce import safe_sqrt
@@ -478,8 +479,19 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> T
         return r.reshape((1,) * t.ndim) if keepdims else r
     if axis is None:
         axis = tuple(range(t.ndim))
-    if isinstance(axis, np.bool_):  # numpy.linalg.norm takes int(axis)
-        axis = int(axis)
+    elif not isinstance(axis, tuple):  # numpy.linalg.norm takes int(axis): 1.0, True too
+        try:
+            axis = int(axis)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"norm: 'axis' must be None, an integer or a tuple of integers, got {axis!r}"
+            ) from None
+    else:  # (its elements are integers, bools too: NumPy's own error otherwise)
+        for a in axis:
+            try:
+                operator.index(a)
+            except TypeError:
+                raise TypeError(f"norm: axis {axis!r} is not a tuple of integers") from None
     # NumPy's errors, before anything is recorded
     axes = normalize_axes(axis, t.ndim, "norm", bools=True)  # as numpy.linalg.norm
     if len(axes) not in (1, 2):
@@ -1062,7 +1074,14 @@ def expm(A: Any) -> Tensor:
     The number of squarings ``s`` comes from the 1-norm (the largest of a stack): a
     value read, so a compiled program replays while ``s`` stays the same.
     """
-    t, _ = _float(as_tensor(A))
+    t = as_tensor(A)
+    if t.ndim < 2:  # SciPy's: one element is the 1 x 1 matrix exp(a), in float64
+        if t.size != 1:
+            raise np.linalg.LinAlgError(
+                f"expm: the input array must be at least two-dimensional (got shape {t.shape})"
+            )
+        return elementwise(EXP, astype(t, np.float64).reshape(1, 1))
+    t, _ = _float(t)
     n = _square_stack(t, "expm")[1]
     if t.size == 0:
         return t * 1.0
@@ -1130,15 +1149,17 @@ def conv_mode(mode: Any, name: str) -> str:
 
 
 def convolve(a: Any, v: Any, mode: Any = "full") -> Tensor:
-    """``numpy.convolve`` of 1-D sequences; differentiable in both. The longer sequence
-    plays ``a`` (convolution commutes; NumPy's 'same' keeps the longer length)."""
+    """``numpy.convolve`` of 1-D sequences (a 0-d one is one number, as NumPy's);
+    differentiable in both. The longer sequence plays ``a`` (convolution commutes;
+    NumPy's 'same' keeps the longer length)."""
     mode = conv_mode(mode, "convolve")
     ta, tv = as_tensor(a), as_tensor(v)
-    if ta.ndim != 1 or tv.ndim != 1 or not ta.size or not tv.size:
+    if ta.ndim > 1 or tv.ndim > 1 or not ta.size or not tv.size:
         raise ValueError(
             f"convolve: needs non-empty 1-D sequences, got {ta.shape} {ta.dtype} and "
             f"{tv.shape} {tv.dtype}"
         )
+    ta, tv = (t.reshape(1) if t.ndim == 0 else t for t in (ta, tv))
     if tv.shape[0] > ta.shape[0]:
         ta, tv = tv, ta
     n, m = ta.shape[0], tv.shape[0]

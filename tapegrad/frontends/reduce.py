@@ -290,9 +290,10 @@ amin = _extremum(MIN, "amin", "``numpy.amin``: :func:`min`, its errors naming ``
 def _cumulative(op: Op, a: Any, axis: Any, kind: str) -> Tensor:
     t = as_tensor(a)
     if axis is None:
-        t = t.reshape(-1)
-        axis = 0
-    ax = axis_index(axis, t.ndim, op.name, bools=False)  # an integer, as NumPy's
+        t, ax = t.reshape(-1), 0
+    else:  # an integer, as NumPy's; a 0-d array is 1-D to NumPy here (axis 0 or -1)
+        ax = axis_index(axis, builtins.max(t.ndim, 1), op.name, bools=False)
+        t = t.reshape(1) if t.ndim == 0 else t
     dt = DTYPE_CODE[t.dtype]
     if dt not in FLOAT_CODES:
         f = np.cumsum if kind == "cumsum" else np.cumprod

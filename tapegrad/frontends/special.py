@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
 import numpy as np
@@ -109,11 +110,22 @@ def betainc(a: Any, b: Any, x: Any) -> Tensor:
 def multigammaln(a: Any, d: int) -> Tensor:
     """log Gamma_d(a) = d (d - 1) / 4 log(pi) + sum_j gammaln(a - j / 2), j < d (SciPy's
     ``multigammaln``; ``d`` an integer; NaN where ``a <= (d - 1) / 2``, where SciPy
-    raises)."""
-    d = int(d)
-    if d < 1:
-        raise ValueError(f"multigammaln: d must be a positive integer, got {d}")
+    raises). For ``d <= 0`` the sum has no term: SciPy's one number, whatever a's
+    shape (NaN if an element of a is out of range)."""
+    try:  # SciPy's errors: a whole float is refused as a TypeError, others a ValueError
+        d = operator.index(d)
+    except TypeError:
+        try:
+            whole = np.ndim(d) == 0 and bool(np.floor(d) == d)
+        except TypeError:  # (a string: NumPy's floor refuses it)
+            whole = True
+        raise (TypeError if whole else ValueError)(
+            f"multigammaln: d should be a positive integer (dimension), got {d!r}"
+        ) from None
     t = as_tensor(a)
+    if d < 1:  # no gammaln terms: a constant, connected to a through no element of it
+        ok = sum_of(where(t > 0.5 * (d - 1), 0.0, np.nan)) + sum_of(t.reshape(-1)[:0])
+        return ok + d * (d - 1) / 4.0 * math.log(math.pi)
     total = elementwise(GAMMALN, t)
     for j in range(1, d):
         total = total + elementwise(GAMMALN, t - 0.5 * j)
