@@ -526,6 +526,47 @@ CASES = {
         lambda y, v, p: scipy.special.multigammaln(p["above2"], 2.0),
         "multigammaln",
     ),
+    # bad input that was answered: a minimum of nothing (NumPy's maximum of nothing is 0)
+    "norm of a matrix without rows, order -2": (
+        lambda y, v, p: tnp.linalg.norm(p["rows0"], ord=-2),
+        lambda y, v, p: np.linalg.norm(p["rows0"], ord=-2),
+        "norm",
+    ),
+    "norm of a matrix without rows, order -inf": (
+        lambda y, v, p: tnp.linalg.norm(p["rows0"], ord=-np.inf),
+        lambda y, v, p: np.linalg.norm(p["rows0"], ord=-np.inf),
+        "norm",
+    ),
+    "norm of a matrix without columns, order -1": (
+        lambda y, v, p: tnp.linalg.norm(p["cols0"], ord=-1),
+        lambda y, v, p: np.linalg.norm(p["cols0"], ord=-1),
+        "norm",
+    ),
+    "norm of nothing, order -inf": (
+        lambda y, v, p: tnp.linalg.norm(p["none"], ord=-np.inf),
+        lambda y, v, p: np.linalg.norm(p["none"], ord=-np.inf),
+        "norm",
+    ),
+    "softmax of nothing": (
+        lambda y, v, p: tsp.softmax(p["none"]),
+        lambda y, v, p: scipy.special.softmax(p["none"]),
+        "softmax",
+    ),
+    "softmax along an empty axis": (
+        lambda y, v, p: tsp.softmax(p["cols0"], axis=1),
+        lambda y, v, p: scipy.special.softmax(p["cols0"], axis=1),
+        "softmax",
+    ),
+    "log_softmax along an empty axis": (
+        lambda y, v, p: tsp.log_softmax(p["cols0"], axis=-1),
+        lambda y, v, p: scipy.special.log_softmax(p["cols0"], axis=-1),
+        "log_softmax",
+    ),
+    "log_softmax of nothing": (
+        lambda y, v, p: tsp.log_softmax(p["rows0"]),
+        lambda y, v, p: scipy.special.log_softmax(p["rows0"]),
+        "log_softmax",
+    ),
 }
 
 
@@ -570,6 +611,13 @@ ANSWERS = {
     ),
     "multigammaln, d=0 (no terms)": (lambda m, y: _sp(m).special.multigammaln(y, 0),),
     "multigammaln, d=-1": (lambda m, y: _sp(m).special.multigammaln(y, -1),),
+    # NumPy's maximum of nothing in a norm is 0 (initial=0)
+    "norm of a matrix without rows, order inf": (lambda m, y: m.linalg.norm(y[:0], ord=np.inf),),
+    "norm of a matrix without columns, order 1": (lambda m, y: m.linalg.norm(y[:, :0], ord=1),),
+    "norm of a matrix without columns, order -inf": (
+        lambda m, y: m.linalg.norm(y[:, :0], ord=-np.inf),
+    ),
+    "norm of nothing, order inf": (lambda m, y: m.linalg.norm(y[0, :0], ord=np.inf),),
 }
 
 
@@ -687,6 +735,10 @@ VALUES = {
     "convolve, mode 1 (NumPy's 'same')": (lambda m, a: m.convolve(a[0], a[1, :3], mode=1), Y),
     "einsum, ellipsis moved in the output": (lambda m, a: m.einsum("...j->j...", a), Y),
     "trapezoid, dx an array": (lambda m, a: m.trapezoid(a, dx=np.arange(1.0, 5.0), axis=0), Y),
+    "norm of a matrix without rows, order 2 (a constant: nothing to differentiate)": (
+        lambda m, a: m.linalg.norm(a[:0], ord=2),
+        Y,
+    ),
     "diff of bools (not_equal)": (lambda m, a: m.diff(a > 0.5, axis=1), Y),
     "diff of bools, twice": (lambda m, a: m.diff(a > 0.5, n=2, axis=0), Y),
     "interp of float32 data, in float64": (
@@ -697,6 +749,10 @@ VALUES = {
     ),
     "polyval at infinity (NaN: NumPy's 0 * x first)": (lambda m, a: m.polyval(a[0], a[1] / 0), Y),
     "polyval of no coefficients": (lambda m, a: m.polyval(a[0, :0], a[1]), Y),
+    "softmax along the non-empty axis of an empty array": (
+        lambda m, a: _sp(m).special.softmax(a[:, :0], axis=0),
+        Y,
+    ),
 }
 
 

@@ -501,6 +501,25 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> T
     if len(axes) == 2 and ord is not None and ord != "fro":
         if not (ord == "nuc" if isinstance(ord, str) else ord in _MATRIX_ORDS):
             raise ValueError(f"norm: invalid norm order {ord!r} for matrices")
+    row, col = axes[0], axes[-1]  # (a matrix's in the order given)
+    if len(axes) == 2 and isinstance(axis, tuple):
+        row, col = (operator.index(a) % t.ndim for a in axis)
+    # the length of the last reduction of a max or min order: NumPy's maximum of nothing
+    # is 0 (initial=0), its minimum of nothing an error
+    if len(axes) == 1:
+        over = t.shape[row] if not isinstance(ord, str) and ord in (np.inf, -np.inf) else 1
+    elif ord in (1, -1):  # (ord may be a string: "nuc" == 1 is False)
+        over = t.shape[col]
+    elif ord in (np.inf, -np.inf):
+        over = t.shape[row]
+    else:
+        over = min(t.shape[row], t.shape[col])
+    if over == 0 and ord in ((-np.inf,) if len(axes) == 1 else (-1, -2, -np.inf)):
+        raise ValueError(
+            f"norm: zero-size array to reduction operation minimum which has no identity "
+            f"(shape {t.shape}, axis {axis}, ord {ord})"
+        )
+    biggest = _sum if over == 0 else _max  # (of nothing: 0, as NumPy's)
     if t.dtype.kind != "f":
         t = astype(t, np.float64)
     if len(axes) == 1:
@@ -509,7 +528,7 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> T
             return safe_sqrt(_sum(t * t, axis=ax, keepdims=keepdims))
         a = abs(t)  # (only where needed: it is a recorded pass over t)
         if ord == np.inf:
-            return _max(a, axis=ax, keepdims=keepdims)
+            return biggest(a, axis=ax, keepdims=keepdims)
         if ord == -np.inf:
             return _min(a, axis=ax, keepdims=keepdims)
         if ord == 1:
@@ -517,32 +536,18 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> T
         if ord == 0:
             return _sum(t != 0, axis=ax, keepdims=keepdims).astype(t.dtype)
         return _sum(a**ord, axis=ax, keepdims=keepdims) ** (1.0 / ord)
-    row, col = (
-        axes
-        if not isinstance(axis, tuple | list)
-        else (operator.index(axis[0]) % t.ndim, operator.index(axis[1]) % t.ndim)
-    )
     if ord is None or ord == "fro":
         return safe_sqrt(_sum(t * t, axis=axes, keepdims=keepdims))
     a = abs(t)
     if ord in (1, -1):  # max / min absolute column sum
         sums = _sum(a, axis=row, keepdims=True)
-        r = (_max if ord == 1 else _min)(sums, axis=col, keepdims=True)
+        r = (biggest if ord == 1 else _min)(sums, axis=col, keepdims=True)
     elif ord in (np.inf, -np.inf):  # max / min absolute row sum
         sums = _sum(a, axis=col, keepdims=True)
-        r = (_max if ord == np.inf else _min)(sums, axis=row, keepdims=True)
+        r = (biggest if ord == np.inf else _min)(sums, axis=row, keepdims=True)
     else:  # 2, -2, "nuc": largest / smallest / sum of the singular values
         s = svdvals(moveaxis(t, (row, col), (-2, -1)))
-        if s.shape[-1] == 0:  # an empty matrix: NumPy's 0
-            r = _sum(s, axis=-1)
-        else:
-            r = (
-                _max(s, axis=-1)
-                if ord == 2
-                else _min(s, axis=-1)
-                if ord == -2
-                else _sum(s, axis=-1)
-            )
+        r = biggest(s, axis=-1) if ord == 2 else _min(s, axis=-1) if ord == -2 else _sum(s, axis=-1)
         return r.reshape(_keep_shape(t.shape, axes)) if keepdims else r
     if not keepdims:
         r = r.reshape([n for d, n in enumerate(r.shape) if d not in axes])

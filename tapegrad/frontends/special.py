@@ -62,27 +62,42 @@ def softmax(x: Any, axis: Any = None) -> Tensor:
     """exp(x) / sum(exp(x), axis), as ``exp(log_softmax(x))`` (stable for any x)."""
     # an axis log_softmax would refuse: the error in softmax's name (for an array; a list,
     # perhaps of tensors, is left to log_softmax, which stacks it)
-    if axis is not None and isinstance(x, Tensor | np.ndarray):
-        if type(axis) is not int or not -x.ndim <= axis < x.ndim:
+    if isinstance(x, Tensor | np.ndarray):
+        if axis is not None and (type(axis) is not int or not -x.ndim <= axis < x.ndim):
             normalize_axes(axis, x.ndim, "softmax")
+        if 0 in x.shape:
+            _nothing_along(x.shape, axis, "softmax")
     return elementwise(EXP, log_softmax(x, axis=axis))
+
+
+def _nothing_along(shape: tuple, axis: Any, name: str) -> None:
+    """SciPy's error where an axis of the softmax family has no elements (its maximum
+    of nothing: no shift to subtract)."""
+    if 0 in [shape[d] for d in normalize_axes(axis, len(shape), name)]:
+        raise ValueError(
+            f"{name}: zero-size array to reduction operation maximum which has no identity "
+            f"(shape {shape}, axis {axis})"
+        )
 
 
 def log_softmax(x: Any, axis: Any = None) -> Tensor:
     """x - logsumexp(x, axis): stable log-probabilities (all elements when axis is None),
     one node whose backward is ``g - softmax * sum(g)``."""
-    if type(x) is Tensor and type(axis) is int and -MAXDIM <= axis < MAXDIM:
+    if type(x) is Tensor and type(axis) is int and -MAXDIM <= axis < MAXDIM and 0 not in x.shape:
         r = front_end(record_along, LOG_SOFTMAX, (x,), (axis,))
         if r is not None:
             return r
     t = as_tensor(x)
+    # SciPy's errors, before anything is recorded
+    axes = None if axis is None else normalize_axes(axis, t.ndim, "log_softmax")
+    if 0 in t.shape:
+        _nothing_along(t.shape, axes, "log_softmax")
     dt = DTYPE_CODE[t.dtype]
     if dt not in FLOAT_CODES:
         t = t.astype(np.float64)
         dt = DTYPE_CODE[t.dtype]
-    if axis is None:
+    if axes is None:
         return general(LOG_SOFTMAX, dt, [t.reshape(-1)], [(dt, (t.size,))], [0]).reshape(t.shape)
-    axes = normalize_axes(axis, t.ndim, "log_softmax")
     if len(axes) != 1:  # several axes (or none), as SciPy's: a composite of recorded ops
         return t - logsumexp(t, axis=axes, keepdims=True)
     (ax,) = axes
