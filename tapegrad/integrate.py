@@ -66,7 +66,7 @@ from .odesolve import (
     reverse,
     reverse_compiled,
 )
-from .tensors import Tensor, is_grad_enabled, tensor
+from .tensors import Tensor, is_grad_enabled, no_grad, tensor
 
 __all__ = ["IntegrationError", "odeint", "solve_ivp"]
 
@@ -525,6 +525,38 @@ def _recorded(v: Any) -> Any:
     return v
 
 
+def _values(v: Any) -> np.ndarray:
+    """``v``'s values (a container of tensors' too), without recording."""
+    if isinstance(v, Tensor):
+        return v._value()
+    if isinstance(v, list | tuple) and holds_tensor(v):
+        return np.asarray([_values(e) for e in v])
+    return np.asarray(v)
+
+
+def _no_times(
+    name: str, fun: Any, y0: Any, params: Sequence[Any], others: Any, shape: tuple
+) -> Any:
+    """SciPy's answer for no output times: no states (``shape``; ``fun`` is not called),
+    in the solvers' dtype, a tensor when an input (``y0``, ``params``, ``others``) is
+    one, joined to ``y0``'s graph (its gradient: an empty sum, 0)."""
+    if not callable(fun):
+        raise TypeError(f"{name}: the right-hand side must be callable, got {type(fun).__name__}")
+    y0v = _values(y0)
+    if y0v.dtype.kind not in "fiub":
+        raise TypeError(f"{name}: y0 must be real, got dtype {y0v.dtype}")
+    # the solvers' dtype: y0's and the array parameters' (float32 stays float32)
+    arrays = [y0v, *(_values(q) for q in params if isinstance(q, Tensor | np.ndarray))]
+    dtype = np.result_type(*[a.dtype if a.dtype.kind == "f" else np.float64 for a in arrays])
+    dtype = dtype if dtype.kind == "f" and dtype.itemsize >= 4 else np.dtype(np.float64)
+    y0 = _recorded(y0)
+    if isinstance(y0, Tensor):
+        return y0.astype(dtype).reshape(-1)[:0].reshape(shape)
+    if any(holds_tensor(v) for v in (*params, others)):
+        return tensor(np.zeros(shape, dtype))
+    return np.zeros(shape, dtype)
+
+
 def _times(name: str, t: Any) -> np.ndarray:
     ts = np.asarray(t._value() if isinstance(t, Tensor) else t, np.float64)
     if ts.ndim != 1 or ts.size < 1:
@@ -657,6 +689,8 @@ def odeint(
         When ``func`` returns NaN or inf, the step size underflows, or more than
         ``max_steps`` steps are needed.
     """
+    if np.shape(t._value() if isinstance(t, Tensor) else t) == (0,):
+        return _no_times("odeint", func, y0, (*params, *args), t, (0, *np.shape(_values(y0))))
     ts = _times("odeint", t)
     options = dict(
         method=method, rtol=rtol, atol=atol, step=step, first_step=first_step,
@@ -709,9 +743,14 @@ def solve_ivp(
     y0v = y0._value() if isinstance(y0, Tensor) else np.asarray(y0)
     if y0v.ndim != 1:
         raise ValueError(f"{name}: y0 must be 1-D, got shape {y0v.shape}")
-    if span[1] == span[0]:
-        raise ValueError(f"{name}: t_span has equal ends ({span[0]!r})")
     params = tuple(args) if args is not None else ()
+    te = None if t_eval is None else _eval_times(name, t_eval, span)
+    if span[1] == span[0]:  # SciPy's: no step; y0 at t0 twice, and nothing with t_eval
+        y = _no_step(name, fun, t_span, span, y0, params)
+        if te is None:
+            return _ivp_result(span, y, 1)
+        nothing = _no_times(name, fun, y0, params, (t_span, t_eval), (y0v.shape[0], 0))
+        return _ivp_result(np.zeros(0), nothing, 1)
     options = dict(
         method=method, rtol=rtol, atol=atol, step=step, first_step=first_step,
         max_step=max_step, max_steps=max_steps, use_adjoint=adjoint,
@@ -733,7 +772,7 @@ def solve_ivp(
         end = 0.0 if t_eval is not None or g.size < 2 else g[-1]
         return np.array([g[0] - shared(gys), end])
 
-    if t_eval is None:
+    if t_eval is None or te.size == 0:
         # the adaptive steps' end points (one solve without gradients), then the solve
         # through exactly those times, which takes the same steps
         probe = _Solve(name, fun, True, y0, span, params, **{**options, "use_adjoint": True})
@@ -743,17 +782,14 @@ def solve_ivp(
         )  # fmt: skip
         probe._raise(st, info, "forward solve")
         nfev = int(info[2])  # the solve that chose the steps (the rerun rejects none)
+        if te is not None:  # no times to answer at: SciPy's empty solution
+            nothing = _no_times(name, fun, y0, params, (t_span, t_eval), (y0v.shape[0], 0))
+            return _ivp_result(te, nothing, nfev)
         ts = np.concatenate([span[:1], meta[:count, 0] + meta[:count, 1]])
         ts[-1] = span[1]
         times = [(t_span, span_grad)]
         drop = 0
     else:
-        te = _times(name, t_eval)
-        lo, hi = min(span), max(span)
-        if np.any(te < lo) or np.any(te > hi):
-            raise ValueError(f"{name}: t_eval must lie within t_span {tuple(span)}")
-        if te.size > 1 and (te[1] - te[0]) * (span[1] - span[0]) < 0:
-            raise ValueError(f"{name}: t_eval must be sorted in the direction of t_span")
         drop = 0 if te[0] == span[0] else 1
         ts = te if drop == 0 else np.concatenate([span[:1], te])
 
@@ -767,16 +803,78 @@ def solve_ivp(
         nfev = None
     solve, ys = _run(name, fun, True, y0, ts, times, params, **options)
     y = ys[drop:].T if drop else ys.T
+    return _ivp_result(ts[drop:], y, int(solve.info[2]) if nfev is None else nfev)
+
+
+def _ivp_result(t: np.ndarray, y: Any, nfev: int) -> OptimizeResult:
+    """SciPy's result of a successful ``solve_ivp``."""
     return OptimizeResult(
-        t=ts[drop:],
+        t=t,
         y=y,
         sol=None,
         t_events=None,
         y_events=None,
-        nfev=int(solve.info[2]) if nfev is None else nfev,
+        nfev=nfev,
         njev=0,
         nlu=0,
         status=0,
         message="The solver successfully reached the end of the integration interval.",
         success=True,
     )
+
+
+def _eval_times(name: str, t_eval: Any, span: np.ndarray) -> np.ndarray:
+    """``t_eval``'s times, SciPy's checks against ``span`` (none at all are allowed)."""
+    if np.shape(_values(t_eval)) == (0,):
+        return np.zeros(0)
+    te = _times(name, t_eval)
+    lo, hi = min(span), max(span)
+    if np.any(te < lo) or np.any(te > hi):
+        raise ValueError(f"{name}: t_eval must lie within t_span {tuple(span)}")
+    if te.size > 1 and (te[1] - te[0]) * (span[1] - span[0]) < 0:
+        raise ValueError(f"{name}: t_eval must be sorted in the direction of t_span")
+    return te
+
+
+def _no_step(
+    name: str, fun: Callable, t_span: Any, span: np.ndarray, y0: Any, params: tuple
+) -> Any:
+    """``solve_ivp``'s states for equal ends of ``t_span``: SciPy's ``[y0, y0]`` (no step
+    is taken; ``fun`` is called once, as SciPy's, on the values). Differentiable as the
+    solution is (see :class:`_NoStepNode`)."""
+    if not callable(fun):
+        raise TypeError(f"{name}: the right-hand side must be callable, got {type(fun).__name__}")
+    y0, t_span = _recorded(y0), _recorded(t_span)
+    y0v = _values(y0)
+    if y0v.dtype.kind not in "fiub":
+        raise TypeError(f"{name}: y0 must be real, got dtype {y0v.dtype}")
+    y0v = y0v.astype(np.float64) if y0v.dtype.kind != "f" else y0v.copy()  # (SciPy's floats)
+    with no_grad():
+        f = fun(float(span[0]), y0v.copy(), *params)
+    fv = _values(_recorded(f))
+    if fv.shape != y0v.shape:
+        raise ValueError(f"{name}: fun returned shape {fv.shape} for y0 of shape {y0v.shape}")
+    if not np.all(np.isfinite(fv)):
+        raise IntegrationError(f"{name}: {_STATUS_TEXT[ODE_NONFINITE]} at t = {span[0]:.6g}")
+    inputs = (y0, t_span)
+    if is_grad_enabled() and any(isinstance(v, Tensor) and v.requires_grad for v in inputs):
+        y0 = y0.astype(y0v.dtype) if isinstance(y0, Tensor) else y0v
+        return _NoStepNode.apply(fv.astype(y0v.dtype), y0, t_span)
+    ys = np.stack([y0v, y0v], axis=1)
+    return tensor(ys) if any(holds_tensor(v) for v in (*inputs, *params, f)) else ys
+
+
+class _NoStepNode(Function):
+    """The solution over an interval of no length, ``[y0, y0]``, with its first
+    derivatives: ``f(t0, y0)`` in t1, ``-f`` in t0, the identity in y0 (and 0 in what
+    f reads). Like a solve, it is not differentiated twice."""
+
+    @staticmethod
+    def forward(ctx: Any, f: np.ndarray, y0: np.ndarray, t_span: Any) -> np.ndarray:
+        ctx.f = f
+        return np.stack([y0, y0], axis=1)
+
+    @staticmethod
+    def backward(ctx: Any, g: np.ndarray) -> tuple:
+        moved = float(np.sum(np.asarray(g)[:, 1] * ctx.f))
+        return None, g[:, 0] + g[:, 1], np.array([-moved, moved])

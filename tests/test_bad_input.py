@@ -526,6 +526,11 @@ CASES = {
         lambda y, v, p: scipy.special.multigammaln(p["above2"], 2.0),
         "multigammaln",
     ),
+    "solve_ivp, t_eval off equal ends": (
+        lambda y, v, p: tsc.integrate.solve_ivp(lambda t, x: -x, (1.0, 1.0), v, t_eval=[2.0]),
+        lambda y, v, p: scipy.integrate.solve_ivp(lambda t, x: -x, (1.0, 1.0), v, t_eval=[2.0]),
+        "solve_ivp",
+    ),
     # bad input that was answered: a minimum of nothing (NumPy's maximum of nothing is 0)
     "norm of a matrix without rows, order -2": (
         lambda y, v, p: tnp.linalg.norm(p["rows0"], ord=-2),

@@ -16,6 +16,8 @@ import tapegrad as tg
 import tapegrad.numpy as tnp
 from tapegrad.integrate import IntegrationError, odeint, solve_ivp
 
+from .helpers import central
+
 THETA = np.array([1.0, 0.1, 1.5, 0.075])  # Lotka-Volterra
 Y0 = np.array([10.0, 5.0])
 TIGHT = dict(rtol=1e-11, atol=1e-11)
@@ -39,16 +41,6 @@ M = np.array([[0.0, 0.3, -0.2], [0.1, 0.0, 0.4], [-0.3, 0.2, 0.0]])
 F_Y0 = np.array([1.0, 2.0, 0.5])
 F_T = np.array([0.3, 0.93, 1.71, 2.05])  # steps of 0.04 do not divide these intervals
 WEIGHTS = np.linspace(-1.0, 2.0, 12).reshape(4, 3)
-
-
-def central(fn, x, eps=1e-6):
-    x = np.asarray(x, float)
-    out = np.zeros(x.shape)
-    for i in np.ndindex(x.shape):
-        e = np.zeros(x.shape)
-        e[i] = eps
-        out[i] = (fn(x + e) - fn(x - e)) / (2 * eps)
-    return out
 
 
 # --- values --------------------------------------------------------------------------
@@ -503,3 +495,75 @@ def test_right_hand_sides_that_return_the_wrong_thing():
     # integer parameters are constants (indices, counts), not differentiated floats
     ys = odeint(lambda y, t, idx, n: -y[idx] * n, np.ones(2), [0.0, 1.0], np.array([1, 0]), 2)
     np.testing.assert_allclose(ys[-1], np.exp(-2.0), rtol=1e-6)
+
+
+def _f_np(t, y, k):
+    return np.array([-k * y[0] + np.sin(t), 0.5 * y[0] * y[1]])
+
+
+def _f_tg(t, y, k):
+    return tnp.stack([-k * y[0] + tnp.sin(t), 0.5 * y[0] * y[1]])
+
+
+def test_solve_ivp_over_equal_ends_is_scipys():
+    """t_span of equal ends: SciPy takes no step and answers y0 twice, calling fun once
+    (and answers nothing with t_eval); so does tapegrad. The states' first derivatives
+    are the solution's (f(t0, y0) in t1, -f in t0, the identity in y0): central
+    differences of SciPy's solution over (t0, t0 +- eps). Not differentiable twice, as
+    a solve."""
+    want = scipy.integrate.solve_ivp(_f_np, (0.7, 0.7), Y0, args=(1.5,))
+    got = solve_ivp(_f_tg, (0.7, 0.7), Y0, args=(1.5,))
+    assert type(got.y) is np.ndarray and got.success and got.nfev == want.nfev == 1
+    np.testing.assert_array_equal(got.t, want.t)
+    np.testing.assert_array_equal(got.y, want.y)
+    for t_eval in ([0.7], []):  # SciPy's answer: empty lists
+        want = scipy.integrate.solve_ivp(_f_np, (0.7, 0.7), Y0, args=(1.5,), t_eval=t_eval)
+        got = solve_ivp(_f_tg, (0.7, 0.7), Y0, args=(1.5,), t_eval=t_eval)
+        assert np.size(want.t) == np.size(want.y) == 0
+        assert got.t.shape == (0,) and got.y.shape == (2, 0)
+    w = np.array([[0.3, -1.2], [2.0, 0.5]])
+
+    def loss(span, y0):
+        return tnp.sum(solve_ivp(_f_tg, span, y0, args=(1.5,)).y * w)
+
+    def scipy_loss(span, y0):
+        r = scipy.integrate.solve_ivp(_f_np, span, y0, args=(1.5,), rtol=1e-12, atol=1e-12)
+        return np.sum(np.stack([r.y[:, 0], r.y[:, -1]], axis=1) * w)
+
+    span = np.array([0.7, 0.7])
+    g_span, g_y0 = tg.grad(loss, argnums=(0, 1))(span, Y0)
+    np.testing.assert_allclose(g_span, central(lambda s: scipy_loss(s, Y0), span), rtol=1e-6)
+    np.testing.assert_allclose(g_y0, central(lambda y: scipy_loss(span, y), Y0), rtol=1e-6)
+    with pytest.raises(NotImplementedError, match="differentiated again"):
+        tg.grad(tg.grad(lambda t1: loss(tnp.stack([0.7, t1]), Y0)))(0.7)
+    with pytest.raises(ValueError, match="t_eval must lie within"):
+        solve_ivp(_f_tg, (0.7, 0.7), Y0, args=(1.5,), t_eval=[0.8])
+
+
+def test_solve_ivp_with_an_empty_t_eval_solves_and_answers_nothing():
+    """SciPy integrates (its steps counted in nfev) and gives no states; so does
+    tapegrad, with the same count (it takes SciPy's steps)."""
+    want = scipy.integrate.solve_ivp(_f_np, (0.0, 1.3), Y0 / 10, args=(1.5,), t_eval=[])
+    y0 = tg.tensor(Y0 / 10, requires_grad=True)
+    got = solve_ivp(_f_tg, (0.0, 1.3), y0, args=(1.5,), t_eval=[])
+    assert got.nfev == want.nfev and got.t.shape == (0,) and got.y.shape == (2, 0)
+    tnp.sum(got.y).backward()
+    np.testing.assert_array_equal(y0.grad, 0.0)
+
+
+def test_odeint_without_times_is_scipys_empty_answer():
+    """No output times: SciPy's odeint gives no states (fun is not called); tapegrad's
+    too, of any y0 shape, in the solvers' dtype; for a tensor y0 an empty tensor whose
+    gradient is 0."""
+    want = scipy.integrate.odeint(lambda y, t: -y, Y0, [])
+    got = odeint(lambda y, t: 1 / 0, Y0, [])
+    assert type(got) is np.ndarray and got.shape == want.shape == (0, 2)
+    assert got.dtype == want.dtype
+    y0 = tg.tensor(np.ones((3, 2), np.float32), requires_grad=True)
+    ys = odeint(lambda y, t: -y, y0, np.zeros(0))
+    assert ys.shape == (0, 3, 2) and ys.dtype == np.float32
+    tnp.sum(ys).backward()
+    np.testing.assert_array_equal(y0.grad, 0.0)
+    assert odeint(lambda y, t, k: -k * y, Y0, [], tg.tensor(2.0)).shape == (0, 2)
+    with pytest.raises(TypeError, match="odeint: the right-hand side must be callable"):
+        odeint(None, Y0, [])
