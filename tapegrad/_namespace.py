@@ -18,7 +18,7 @@ from . import derivatives as _derivatives  # noqa: F401  (attaches recorded deri
 from . import engine, tensors
 from . import frontends as _frontends  # noqa: F401  (attaches each row's front end)
 from . import graph as _graph
-from ._protocols import DROPIN, UFUNC_CALLS, array_function, array_ufunc
+from ._protocols import CPU_FUNCTION, DROPIN, UFUNC_CALLS, array_function, array_ufunc
 from .boundary import EQUIVALENTS
 from .frontends.elementwise import divmod as divmod_
 from .frontends.elementwise import floor_divide
@@ -60,7 +60,7 @@ def _on_either_device(op: Op, f: Callable) -> Callable:
             return getattr(cuda, op.cuda)(*args, **kwargs)
         return f(*args, **kwargs)
 
-    routed.on_cpu = f
+    CPU_FUNCTION[routed] = f
     return routed
 
 

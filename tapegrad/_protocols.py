@@ -32,6 +32,11 @@ _REDUCE = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min"}
 # registers itself when it is imported (tapegrad/__init__ imports them all), so the
 # protocols, below them, need not import them.
 PUBLISHED: dict[str, dict[str, Any]] = {}
+# a device router (``_namespace._on_either_device``) -> the CPU function it calls: a
+# table, not an attribute of the router, which ``functools.wraps`` would copy onto any
+# wrapper of it (``views._wrap``'s: calling the CPU function under it skipped the
+# wrapper, and ``tnp.diagonal`` made no view while no CUDA tensor type existed)
+CPU_FUNCTION: dict[Callable, Callable] = {}
 
 # The namespaces that are drop-ins (issue 20, item 4), and the library each stands in for
 DROPIN = {
@@ -64,7 +69,7 @@ def dropin(f: Callable, library: str, name: str) -> Callable:
     plain: list[Callable] = []
     # the CPU function under a device router (``_namespace._on_either_device``): called
     # directly while no CUDA tensor type exists (one Python frame less a call)
-    cpu = getattr(f, "on_cpu", f)
+    cpu = CPU_FUNCTION.get(f, f)
 
     @functools.wraps(f)
     def function(*args: Any, **kwargs: Any) -> Any:
