@@ -453,6 +453,29 @@ def test_hermitian_reads_one_triangle():
     )
 
 
+def test_eigh_never_reads_the_upper_triangle():
+    """NaN or inf above the diagonal: LAPACK (NumPy) never reads it; numba's eigh refused
+    the whole matrix ("did not converge"). Values, and the gradient by differences."""
+    n = RNG.standard_normal((2, 3, 3))
+    n[0, 0, 2], n[1, 0, 1] = np.nan, np.inf
+    for uplo in ("L", "U"):
+        a = n if uplo == "L" else np.swapaxes(n, -1, -2)
+        w, _ = tnp.linalg.eigh(tg.tensor(a), UPLO=uplo)
+        np.testing.assert_allclose(w.numpy(), np.linalg.eigh(a, UPLO=uplo)[0], rtol=1e-12)
+        np.testing.assert_allclose(
+            tnp.linalg.eigvalsh(tg.tensor(a), UPLO=uplo).numpy(), np.linalg.eigvalsh(a, UPLO=uplo)
+        )
+    # the gradient (symmetrised, as PyTorch's and JAX's) is the one without the NaN
+    lower = np.tril(RNG.standard_normal((3, 3))) + 4 * np.eye(3)
+    grads = []
+    for above in (np.triu(np.full((3, 3), np.nan), 1), np.zeros((3, 3))):
+        m = tg.tensor(lower + above, requires_grad=True)
+        tnp.sum(tnp.linalg.eigvalsh(m) ** 3).backward()
+        grads.append(m.grad)
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-13)
+    check_grads(lambda m: tnp.sum(tnp.linalg.eigvalsh(m + m.T) ** 3), [lower])
+
+
 @pytest.mark.parametrize(
     "f",
     [

@@ -280,6 +280,132 @@ def test_incomplete_gamma_derivatives():
         tg.grad(tg.grad(lambda p: tnp.sum(ts.gammainc(p, 2.0))))(np.float64(1.5))
 
 
+def _lower_gamma_series(mpmath, a, x):
+    """P(a, x) in 45 digits by its power series (no mpmath.gammainc: it gives up on
+    hypergeometric series this long)."""
+    term = total = mpmath.mpf(1)
+    n = 1
+    while term >= total * mpmath.mpf(10) ** -44:
+        term *= x / (a + n)
+        total += term
+        n += 1
+    return total * mpmath.exp(a * mpmath.log(x) - x - mpmath.loggamma(a + 1))
+
+
+def test_incomplete_gamma_of_large_order():
+    """Orders where the series and the continued fraction need thousands of terms (they
+    stopped at 10000: P(1e8, 1e8) was 0.34, not 0.50001, and a Poisson CDF with it) and
+    where Temme's expansion takes over (TEMME_A = 1e6): P, Q and dP/da against 45-digit
+    series, across the switch, and P(a, a) against its expansion 1/2 + 1/(3 sqrt(2 pi a))
+    where no series is practical. (SciPy itself is 6e-7 off at a = 1e6, x = a - 6 sqrt(a),
+    and further off beyond.)"""
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 45
+    for a in (1e4, 999999.0, 1e6, 4e6):
+        z = np.array([-6.0, -1.0, 0.01, 1.0, 6.0])
+        x = a + z * np.sqrt(a)
+        p = ts.gammainc(a, tg.tensor(x)).numpy()
+        q = ts.gammaincc(a, tg.tensor(x)).numpy()
+        want = [_lower_gamma_series(mpmath, mpmath.mpf(a), mpmath.mpf(xi)) for xi in x]
+        np.testing.assert_allclose(p, [float(w) for w in want], rtol=1e-12)
+        np.testing.assert_allclose(q, [float(1 - w) for w in want], rtol=1e-12)
+        order = tg.tensor(np.full(5, a), requires_grad=True)
+        tnp.sum(ts.gammainc(order, x)).backward()
+        h = mpmath.mpf(a) * mpmath.mpf("1e-15")
+        for xi, g in zip(x[[1, 3]], order.grad[[1, 3]]):
+            up, down = (
+                _lower_gamma_series(mpmath, mpmath.mpf(a) + s, mpmath.mpf(xi)) for s in (h, -h)
+            )
+            assert g == pytest.approx(float((up - down) / (2 * h)), rel=1e-11)
+    for a in (1e8, 1e12, 1e16):
+        got = ts.gammainc(tg.tensor(a), a).item()
+        assert got == pytest.approx(0.5 + 1 / (3 * np.sqrt(2 * np.pi * a)), rel=1e-11)
+    # the derivative in x through Stirling's form: check_grads by central differences
+    check_grads(lambda x: ts.gammaincc(3e7, x), [np.array([3e7 - 5e3, 3e7 + 2e3])])
+    assert ts.gammaincc(tg.tensor(1e-300), 0.5).item() >= 0.0  # 1 - P rounded below 0
+    np.testing.assert_array_equal(
+        ts.gammainc(tg.tensor([np.inf, np.inf]), tg.tensor([3.0, np.inf])).numpy(),
+        sp.gammainc([np.inf, np.inf], [3.0, np.inf]),
+    )
+
+
+def test_incomplete_gamma_of_tiny_order():
+    """Q(a, x) for a < 1 below x = a + 1 as -expm1(u) - e^u a S, not 1 - P (P is nearly 1
+    for tiny a: Q(1e-20, 1e-20) = 4.5e-19 came out 7.8e-16), and dQ/da from the same
+    form (it was 0 for E1(x) = 45.5), against mpmath."""
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 50
+
+    def upper(p, x):
+        return mpmath.gammainc(p, mpmath.mpf(x), mpmath.inf, regularized=True)
+
+    a, x = (
+        g.ravel()
+        for g in np.meshgrid(
+            [1e-300, 1e-20, 1e-12, 1e-5, 0.1, 0.5, 0.9], [1e-300, 1e-20, 1e-8, 0.1, 0.9, 1.5]
+        )
+    )
+    keep = x < a + 1
+    a, x = a[keep], x[keep]
+    order = tg.tensor(a, requires_grad=True)
+    q = ts.gammaincc(order, x)
+    tnp.sum(q).backward()
+    want = [upper(mpmath.mpf(ai), xi) for ai, xi in zip(a, x)]
+    np.testing.assert_allclose(q.numpy(), [float(w) for w in want], rtol=1e-13)
+    for ai, xi, g in zip(a, x, order.grad):
+        if ai < 1e-200:
+            continue  # (mpmath's difference step)
+        h = mpmath.mpf(ai) * mpmath.mpf("1e-12")
+        d = (upper(mpmath.mpf(ai) + h, xi) - upper(mpmath.mpf(ai) - h, xi)) / (2 * h)
+        assert g == pytest.approx(float(d), rel=1e-10), (ai, xi)
+
+
+def test_poisson_cdf_of_large_counts():
+    import scipy.stats
+
+    import tapegrad.scipy.stats as tst
+
+    got = tst.poisson.cdf(1e8, tg.tensor(1e8)).item()
+    assert got == pytest.approx(scipy.stats.poisson.cdf(1e8, 1e8), rel=1e-12)
+
+
+# SciPy's values at the poles and infinities of the gamma family. Left out, on purpose:
+# NaN arguments (tapegrad gives NaN; SciPy's cephes gives inf for beta(nan, 0) and
+# betaln(-40, nan)) and two non-positive integers at once (cephes' sign of that inf
+# depends on the order: beta(-2, -1) is -inf, beta(-1, -2) inf).
+EDGES = np.array(
+    [
+        *(0.0, -0.0, 1.0, -1.0, -2.0, 2.0, 3.0, 0.5, -0.5, -1.5, -2.5, 9.5, 10.5, -9.5),
+        *(-12.3, 15.7, 40.0, -40.0, -40.5, 170.5, -170.5, 200.25, -200.25, 800.0, -800.0),
+        *(1e17, 1e-300, np.inf, -np.inf),
+    ]
+)
+
+
+def test_gamma_family_at_poles_and_infinities():
+    a, b = (g.ravel() for g in np.meshgrid(EDGES, EDGES))
+    both_poles = (a <= 0) & (a == np.floor(a)) & (b <= 0) & (b == np.floor(b))
+    a, b = a[~both_poles], b[~both_poles]
+    for name in ("beta", "betaln"):
+        got = getattr(ts, name)(tg.tensor(a), tg.tensor(b)).numpy()
+        # 2e-12: exp of a log near 800 (beta(800, 2)); SciPy's own error is of this size
+        np.testing.assert_allclose(got, getattr(sp, name)(a, b), rtol=2e-12, atol=0)
+    for name in ("xlogy", "xlog1py"):
+        x, y = (
+            np.array([0.0, -0.0, 0.0, 0.0, 2.0]),
+            np.array([np.inf, -np.inf, np.nan, 1.0, np.inf]),
+        )
+        got = getattr(ts, name)(tg.tensor(x), tg.tensor(y)).numpy()
+        np.testing.assert_array_equal(got, getattr(sp, name)(x, y))
+    x = np.array([0.0, -0.0, -1.0, -np.inf, np.inf, 1e-300])
+    for name in ("digamma", "gammaln"):
+        got = getattr(ts, name)(tg.tensor(x)).numpy()
+        np.testing.assert_allclose(got, getattr(sp, name)(x), rtol=1e-15)
+    # NaN in, NaN out, where cephes gives inf at a pole
+    got = ts.beta(tg.tensor([np.nan, -40.0]), tg.tensor([0.0, np.nan])).numpy()
+    assert np.isnan(got).all()
+
+
 def test_the_inverses_invert():
     p = np.geomspace(1e-250, 0.999, 60)
     # the round trip's error is the conditioning, |x| ulp at x = ndtri(p) ~ -34

@@ -430,7 +430,13 @@ def _eigen_fwd(dt, node, tp, symmetric):
     try:
         for b in range(batch):
             if symmetric:
-                wb, vb = np.linalg.eigh(_mat(x, b, n, n))
+                # the lower triangle mirrored: numba's eigh refuses a NaN or inf anywhere
+                # in the matrix, LAPACK's (NumPy's) never reads the upper one
+                m = _mat(x, b, n, n).copy()
+                for i in range(n):
+                    for j in range(i + 1, n):
+                        m[i, j] = m[j, i]
+                wb, vb = np.linalg.eigh(m)
             else:
                 wb, vb = np.linalg.eig(_mat(x, b, n, n))
             w[b * n : (b + 1) * n] = wb
