@@ -87,6 +87,75 @@ def test_log_ndtr_tails_and_their_gradients():
     np.testing.assert_allclose(x.grad, want, rtol=1e-8)
 
 
+def test_log_ndtr_gradient_far_in_the_lower_tail():
+    """phi(z) / Phi(z) where both underflow: as sqrt(2/pi) / erfcx(-z / sqrt 2) (the ratio
+    in logs carried |z|^2/2 ulps: 34% off at -1e8, exactly 1 from -1e9); the mpmath
+    values are its asymptotic series there, -z - 1/z + 2/z^3 - ...."""
+    z = np.array([-1e9, -1e8, -1e5, -1e4])
+    x = tg.tensor(z, requires_grad=True)
+    tnp.sum(ts.norm.logcdf(x)).backward()
+    np.testing.assert_allclose(x.grad, -z - 1 / z + 2 / z**3, rtol=1e-14)
+    # second order through the recorded derivative: d/dz (phi / Phi) = -r (z + r)
+    ratio = tg.grad(lambda v: tnp.sum(ts.norm.logcdf(v)))
+    z = np.array([-40.0, -3.0, 0.5, 40.0])
+    r = np.exp(ss.norm.logpdf(z) - ss.norm.logcdf(z))
+    got = tg.grad(lambda v: tnp.sum(ratio(v)))(z)
+    np.testing.assert_allclose(got, -r * (z + r), rtol=1e-9, atol=1e-300)
+
+
+def test_student_t_with_huge_and_infinite_degrees_of_freedom():
+    """t.logpdf through betaln (a difference of lgammas gave 1.66 for -1.42 at df =
+    1e15); from df = 1e10 the CDF by its expansion in 1/df (betainc's argument rounds
+    to 1: t.cdf(2, 1e20) was 0.5); df = inf is the normal distribution, as SciPy's."""
+    x = np.array([-38.0, -5.0, -0.5, 1.0, 2.0])
+    for df in (1e8, 1e15, 1e20):
+        np.testing.assert_allclose(
+            ts.t.logpdf(tg.tensor(x), tg.tensor(df)).numpy(), ss.t.logpdf(x, df), rtol=1e-13
+        )
+        np.testing.assert_allclose(ts.t.logpdf(tg.tensor(x), df).numpy(), ss.t.logpdf(x, df))
+    for df in (1e10, 1e15, 1e20):
+        for method in ("cdf", "sf", "logcdf", "logsf"):
+            got = getattr(ts.t, method)(tg.tensor(x[1:]), tg.tensor(df)).numpy()
+            want = getattr(ss.t, method)(x[1:], df)
+            np.testing.assert_allclose(got, want, rtol=1e-9, err_msg=method)
+    for df in (1e15, 1e20):  # (SciPy: -inf at 1e15; the tail 2.9e-316 is subnormal)
+        got = ts.t.logcdf(tg.tensor(-38.0), tg.tensor(df)).item()
+        assert got == pytest.approx(ss.norm.logcdf(-38.0), rel=1e-10)
+    inf = tg.tensor(np.inf)
+    for method in ("logpdf", "cdf", "logsf"):
+        got = getattr(ts.t, method)(tg.tensor(x), inf).numpy()
+        np.testing.assert_allclose(got, getattr(ss.t, method)(x, np.inf), rtol=1e-14)
+    check_grads(lambda z: ts.t.cdf(z, 3e10), [np.array([-4.0, 0.7])])
+    check_grads(lambda z: ts.t.logpdf(z, 2e15), [np.array([-4.0, 0.7])])
+
+
+def test_cauchy_in_its_tails():
+    """arctan(-1/z) / pi below -1 (1/2 + arctan(z) / pi cancelled: 2e-7 off at -1e10,
+    0 at -1e300); log1p(1/z^2) past |z| = 1 (z^2 overflows from 1.3e154)."""
+    z = np.array([-1e300, -1e155, -1e10, -1.5, -1.0, -0.3, 0.0, 2.0, 1e10, 1e300])
+    for method in ("logpdf", "cdf", "sf", "logcdf", "logsf"):
+        got = getattr(ts.cauchy, method)(tg.tensor(z)).numpy()
+        np.testing.assert_allclose(got, getattr(ss.cauchy, method)(z), rtol=1e-14)
+    check_grads(lambda v: ts.cauchy.logcdf(v), [np.array([-1e3, -1.2, -0.8, 0.4, 30.0])])
+    check_grads(lambda v: ts.cauchy.logpdf(v), [np.array([-1e3, -1.2, -0.8, 0.4, 30.0])])
+
+
+def test_discrete_families_at_infinity_and_outside_their_parameters():
+    for dist, params in ((ts.poisson, (3.0,)), (ts.binom, (10.0, 0.3)), (ts.nbinom, (3.0, 0.5))):
+        for method in ("cdf", "sf", "logcdf", "logsf"):
+            got = getattr(dist, method)(tg.tensor(np.inf), *map(tg.tensor, params)).item()
+            assert got == getattr(getattr(ss, dist.name), method)(np.inf, *params)
+    # (binom's non-integer n is the continuous extension, so that n has a derivative)
+    assert np.isfinite(ts.binom.pmf(tg.tensor(2.0), tg.tensor(2.5), 0.3).item())
+    bad = [(ts.binom, (-1.0, 0.3)), (ts.nbinom, (0.0, 0.3))]
+    bad += [(ts.nbinom, (-1.0, 0.3)), (ts.nbinom, (2.0, 0.0))]
+    for dist, params in bad:
+        for method in ("pmf", "cdf", "sf"):
+            want = getattr(getattr(ss, dist.name), method)(2.0, *params)
+            got = getattr(dist, method)(tg.tensor(2.0), *map(tg.tensor, params)).item()
+            assert np.isnan(want) and np.isnan(got), (dist.name, params, method)
+
+
 def test_outside_the_support():
     x = tg.tensor(np.array([-1.0, 0.5, 2.0]), requires_grad=True)
     lp = ts.gamma.logpdf(x, 2.0) + ts.beta.logpdf(x, 2.0, 2.0) + ts.expon.logpdf(x)

@@ -168,12 +168,34 @@ def _laplace_cdf(z: Any) -> Any:
 
 _NORM = _location_scale(lambda z: -0.5 * z * z - 0.5 * _LOG_2PI, ndtr, log_ndtr)
 _LAPLACE = _location_scale(lambda z: -absolute(z) - math.log(2.0), _laplace_cdf, _laplace_logcdf)
-# SciPy's own formulas (its values in the tails are these)
-_CAUCHY = _location_scale(
-    lambda z: -log(math.pi * (1.0 + z * z)),
-    lambda z: 0.5 + arctan(z) / math.pi,
-    lambda z: log(0.5 + arctan(z) / math.pi),
-)
+
+
+def _cauchy_logpdf(z: Any) -> Any:
+    """-log(pi (1 + z^2)); past |z| = 1 as -log(pi) - 2 log|z| - log1p(1/z^2), which
+    does not overflow (z^2 does from 1.3e154)."""
+    big = absolute(z) > 1.0
+    zb = where(big, z, 2.0)  # (safe arguments for the branch a where discards)
+    zs = where(big, 0.0, z)
+    far = -math.log(math.pi) - 2.0 * log(absolute(zb)) - log1p(1.0 / (zb * zb))
+    return where(big, far, -log(math.pi * (1.0 + zs * zs)))
+
+
+def _cauchy_cdf(z: Any) -> Any:
+    """1/2 + arctan(z) / pi, below z = -1 as arctan(-1/z) / pi: the lower tail to full
+    relative accuracy (the sum cancelled: 2e-7 off at -1e10, 0 at -1e300)."""
+    low = z < -1.0
+    zl = where(low, z, -2.0)
+    return where(low, arctan(-1.0 / zl) / math.pi, 0.5 + arctan(where(low, 0.0, z)) / math.pi)
+
+
+def _cauchy_logcdf(z: Any) -> Any:
+    """log of the CDF; above 0 as log1p(-cdf(-z)) (a log near 1 kept nothing of the
+    upper tail's 3e-11 at 1e10)."""
+    up = z > 0.0
+    return where(up, log1p(-_cauchy_cdf(-where(up, z, 1.0))), log(_cauchy_cdf(where(up, 0.0, z))))
+
+
+_CAUCHY = _location_scale(_cauchy_logpdf, _cauchy_cdf, _cauchy_logcdf)
 _LOGISTIC = _location_scale(
     lambda z: -absolute(z) - 2.0 * log1p(exp(-absolute(z))),
     lambda z: _sp["expit"](z),
@@ -281,11 +303,18 @@ def _shaped(log_density: Callable, support: Callable, nshape: int) -> dict[str, 
 
 
 def _t_log_density(z: Any, df: Any) -> Any:
+    """log of Student's t density, -log(sqrt(df) B(df/2, 1/2)) - (df + 1)/2 log1p(z^2/df):
+    betaln keeps lgamma((df+1)/2) - lgamma(df/2) from cancelling (t.logpdf(1, 1e15)
+    was 1.66, not -1.42); an infinite df is the normal density, as SciPy's."""
     if type(df) in (int, float) and df > 0:  # a Python number stays one (float32 stays)
-        norm = math.lgamma(0.5 * (df + 1.0)) - math.lgamma(0.5 * df) - 0.5 * math.log(df * math.pi)
-    else:
-        norm = gammaln(0.5 * (df + 1.0)) - gammaln(0.5 * df) - 0.5 * log(df * math.pi)
-    return norm - 0.5 * (df + 1.0) * log1p(z * z / df)
+        if df == math.inf:
+            return -0.5 * z * z - 0.5 * _LOG_2PI
+        norm = -float(betaln(0.5 * df, 0.5)) - 0.5 * math.log(df)
+        return norm - 0.5 * (df + 1.0) * log1p(z * z / df)
+    infinite = df == np.inf
+    dfs = where(infinite, 1.0, df)  # (a safe argument for the branch not taken)
+    t = -betaln(0.5 * dfs, 0.5) - 0.5 * log(dfs) - 0.5 * (dfs + 1.0) * log1p(z * z / dfs)
+    return where(infinite, -0.5 * z * z - 0.5 * _LOG_2PI, t)
 
 
 def _complement(lower: Any, upper: Any) -> tuple[Any, Any]:
@@ -333,6 +362,18 @@ def _with_tails(methods: dict[str, Callable], tails: Callable, nshape: int) -> d
     return {**methods, **{m: method(m) for m in ("cdf", "sf", "logcdf", "logsf")}}
 
 
+_T_NORMAL = 1e10  # the df from which the t CDF is the normal one with its 1/df term
+
+
+def _pick(cond: Any, a: Any, b: Any) -> Any:
+    """``where(cond, a, b)``; for a Python bool ``cond`` (a Python number's test) ``a``
+    or ``b`` itself, so that a Python number stays one (NumPy's 0-d float64 from
+    ``where`` would make float32 data float64)."""
+    if isinstance(cond, bool):
+        return a if cond else b
+    return where(cond, a, b)
+
+
 def _t_tails(z: Any, df: Any) -> tuple[Any, Any]:
     """The small tail P(T < -|z|): 1/2 - I_u(1/2, df/2) / 2 with u = z^2 / (df + z^2)
     while that is above 0.1 (no cancellation to speak of, and no 1 - w), else
@@ -343,10 +384,19 @@ def _t_tails(z: Any, df: Any) -> tuple[Any, Any]:
     zero = z * z < 1e-200  # |z| < 1e-100: 1/2 + pdf(0) z is exact to 1e-300
     zs = where(zero, 1.0, z)
     z2 = zs * zs
-    near_tail = 0.5 - 0.5 * betainc(0.5, 0.5 * df, z2 / (df + z2))
+    big = df >= _T_NORMAL
+    dfs = _pick(big, 1.0, df)  # (safe arguments for the branches not taken)
+    near_tail = 0.5 - 0.5 * betainc(0.5, 0.5 * dfs, z2 / (dfs + z2))
     use_near = near_tail > 0.1
-    far_tail = 0.5 * betainc(0.5 * df, 0.5, where(use_near, 0.5, df / (df + z2)))
-    small = where(use_near, near_tail, far_tail)
+    far_tail = 0.5 * betainc(0.5 * dfs, 0.5, where(use_near, 0.5, dfs / (dfs + z2)))
+    # from df = 1e10 on, betainc's argument df / (df + z^2) rounds towards 1 and the
+    # tail with it (t.cdf(2, 1e20) was 0.5): the expansion in 1/df instead,
+    # Phi(-|z|) + phi(z) (|z|^3 + |z|) / (4 df), whose next term is 1e-9 relative at
+    # |z| = 38 and 1e-14 at 10 there (an infinite df: the normal tail)
+    a = absolute(zs)
+    dfb = _pick(big, df, _T_NORMAL)
+    normal_tail = ndtr(-a) + exp(-0.5 * a * a - 0.5 * _LOG_2PI) * (a * a * a + a) / (4.0 * dfb)
+    small = _pick(big, normal_tail, where(use_near, near_tail, far_tail))
     lower, upper = where(zs < 0, small, 1.0 - small), where(zs < 0, 1.0 - small, small)
     slope = exp(_t_log_density(0.0 * zs, df)) * z
     return where(zero, 0.5 + slope, lower), where(zero, 0.5 - slope, upper)
@@ -886,14 +936,23 @@ def _discrete_tails(methods: dict[str, Callable], tails: Callable, nparams: int)
             # meets that 0); the graph keeps k and loc, with that zero gradient
             step = floor(k - loc)
             kk = _constant(step)
-            lower, upper = _complement(*tails(_at_least(kk, 0.0), *params))
+            finite = where(kk == np.inf, 0.0, kk)  # (a safe argument, as below 0)
+            lower, upper = _complement(*tails(_at_least(finite, 0.0), *params))
             lower, upper = lower + 0.0 * step, upper + 0.0 * step
             lower, upper = where(kk >= 0, lower, 0.0), where(kk >= 0, upper, 1.0)
+            # k = inf: everything is below it (the tails' formulas give NaN there)
+            lower, upper = where(kk == np.inf, 1.0, lower), where(kk == np.inf, 0.0, upper)
             return _from_tails(which, lower, upper)
 
         return f
 
     return {**methods, **{m: method(m) for m in ("cdf", "sf", "logcdf", "logsf")}}
+
+
+def _binom_ok(n: Any) -> Any:
+    """binom's n at least 0 (else NaN, as SciPy). A non-integer n is the continuous
+    extension (SciPy: NaN), so that n has a derivative."""
+    return n >= 0
 
 
 def _binom_tails(kk: Any, n: Any, p: Any) -> tuple[Any, Any]:
@@ -903,12 +962,19 @@ def _binom_tails(kk: Any, n: Any, p: Any) -> tuple[Any, Any]:
     rest = _positive(n - kk)
     lower = where(below, betainc(rest, kk + 1.0, 1.0 - p), 1.0)
     upper = where(below, betainc(kk + 1.0, rest, p), 0.0)
-    return lower, upper
+    ok = _binom_ok(n)
+    return _valid(lower, ok), _valid(upper, ok)
+
+
+def _nbinom_ok(n: Any, p: Any) -> Any:
+    """SciPy's nbinom parameters: n > 0 and 0 < p <= 1 (else NaN)."""
+    return _and(n > 0, p > 0)
 
 
 def _nbinom_tails(kk: Any, n: Any, p: Any) -> tuple[Any, Any]:
     """P(K <= k) = I_p(n, k + 1), P(K > k) = I_(1-p)(k + 1, n)."""
-    return betainc(n, kk + 1.0, p), betainc(kk + 1.0, n, 1.0 - p)
+    ok = _nbinom_ok(n, p)
+    return _valid(betainc(n, kk + 1.0, p), ok), _valid(betainc(kk + 1.0, n, 1.0 - p), ok)
 
 
 def _bernoulli_tails(kk: Any, p: Any) -> tuple[Any, Any]:
@@ -922,12 +988,12 @@ def _bernoulli(k: Any, p: Any) -> Any:
 
 def _binom(k: Any, n: Any, p: Any) -> Any:
     comb = gammaln(n + 1.0) - gammaln(k + 1.0) - gammaln(n - k + 1.0)
-    return where(k <= n, comb + xlogy(k, p) + xlog1py(n - k, -p), -np.inf)
+    return _valid(where(k <= n, comb + xlogy(k, p) + xlog1py(n - k, -p), -np.inf), _binom_ok(n))
 
 
 def _nbinom(k: Any, n: Any, p: Any) -> Any:
     comb = gammaln(n + k) - gammaln(k + 1.0) - gammaln(n)
-    return comb + xlogy(n, p) + xlog1py(k, -p)
+    return _valid(comb + xlogy(n, p) + xlog1py(k, -p), _nbinom_ok(n, p))
 
 
 # --- the published objects ------------------------------------------------------------------
