@@ -17,3 +17,18 @@ from hypothesis import settings
 # Compilation on first use can take seconds: no per-example deadline.
 settings.register_profile("tapegrad", deadline=None, max_examples=40, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "tapegrad"))
+
+
+import pytest  # noqa: E402  (after the environment above: tapegrad reads it on import)
+
+from tapegrad import tensors  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _no_device_type_outside_gpu_tests(request, monkeypatch):
+    """Run each test outside tests/gpu as most users run: with no device tensor type.
+    tests/gpu is collected first and imports tapegrad.cuda, which installs one
+    (``tensors.DEVICE_TENSOR``) for the rest of the process; the CPU-only shortcuts
+    that look at it were then never tested (a view wrapper they skipped went unseen)."""
+    if request.node.path.parent.name != "gpu":
+        monkeypatch.setattr(tensors, "DEVICE_TENSOR", None)
