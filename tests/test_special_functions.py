@@ -360,6 +360,29 @@ def test_incomplete_gamma_of_tiny_order():
         assert g == pytest.approx(float(d), rel=1e-10), (ai, xi)
 
 
+def test_derivatives_that_are_differences_of_near_equal_terms():
+    """betaln's derivative digamma(u) - digamma(u + v) term by term (the two digammas are
+    near log u: the sign was wrong at u = 5e9), erfcx's 2x erfcx(x) - 2/sqrt(pi) by its
+    series past 25 (x^2 ulps), gammainc's density with no log1p(-1) in the branch
+    not taken (the second derivative was NaN at x < 1e-16 a)."""
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 50
+    u = np.array([0.5, 9.9, 10.0, 12.0, 1e3, 1e6, 5e9, 1e15])
+    for v in (0.5, 7.0, 1e10):
+        a = tg.tensor(u, requires_grad=True)
+        tnp.sum(ts.betaln(a, v)).backward()
+        want = [float(mpmath.digamma(x) - mpmath.digamma(mpmath.mpf(x) + v)) for x in u]
+        np.testing.assert_allclose(a.grad, want, rtol=1e-13)
+    x = np.array([10.0, 24.9, 25.1, 40.0, 1e3, 1e8])
+    leaf = tg.tensor(x, requires_grad=True)
+    tnp.sum(ts.erfcx(leaf)).backward()
+    want = [float(mpmath.diff(lambda t: mpmath.exp(t * t) * mpmath.erfc(t), xi)) for xi in x]
+    np.testing.assert_allclose(leaf.grad, want, rtol=1e-13)
+    second = tg.grad(tg.grad(lambda v: ts.gammainc(tg.tensor(10.0), v)))(1e-16)
+    density = mpmath.exp(9 * mpmath.log(mpmath.mpf(1e-16)) - 1e-16 - mpmath.loggamma(10))
+    assert second == pytest.approx(float(density * (9 / mpmath.mpf(1e-16) - 1)), rel=1e-12)
+
+
 def test_poisson_cdf_of_large_counts():
     import scipy.stats
 

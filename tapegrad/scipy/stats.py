@@ -362,7 +362,7 @@ def _with_tails(methods: dict[str, Callable], tails: Callable, nshape: int) -> d
     return {**methods, **{m: method(m) for m in ("cdf", "sf", "logcdf", "logsf")}}
 
 
-_T_NORMAL = 1e10  # the df from which the t CDF is the normal one with its 1/df term
+_T_NORMAL = 1e9  # the df from which the t CDF is the normal one with its 1/df term
 
 
 def _pick(cond: Any, a: Any, b: Any) -> Any:
@@ -389,10 +389,10 @@ def _t_tails(z: Any, df: Any) -> tuple[Any, Any]:
     near_tail = 0.5 - 0.5 * betainc(0.5, 0.5 * dfs, z2 / (dfs + z2))
     use_near = near_tail > 0.1
     far_tail = 0.5 * betainc(0.5 * dfs, 0.5, where(use_near, 0.5, dfs / (dfs + z2)))
-    # from df = 1e10 on, betainc's argument df / (df + z^2) rounds towards 1 and the
-    # tail with it (t.cdf(2, 1e20) was 0.5): the expansion in 1/df instead,
-    # Phi(-|z|) + phi(z) (|z|^3 + |z|) / (4 df), whose next term is 1e-9 relative at
-    # |z| = 38 and 1e-14 at 10 there (an infinite df: the normal tail)
+    # from df = 1e9 on, betainc's argument df / (df + z^2) rounds towards 1 and the
+    # tail with it (t.cdf(2, 1e20) was 0.5; 3e-7 off at 5e9): the expansion in 1/df
+    # instead, Phi(-|z|) + phi(z) (|z|^3 + |z|) / (4 df), whose next term is 1.4e-7
+    # relative at |z| = 38 and 3e-12 at 10 there (an infinite df: the normal tail)
     a = absolute(zs)
     dfb = _pick(big, df, _T_NORMAL)
     normal_tail = ndtr(-a) + exp(-0.5 * a * a - 0.5 * _LOG_2PI) * (a * a * a + a) / (4.0 * dfb)
@@ -949,10 +949,10 @@ def _discrete_tails(methods: dict[str, Callable], tails: Callable, nparams: int)
     return {**methods, **{m: method(m) for m in ("cdf", "sf", "logcdf", "logsf")}}
 
 
-def _binom_ok(n: Any) -> Any:
-    """binom's n at least 0 (else NaN, as SciPy). A non-integer n is the continuous
-    extension (SciPy: NaN), so that n has a derivative."""
-    return n >= 0
+def _binom_ok(n: Any, p: Any) -> Any:
+    """binom's n at least 0 and 0 <= p <= 1 (else NaN, as SciPy). A non-integer n is
+    the continuous extension (SciPy: NaN), so that n has a derivative."""
+    return _and(_and(n >= 0, p >= 0), p <= 1)
 
 
 def _binom_tails(kk: Any, n: Any, p: Any) -> tuple[Any, Any]:
@@ -962,13 +962,13 @@ def _binom_tails(kk: Any, n: Any, p: Any) -> tuple[Any, Any]:
     rest = _positive(n - kk)
     lower = where(below, betainc(rest, kk + 1.0, 1.0 - p), 1.0)
     upper = where(below, betainc(kk + 1.0, rest, p), 0.0)
-    ok = _binom_ok(n)
+    ok = _binom_ok(n, p)
     return _valid(lower, ok), _valid(upper, ok)
 
 
 def _nbinom_ok(n: Any, p: Any) -> Any:
     """SciPy's nbinom parameters: n > 0 and 0 < p <= 1 (else NaN)."""
-    return _and(n > 0, p > 0)
+    return _and(_and(n > 0, p > 0), p <= 1)
 
 
 def _nbinom_tails(kk: Any, n: Any, p: Any) -> tuple[Any, Any]:
@@ -988,7 +988,8 @@ def _bernoulli(k: Any, p: Any) -> Any:
 
 def _binom(k: Any, n: Any, p: Any) -> Any:
     comb = gammaln(n + 1.0) - gammaln(k + 1.0) - gammaln(n - k + 1.0)
-    return _valid(where(k <= n, comb + xlogy(k, p) + xlog1py(n - k, -p), -np.inf), _binom_ok(n))
+    value = where(k <= n, comb + xlogy(k, p) + xlog1py(n - k, -p), -np.inf)
+    return _valid(value, _binom_ok(n, p))
 
 
 def _nbinom(k: Any, n: Any, p: Any) -> Any:
