@@ -365,19 +365,27 @@ def _with_tails(methods: dict[str, Callable], tails: Callable, nshape: int) -> d
 _T_NORMAL = 1e9  # the df from which the t CDF is the normal one with its 1/df term
 
 
-def _pick(cond: Any, a: Any, b: Any) -> Any:
-    """``where(cond, a, b)``; for a Python bool ``cond`` (a Python number's test) ``a``
-    or ``b`` itself, so that a Python number stays one (NumPy's 0-d float64 from
-    ``where`` would make float32 data float64)."""
-    if isinstance(cond, bool):
-        return a if cond else b
-    return where(cond, a, b)
+def _t_beta_tail(z2: Any, df: Any) -> Any:
+    """P(T < -|z|) through betainc: 1/2 - I_u(1/2, df/2) / 2 with u = z^2 / (df + z^2)
+    while that is above 0.1 (no cancellation to speak of, and no 1 - w), else
+    I_w(df/2, 1/2) / 2 with w = df / (df + z^2) (small tails to full relative accuracy)."""
+    near_tail = 0.5 - 0.5 * betainc(0.5, 0.5 * df, z2 / (df + z2))
+    use_near = near_tail > 0.1
+    far_tail = 0.5 * betainc(0.5 * df, 0.5, where(use_near, 0.5, df / (df + z2)))
+    return where(use_near, near_tail, far_tail)
+
+
+def _t_normal_tail(z: Any, df: Any) -> Any:
+    """P(T < -|z|) from df = 1e9 on, where betainc's argument df / (df + z^2) rounds
+    towards 1 and the tail with it (t.cdf(2, 1e20) was 0.5; 3e-7 off at 5e9): the
+    expansion in 1/df, Phi(-|z|) + phi(z) (|z|^3 + |z|) / (4 df), whose next term is
+    1.4e-7 relative at |z| = 38 and 3e-12 at 10 there (an infinite df: the normal tail)."""
+    a = absolute(z)
+    return ndtr(-a) + exp(-0.5 * a * a - 0.5 * _LOG_2PI) * (a * a * a + a) / (4.0 * df)
 
 
 def _t_tails(z: Any, df: Any) -> tuple[Any, Any]:
-    """The small tail P(T < -|z|): 1/2 - I_u(1/2, df/2) / 2 with u = z^2 / (df + z^2)
-    while that is above 0.1 (no cancellation to speak of, and no 1 - w), else
-    I_w(df/2, 1/2) / 2 with w = df / (df + z^2) (small tails to full relative accuracy);
+    """The small tail P(T < -|z|) (``_t_beta_tail``, from df = 1e9 ``_t_normal_tail``);
     the other tail is 1 minus it. Near 0 (|z| < 1e-100, where u is denormal or 0 and the
     fraction's derivative in u infinite) ``1/2 +- pdf(0) z``: the value and its
     derivative."""
@@ -385,18 +393,12 @@ def _t_tails(z: Any, df: Any) -> tuple[Any, Any]:
     zs = where(zero, 1.0, z)
     z2 = zs * zs
     big = df >= _T_NORMAL
-    dfs = _pick(big, 1.0, df)  # (safe arguments for the branches not taken)
-    near_tail = 0.5 - 0.5 * betainc(0.5, 0.5 * dfs, z2 / (dfs + z2))
-    use_near = near_tail > 0.1
-    far_tail = 0.5 * betainc(0.5 * dfs, 0.5, where(use_near, 0.5, dfs / (dfs + z2)))
-    # from df = 1e9 on, betainc's argument df / (df + z^2) rounds towards 1 and the
-    # tail with it (t.cdf(2, 1e20) was 0.5; 3e-7 off at 5e9): the expansion in 1/df
-    # instead, Phi(-|z|) + phi(z) (|z|^3 + |z|) / (4 df), whose next term is 1.4e-7
-    # relative at |z| = 38 and 3e-12 at 10 there (an infinite df: the normal tail)
-    a = absolute(zs)
-    dfb = _pick(big, df, _T_NORMAL)
-    normal_tail = ndtr(-a) + exp(-0.5 * a * a - 0.5 * _LOG_2PI) * (a * a * a + a) / (4.0 * dfb)
-    small = _pick(big, normal_tail, where(use_near, near_tail, far_tail))
+    if isinstance(big, bool):  # a Python df: only its branch is recorded (and no where()
+        # of Python numbers, NumPy's float64, makes float32 data float64)
+        small = _t_normal_tail(zs, df) if big else _t_beta_tail(z2, df)
+    else:  # (safe arguments for the branch not taken)
+        normal = _t_normal_tail(zs, where(big, df, _T_NORMAL))
+        small = where(big, normal, _t_beta_tail(z2, where(big, 1.0, df)))
     lower, upper = where(zs < 0, small, 1.0 - small), where(zs < 0, 1.0 - small, small)
     slope = exp(_t_log_density(0.0 * zs, df)) * z
     return where(zero, 0.5 + slope, lower), where(zero, 0.5 - slope, upper)
