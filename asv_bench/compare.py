@@ -2,7 +2,7 @@
 PyTorch and HIPS autograd, on the same workloads in the same run.
 
     python asv_bench/compare.py [--json results.json] [--repeat 15] [--second-order] [--ode]
-                                [--eager] [--threads N]
+                                [--eager [--steady]] [--elementwise] [--threads N]
 
 Every implementation's gradient is checked against the hand-written one first; the
 table gives medians and ratios to hand-written NumPy. Missing peers are skipped.
@@ -442,10 +442,12 @@ def _ode_rows(repeat: int, peers: bool = True) -> list[dict]:
     return rows
 
 
-def _eager_rows(repeat: int) -> list[dict]:
+def _eager_rows(repeat: int, steady: bool = False) -> list[dict]:
     """Issue 24's workloads, eager, as users write them: two elementwise chains on 2e6
     elements (transcendental; log/sqrt/pow), Lennard-Jones 512 in three spellings, and
-    the MLP; each against hand-written NumPy and PyTorch, gradients checked first."""
+    the MLP; each against hand-written NumPy and PyTorch, gradients checked first.
+    ``steady``: each timed call right after an untimed one of the same implementation
+    (see ``interleaved_medians``)."""
     from benchmarks import eager_workloads as ew
 
     x, w = ew.chain_data()
@@ -492,7 +494,7 @@ def _eager_rows(repeat: int) -> list[dict]:
         # a step of about a millisecond: fifteen single calls, with PyTorch's between
         # them, moved its ratio by +-5% from run to run (session 14); it takes more
         rounds = max(repeat, MIN_ROUNDS_MS) if label.startswith("MLP") else repeat
-        medians = interleaved_medians(present, rounds)
+        medians = interleaved_medians(present, rounds, steady=steady)
         rows += _ratio_rows(label, medians, "hand-written NumPy")
     return rows
 
@@ -545,6 +547,12 @@ def main() -> None:
         "--eager", action="store_true", help="only issue 24's eager rows (chains, pairwise, MLP)"
     )
     parser.add_argument(
+        "--steady",
+        action="store_true",
+        help="with --eager: time each call right after an untimed call of the same "
+        "implementation (a training loop's steady state) instead of after the others'",
+    )
+    parser.add_argument(
         "--elementwise",
         action="store_true",
         help="only single elementwise functions on 1e6 elements (issue 24 item 1)",
@@ -560,7 +568,7 @@ def main() -> None:
         _print(_ode_rows(args.repeat, not args.no_peers), args.json)
         return
     if args.eager:
-        _print(_eager_rows(args.repeat), args.json)
+        _print(_eager_rows(args.repeat, args.steady), args.json)
         return
     if args.elementwise:
         _print(_elementwise_rows(args.repeat), args.json)

@@ -91,10 +91,15 @@ def _after_table(steps: dict, big: tuple, small: tuple, repeat: int) -> None:
     befores.update({f"{n}, 2x2": (lambda s=steps[n]: s(*small)) for n in names})
     print("Each full-size step right after another step (us; ratios to NumPy by hand):")
     print(f"  {'after':24s}" + "".join(f"{n:>18s}" for n in names))
+    itself = {}  # each step right after one of its own: a training loop's steady state
     for before, run in befores.items():
         m = interleaved_medians(targets, repeat, before=run)
         cells = [f"{m[n] * 1e6:8.1f} {m[n] / m[names[0]]:6.3f}x " for n in names]
         print(f"  {before:24s}" + "".join(f"{c:>18s}" for c in cells))
+        if before in m:
+            itself[before] = m[before]
+    print("  each right after itself (the diagonal, as in a training loop):")
+    print("  " + "  ".join(f"{n} {t / itself[names[0]]:.3f}x" for n, t in itself.items()))
 
 
 def main() -> None:

@@ -73,9 +73,27 @@ def test_mlp_bounds_script_runs():
     # eager and replay at each size, eager alone, then the three at each size twice
     assert len(rows) == 5 + 2 * 4
     assert all(float(row[-1].rstrip("x")) > 0 for row in rows)
-    # --after: a row per step run before (each of the three, full size and 2x2)
+    # --after: a row per step run before (each of the three, full size and 2x2), then
+    # each step right after itself, against NumPy by hand right after itself
     after = after.splitlines()[2:]
-    assert len(after) == 6 and all(line.count("x ") == 3 for line in after)
+    assert len(after) == 8 and all(line.count("x ") == 3 for line in after[:6])
+    assert "after itself" in after[6]
+    ratios = [float(w.rstrip("x")) for w in after[7].split() if w.endswith("x")]
+    assert len(ratios) == 3 and ratios[0] == 1.0 and all(r > 0 for r in ratios)
+
+
+def test_interleaved_medians_steady_runs_each_call_after_itself():
+    """compare.py --eager --steady: every timed call follows an untimed call of the same
+    function, with the rounds still interleaved."""
+    from benchmarks.workloads import interleaved_medians
+
+    calls = []
+    fns = {name: (lambda name=name: calls.append(name)) for name in "abc"}
+    interleaved_medians(fns, repeat=3, steady=True)
+    assert calls == ["a", "a", "b", "b", "c", "c"] * 3
+    calls.clear()
+    interleaved_medians(fns, repeat=2)
+    assert calls == ["a", "b", "c"] * 2
 
 
 def test_transform_overhead_workloads_agree_with_numpy():

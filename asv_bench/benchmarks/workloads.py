@@ -13,6 +13,7 @@ import numpy as np
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
+import tapegrad.special as tsp
 
 # --- the elementwise chain: (sin, *1.01, tanh, +x) repeated; n_ops ops in all ----------
 
@@ -126,15 +127,23 @@ def chain_loss(x, n_ops):
     return chain_tapegrad(x, n_ops)
 
 
-def interleaved_medians(fns: dict, repeat: int = 15, before: Any = None) -> dict:
+def interleaved_medians(
+    fns: dict, repeat: int = 15, before: Any = None, steady: bool = False
+) -> dict:
     """Median time of each function, timing them in turn on every round so that a noisy,
     shared machine slows them all alike (ratios measured this way are stable);
-    ``before()``, if given, runs untimed before each call."""
+    ``before()``, if given, runs untimed before each call. With ``steady``, each timed
+    call comes right after one untimed call of the same function, as a step of a
+    training loop comes after the step before: a millisecond-long step runs 15-25%
+    slower right after another library's step than after its own (what the other left
+    in the caches), for NumPy by hand as for tapegrad (``mlp_bounds.py --after``)."""
     times = {name: [] for name in fns}
     for _ in range(repeat):
         for name, fn in fns.items():
             if before is not None:
                 before()
+            if steady:
+                fn()
             t = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t)
@@ -158,8 +167,6 @@ def mlp_data(seed=0, batch=256, n_in=64, hidden=256, n_out=10):
 
 
 def mlp_loss(w1, b1, w2, b2, x, onehot):
-    import tapegrad.special as tsp
-
     h = tnp.tanh(x @ w1 + b1)
     return -tnp.mean(tnp.sum(onehot * tsp.log_softmax(h @ w2 + b2, axis=1), axis=1))
 
