@@ -5,6 +5,7 @@ variables ``TAPEGRAD_SOFT_ARENA`` and ``TAPEGRAD_THREADS``."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -59,3 +60,50 @@ def test_p_norm_second_order_at_and_away_from_zero():
     check_grads(lambda x: tnp.linalg.norm(x, 3), [np.array([0.3, 1.0, -2.0])], order=2)
     h = tg.hessian(lambda x: tnp.linalg.norm(x, 3))(np.zeros(3))
     np.testing.assert_array_equal(h, np.zeros((3, 3)))
+
+
+# --- np.<ufunc>.reduce on tensors -----------------------------------------------------
+
+X = np.array([[1.0, -2.0, 3.0], [0.5, 4.0, -1.5]])
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x: np.add.reduce(x),
+        lambda x: np.add.reduce(x, 1),  # positional axis
+        lambda x: np.add.reduce(x, axis=None),
+        lambda x: np.add.reduce(x, axis=(0, 1)),
+        lambda x: np.add.reduce(x, axis=1, keepdims=True),
+        lambda x: np.multiply.reduce(x, axis=1),
+        lambda x: np.maximum.reduce(x, axis=0),
+        lambda x: np.minimum.reduce(x, axis=1, keepdims=True),
+    ],
+)
+def test_ufunc_reduce_methods_record(call):
+    """``np.add/multiply/maximum/minimum.reduce`` of a tensor are tnp's sum, prod, max,
+    min (NumPy's default axis 0, not None): NumPy's values, central differences'
+    gradients, float32 kept."""
+    want = call(X)
+    got = call(tg.tensor(X, requires_grad=True))
+    assert isinstance(got, tg.Tensor) and got.requires_grad
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-14)
+    w = np.random.default_rng(1).standard_normal(np.shape(want))
+    check_grads(lambda x: tnp.sum(call(x) * w), [X])
+    assert call(tg.tensor(X.astype(np.float32))).dtype == np.float32
+
+
+def test_ufunc_reduce_methods_tapegrad_does_not_implement_raise():
+    t = tg.tensor(X, requires_grad=True)
+    for name, call in [
+        ("add.reduce", lambda: np.add.reduce(t, axis=1, initial=5.0)),
+        ("add.reduce", lambda: np.add.reduce(t, axis=1, where=np.array([True, False, True]))),
+        ("add.reduce", lambda: np.add.reduce(t, axis=1, dtype=np.float32)),
+        ("subtract.reduce", lambda: np.subtract.reduce(t, axis=1)),
+        ("logaddexp.reduce", lambda: np.logaddexp.reduce(t, axis=1)),
+        ("add.reduceat", lambda: np.add.reduceat(t, [0, 2], axis=1)),
+        ("add.accumulate", lambda: np.add.accumulate(t, axis=1)),
+        ("multiply.outer", lambda: np.multiply.outer(t, t)),
+    ]:
+        with pytest.raises(TypeError, match=re.escape(f"numpy.{name} ")):
+            call()
