@@ -62,6 +62,17 @@ def test_p_norm_second_order_at_and_away_from_zero():
     np.testing.assert_array_equal(h, np.zeros((3, 3)))
 
 
+@pytest.mark.parametrize("n", [2, 3])
+def test_matrix_norms_at_a_zero_matrix(n):
+    """What the README says each matrix norm's gradient is at 0: 0 for the entrywise and
+    absolute-sum norms, svdvals' tie split for 2, -2 and 'nuc' (finite, never NaN)."""
+    z = np.zeros((n, n))
+    for ord in ("fro", 1, -1, np.inf, -np.inf):
+        np.testing.assert_array_equal(tg.grad(lambda x, o=ord: tnp.linalg.norm(x, o))(z), z)
+    for ord, want in ((2, np.eye(n) / n), (-2, np.eye(n) / n), ("nuc", np.eye(n))):
+        np.testing.assert_allclose(tg.grad(lambda x, o=ord: tnp.linalg.norm(x, o))(z), want)
+
+
 # --- np.<ufunc>.reduce on tensors -----------------------------------------------------
 
 X = np.array([[1.0, -2.0, 3.0], [0.5, 4.0, -1.5]])
