@@ -6,7 +6,10 @@ variables ``TAPEGRAD_SOFT_ARENA`` and ``TAPEGRAD_THREADS``."""
 from __future__ import annotations
 
 import functools
+import os
 import re
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -208,3 +211,31 @@ def test_compiled_partial_from_threads():
     for i in range(1, 4):
         assert out[i][0] == 4.0 * i
         np.testing.assert_array_equal(out[i][1], [2.0 * i, 2.0 * i])
+
+
+# --- environment variables ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("threads", ["1", "3"])
+def test_soft_arena_and_threads_are_read_from_the_environment(threads):
+    """``TAPEGRAD_SOFT_ARENA`` (bytes) sets the soft cap of a tape's arena and
+    ``TAPEGRAD_THREADS`` the threads of a large NumPy forward (one: no splitting at all);
+    the numbers computed are the same either way."""
+    code = (
+        "import numpy as np, tapegrad as tg, tapegrad.numpy as tnp\n"
+        "from tapegrad import tape\n"
+        "from tapegrad.layout import H_THREAD_MIN\n"
+        "x = tg.tensor(np.linspace(-1, 1, 5), requires_grad=True)\n"
+        "tnp.sum(tnp.sin(x) ** 2).backward()\n"
+        "split = int(tape.current_tape().h[H_THREAD_MIN])\n"
+        "print(tape.SOFT_ARENA, tape.worker_count(), split, repr(x.grad.tolist()))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.update(TAPEGRAD_SOFT_ARENA="123456", TAPEGRAD_THREADS=threads)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.split(maxsplit=3)
+    assert out[:2] == ["123456", threads]
+    assert (int(out[2]) == 0) == (threads == "1")
+    x = np.linspace(-1, 1, 5)
+    np.testing.assert_allclose(eval(out[3]), np.sin(2 * x), rtol=1e-14)
