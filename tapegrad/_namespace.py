@@ -173,6 +173,17 @@ def _install_methods() -> None:
 
         return method
 
+    for ufunc, symbol, dunder, rdunder in (
+        (np.invert, "~", "__invert__", None),
+        (np.bitwise_and, "&", "__and__", "__rand__"),
+        (np.bitwise_or, "|", "__or__", "__ror__"),
+        (np.bitwise_xor, "^", "__xor__", "__rxor__"),
+    ):
+        f = UFUNC_CALLS[ufunc] = _bitwise(ufunc, symbol)  # also np.invert(t), array & t
+        setattr(Tensor, dunder, f)
+        if rdunder:
+            setattr(Tensor, rdunder, lambda self, other, f=f: f(other, self))
+
     for dunder, name, symbol in (
         ("__iadd__", "add", "+="),
         ("__isub__", "subtract", "-="),
@@ -184,6 +195,28 @@ def _install_methods() -> None:
         ("__imod__", "remainder", "%="),
     ):
         setattr(Tensor, dunder, inplace(name, symbol))
+
+
+def _bitwise(ufunc: np.ufunc, symbol: str) -> Callable:
+    """Operator ``symbol`` (``~ & | ^``) on tensors: NumPy's ``ufunc`` on the values of
+    bool or integer tensors (masks: ``t[~(t > 0)]``, ``(t > 0) & (t < 1)``), a constant
+    tensor as ``tnp.logical_not`` gives. tapegrad's integer and bool tensors never
+    require grad, so nothing leaves a graph; NumPy defines these operators for no float
+    dtype, and a float operand is refused with the operands' shapes and dtypes."""
+
+    def apply(*operands: Any) -> Any:
+        values = [v._value() if isinstance(v, Tensor) else np.asarray(v) for v in operands]
+        if any(v.dtype.kind not in "biu" for v in values):
+            found = " and ".join(f"{v.shape} {v.dtype}" for v in values)
+            raise TypeError(
+                f"{symbol} on tensors ({ufunc.__name__}): operands {found}; NumPy defines it "
+                "for bool and integer values only (a mask of a float tensor is a "
+                "comparison, such as t > 0)"
+            )
+        return tensors.as_tensor(ufunc(*values))
+
+    apply.__name__ = apply.__qualname__ = ufunc.__name__
+    return apply
 
 
 _install_methods()
