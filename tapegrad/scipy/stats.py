@@ -41,6 +41,7 @@ _sp = NAMESPACES["special"]
 _sla = NAMESPACES["scipy.linalg"]
 where, log, log1p, exp, expm1 = _np["where"], _np["log"], _np["log1p"], _np["exp"], _np["expm1"]
 clip, floor, arctan, absolute = _np["clip"], _np["floor"], _np["arctan"], _np["absolute"]
+sqrt = _np["sqrt"]
 maximum, minimum, asum = _np["maximum"], _np["minimum"], _np["sum"]
 gammaln, xlogy, xlog1py = _sp["gammaln"], _sp["xlogy"], _sp["xlog1py"]
 ndtr, log_ndtr, betaln = _sp["ndtr"], _sp["log_ndtr"], _sp["betaln"]
@@ -73,11 +74,27 @@ def _standard(x: Any, loc: Any, scale: Any) -> Any:
     return (x - loc) / scale
 
 
+# Boolean masks are combined through floats and a comparison: a comparison replays under
+# tg.compile, while a where of booleans is read at capture (a guard: every change of the
+# mask captured again).
+
+
 def _and(a: Any, b: Any) -> Any:
     """Elementwise ``a and b`` of boolean tensors (or Python bools)."""
     if isinstance(a, bool):
         return b if a else False
-    return where(a, b, False)
+    if isinstance(b, bool):
+        return a if b else False
+    return where(a, where(b, 1.0, 0.0), 0.0) > 0.5
+
+
+def _or(a: Any, b: Any) -> Any:
+    """Elementwise ``a or b`` of boolean tensors (or Python bools)."""
+    if isinstance(a, bool):
+        return True if a else b
+    if isinstance(b, bool):
+        return True if b else a
+    return where(a, 1.0, where(b, 1.0, 0.0)) > 0.5
 
 
 def _log_scale(scale: Any) -> Any:
@@ -105,6 +122,68 @@ def _valid(value: Any, ok: Any) -> Any:
     if isinstance(ok, bool | np.bool_):
         return value if ok else value * np.nan
     return where(ok, value, np.nan)
+
+
+def _edge(at: Any, t: Any, slope: Any) -> Any:
+    """0 where ``at`` (where ``t`` is 0: the distance into the support from an edge at
+    which the value is 0), with the derivative ``slope`` in t there (>= 0, +inf allowed;
+    a constant): the one-sided derivative from inside the support, as the limit of the
+    derivative inside. Elsewhere 0 with no gradient. An infinite slope comes from
+    sqrt(t) (a product with inf would make the value NaN), a zero one from no
+    dependence on t at all (so a log of the 0, as ``logcdf``, meets no 0 * inf)."""
+    if not holds_tensor(t):  # a plain t: no gradient to give
+        return 0.0
+    t0 = where(at, t, 0.0)  # (the gradient of every other point stops here)
+    slope = _as(_constant(slope), t0)
+    infinite = slope == np.inf
+    finite = where(_and(slope > 0, slope < np.inf), slope, 0.0)
+    root = sqrt(where(infinite, t0, 1.0))
+    return where(infinite, root, where(finite > 0, finite * t0, 0.0))
+
+
+def _as(v: Any, like: Any) -> Any:
+    """``v`` in ``like``'s floating dtype where ``v`` is a constant: SciPy's float64 from
+    Python shapes (or a detached tensor) would make float32 data float64."""
+    dtype = getattr(like, "dtype", None)
+    if dtype is None or not np.issubdtype(dtype, np.floating):
+        return v
+    if hasattr(v, "detach"):
+        return v if v.requires_grad or v.dtype == dtype else _np["astype"](v, dtype)
+    return np.asarray(v).astype(dtype)
+
+
+def _select(cond: Any, v: Any, fallback: Any, like: Any) -> Any:
+    """``where(cond, v, fallback)``, a safe argument; a plain ``v`` (a Python number)
+    stays in ``like``'s dtype (a where of two numbers is float64)."""
+    out = where(cond, v, fallback)
+    return out if holds_tensor(v) else _as(out, like)
+
+
+def _unless(at: Any, v: Any, safe: float, like: Any) -> Any:
+    """``v``, but ``safe`` where ``at`` (see :func:`_select`)."""
+    return _select(where(at, 0.0, 1.0) > 0.5, v, safe, like)
+
+
+def _power_at_0(m: Any, log_rest: Any) -> Any:
+    """t^m exp(log_rest) at t = 0: inf for m < 0, exp(log_rest) for m = 0, 0 for m > 0
+    (``xlogy(m, 0)`` is +inf, 0 or -inf)."""
+    return exp(xlogy(m, 0.0 * m) + log_rest)
+
+
+def _power_slope(m: Any, log_rest: Any) -> Any:
+    """The derivative at t = 0+ of t^m exp(log_rest) (m > 0): m t^(m - 1) exp(log_rest),
+    inf for m < 1, exp(log_rest) for m = 1 and 0 for m > 1."""
+    ms = where(m > 0, m, 1.0)
+    return _power_at_0(ms - 1.0, log(ms) + log_rest)
+
+
+def _standard_cut(x: Any, loc: Any, scale: Any) -> Any:
+    """(x - loc) / scale with no gradient to a tensor scale where x == loc: there its
+    derivative -z / scale is 0, and an edge's infinite derivative in z at z = 0 times
+    that 0 would be NaN."""
+    if not hasattr(scale, "detach"):
+        return _standard(x, loc, scale)
+    return (x - loc) / where(x == loc, _constant(scale), scale)
 
 
 # --- continuous distributions with a location and a scale ------------------------------------
@@ -276,28 +355,60 @@ def _lognorm_methods() -> dict[str, Callable]:
     return {"logpdf": logpdf, "pdf": pdf, "cdf": cdf, "sf": sf, "logcdf": logcdf, "logsf": logsf}
 
 
-def _shaped(log_density: Callable, support: Callable, nshape: int) -> dict[str, Callable]:
-    """logpdf / pdf of a family with ``nshape`` shape parameters before loc and scale:
-    ``log_density(z, *shapes)`` on the standardised variable inside ``support(z)``."""
+def _shape_args(name: str, args: tuple, nshape: int, loc: Any, scale: Any) -> tuple:
+    """(shapes, loc, scale) from a shaped family's arguments: loc and scale may follow
+    the shapes by position, as SciPy allows."""
+    shapes, rest = args[:nshape], args[nshape:]
+    if len(shapes) < nshape:
+        raise TypeError(f"{name}: needs {nshape} shape parameter(s), got {len(shapes)}")
+    if rest:
+        loc = rest[0]
+        scale = rest[1] if len(rest) > 1 else scale
+    return shapes, loc, scale
 
-    def logpdf(x: Any, *args: Any, loc: Any = 0.0, scale: Any = 1.0) -> Any:
-        shapes, rest = args[:nshape], args[nshape:]
-        if len(shapes) < nshape:
-            raise TypeError(f"logpdf: needs {nshape} shape parameter(s), got {len(shapes)}")
-        if rest:  # loc and scale given by position, as SciPy allows
-            loc = rest[0]
-            scale = rest[1] if len(rest) > 1 else scale
-        z = _standard(x, loc, scale)
-        inside = support(z)
-        safe = where(inside, z, 0.5)
-        value = _inside(inside, log_density(safe, *shapes), -np.inf) - _log_scale(scale)
+
+def _shaped(
+    log_density: Callable, support: Callable, nshape: int, edges: Callable | None = None
+) -> dict[str, Callable]:
+    """logpdf / pdf of a family with ``nshape`` shape parameters before loc and scale:
+    ``log_density(z, *shapes)`` on the standardised variable inside ``support(z)``.
+    ``edges(z, *shapes)``: the edges of the support, as ``[(at, t, m, log_rest)]`` for
+    a density ``t^m exp(log_rest)`` near ``t = 0`` (``t`` the distance into the support,
+    0 where ``at``): where that is 0 or infinite the pdf's derivatives are the limits
+    from inside (``exp`` of the log-density would give 0 * inf or inf - inf)."""
+
+    def valid(value: Any, shapes: tuple, scale: Any) -> Any:
         ok = scale > 0
         for p in shapes:  # every shape parameter positive
             ok = _and(ok, p > 0)
         return _valid(value, ok)
 
+    def log_pdf(z: Any, shapes: tuple, scale: Any) -> Any:
+        inside = support(z)
+        safe = where(inside, z, 0.5)
+        value = _inside(inside, log_density(safe, *shapes), -np.inf) - _log_scale(scale)
+        return valid(value, shapes, scale)
+
+    def logpdf(x: Any, *args: Any, loc: Any = 0.0, scale: Any = 1.0) -> Any:
+        shapes, loc, scale = _shape_args("logpdf", args, nshape, loc, scale)
+        return log_pdf(_standard(x, loc, scale), shapes, scale)
+
     def pdf(x: Any, *args: Any, loc: Any = 0.0, scale: Any = 1.0) -> Any:
-        return exp(logpdf(x, *args, loc=loc, scale=scale))
+        shapes, loc, scale = _shape_args("pdf", args, nshape, loc, scale)
+        if edges is None:
+            return exp(log_pdf(_standard(x, loc, scale), shapes, scale))
+        z = _standard_cut(x, loc, scale)
+        special, value = False, 0.0
+        for at, t, m, log_rest in edges(z, *shapes):
+            zero, pole = _and(at, m > 0), _and(at, m < 0)
+            special = _or(special, _or(zero, pole))
+            # an infinite density: the power's derivatives (-inf in t, and in the shape
+            # through m, as the limits from inside; the other factor held constant)
+            t0, ms = where(pole, t, 1.0), where(pole, _as(m, z), -1.0)
+            infinite = t0**ms * _as(exp(_constant(log_rest)), z)
+            value = value + where(pole, infinite, _edge(zero, t, _power_slope(m, log_rest)))
+        dens = exp(log_pdf(where(special, 0.5, z), shapes, scale))
+        return where(special, valid(value / scale, shapes, scale), dens)
 
     return {"logpdf": logpdf, "pdf": pdf}
 
@@ -338,19 +449,17 @@ def _constant(v: Any) -> Any:
     return v.detach() if hasattr(v, "detach") else v
 
 
-def _with_tails(methods: dict[str, Callable], tails: Callable, nshape: int) -> dict:
+def _with_tails(
+    methods: dict[str, Callable], tails: Callable, nshape: int, standard: Callable = _standard
+) -> dict:
     """Add ``cdf sf logcdf logsf`` to a shaped family: ``tails(z, *shapes) -> (lower,
-    upper)``, each accurate where it is small (see :func:`_from_tails`)."""
+    upper)``, each accurate where it is small (see :func:`_from_tails`); ``standard``
+    makes z (:func:`_standard_cut` for a support that starts at z = 0)."""
 
     def method(which: str) -> Callable:
         def f(x: Any, *args: Any, loc: Any = 0.0, scale: Any = 1.0) -> Any:
-            shapes, rest = args[:nshape], args[nshape:]
-            if len(shapes) < nshape:
-                raise TypeError(f"{which}: needs {nshape} shape parameter(s), got {len(shapes)}")
-            if rest:
-                loc = rest[0]
-                scale = rest[1] if len(rest) > 1 else scale
-            lower, upper = _complement(*tails(_standard(x, loc, scale), *shapes))
+            shapes, loc, scale = _shape_args(which, args, nshape, loc, scale)
+            lower, upper = _complement(*tails(standard(x, loc, scale), *shapes))
             value = _from_tails(which, lower, upper)
             ok = scale > 0
             for p in shapes:
@@ -404,22 +513,45 @@ def _t_tails(z: Any, df: Any) -> tuple[Any, Any]:
     return where(zero, 0.5 + slope, lower), where(zero, 0.5 - slope, upper)
 
 
+# At the edges of gamma's and beta's supports the distribution functions' derivative in
+# x is the density's limit from inside (inf, finite or 0 by the shape), the value 0 or
+# 1 exactly; each betainc / gammainc takes a safe argument inside, so that the branch
+# not taken (0 * inf in its derivative) gives no NaN. Only the tail that is the smaller
+# one at an edge carries the edge's derivative (:func:`_complement` takes 1 minus it for
+# the other).
+
+
 def _beta_tails(z: Any, a: Any, b: Any) -> tuple[Any, Any]:
     """I_z(a, b) and I_(1-z)(b, a), 0 and 1 outside [0, 1]."""
-    zs = clip(z, 0.0, 1.0)
-    lower = where(z <= 0, 0.0, where(z >= 1, 1.0, betainc(a, b, zs)))
-    upper = where(z <= 0, 1.0, where(z >= 1, 0.0, betainc(b, a, 1.0 - zs)))
+    inside = _and(z > 0, z < 1)
+    zs = where(inside, z, 0.5)
+    at_0 = _edge(z == 0, z, _power_at_0(a - 1.0, -betaln(a, b)))  # the density at 0
+    at_1 = _edge(z == 1, 1.0 - z, _power_at_0(b - 1.0, -betaln(a, b)))
+    lower = where(inside, betainc(a, b, zs), where(z >= 1, 1.0, at_0))
+    upper = where(inside, betainc(b, a, 1.0 - zs), where(z <= 0, 1.0, at_1))
     return lower, upper
 
 
+def _beta_edges(z: Any, a: Any, b: Any) -> list:
+    """The density is z^(a-1) (1-z)^(b-1) / B(a, b)."""
+    return [(z == 0, z, a - 1.0, -betaln(a, b)), (z == 1, 1.0 - z, b - 1.0, -betaln(a, b))]
+
+
 def _gamma_log_density(z: Any, a: Any) -> Any:
-    return xlogy(a - 1.0, z) - z - gammaln(a)
+    return xlogy(a - 1.0, z) - z - _as(gammaln(a), z)
 
 
 def _gamma_tails(z: Any, a: Any) -> tuple[Any, Any]:
     """The regularized incomplete gamma functions; 0 and 1 below 0."""
-    zs = _at_least(z, 0.0)
-    return where(z > 0, gammainc(a, zs), 0.0), where(z > 0, gammaincc(a, zs), 1.0)
+    inside = z > 0
+    zs = where(inside, z, 1.0)
+    at_0 = _edge(z == 0, z, _power_at_0(a - 1.0, -gammaln(a)))  # the density at 0
+    return where(inside, gammainc(a, zs), at_0), where(inside, gammaincc(a, zs), 1.0)
+
+
+def _gamma_edges(z: Any, a: Any) -> list:
+    """The density is z^(a-1) e^-z / Gamma(a)."""
+    return [(z == 0, z, a - 1.0, -gammaln(a))]
 
 
 def _vonmises_methods() -> dict[str, Callable]:
@@ -464,7 +596,7 @@ def _complement_of(cdf: Any) -> tuple[Any, Any]:
 
 
 def _beta_log_density(z: Any, a: Any, b: Any) -> Any:
-    return xlogy(a - 1.0, z) + xlog1py(b - 1.0, -z) - betaln(a, b)
+    return xlogy(a - 1.0, z) + xlog1py(b - 1.0, -z) - _as(betaln(a, b), z)
 
 
 # --- multivariate --------------------------------------------------------------------------
@@ -895,27 +1027,96 @@ def _dirichlet_logpdf(x: Any, alpha: Any) -> Any:
 # --- discrete ----------------------------------------------------------------------------
 
 
-def _discrete(log_mass: Callable, nparams: int) -> dict[str, Callable]:
+def _discrete(log_mass: Callable, nparams: int, edges: Callable | None = None) -> dict:
     """logpmf / pmf from ``log_mass(k, *params)`` at integers ``k >= 0`` (``loc``
-    shifts); ``-inf`` elsewhere."""
+    shifts); ``-inf`` elsewhere. ``edges(k, *params) -> ([(at, t, m, log_rest)],
+    safe_params)``: where a parameter sits at an end of its range and the mass is 0 there
+    as ``t^m exp(log_rest)`` (``t`` the parameter's distance from that end, 0 where
+    ``at``), the pmf's derivative is the limit from inside (``exp`` of the log-mass would
+    give 0 * inf); ``safe_params`` replace the parameters there in the log-mass."""
 
-    def logpmf(k: Any, *args: Any, loc: Any = 0) -> Any:
+    def parts(k: Any, args: tuple, loc: Any) -> tuple:
         params, rest = args[:nparams], args[nparams:]
         if rest:
             loc = rest[0]
         kk = k - loc
         integer = _and(kk == floor(kk), kk >= 0)
-        safe = where(integer, kk, 0.0)
+        return params, integer, where(integer, kk, 0.0)
+
+    def logpmf(k: Any, *args: Any, loc: Any = 0) -> Any:
+        params, integer, safe = parts(k, args, loc)
         return _inside(integer, log_mass(safe, *params), -np.inf)
 
     def pmf(k: Any, *args: Any, loc: Any = 0) -> Any:
-        return exp(logpmf(k, *args, loc=loc))
+        if edges is None:
+            return exp(logpmf(k, *args, loc=loc))
+        params, integer, safe = parts(k, args, loc)
+        found, safe_params = edges(safe, *params)
+        special, value = False, 0.0
+        for at, t, m, log_rest in found:
+            at = _and(integer, at)
+            special = _or(special, at)
+            value = value + _edge(at, t, _power_slope(m, log_rest))
+        mass = _inside(integer, log_mass(safe, *safe_params), -np.inf)
+        return where(special, value, exp(mass))
 
     return {"logpmf": logpmf, "pmf": pmf}
 
 
+# The mass functions by Loader's saddle-point form (Loader 2000, "Fast and accurate
+# computation of binomial probabilities"; R's dbinom, dpois, dnbinom):
+#   log P(K = x) = stirlerr(n) - stirlerr(x) - stirlerr(n - x) - bd0(x, n p)
+#                  - bd0(n - x, n q) - log(2 pi x (n - x) / n) / 2      (binomial),
+#   log P(K = x) = -stirlerr(x) - bd0(x, mu) - log(2 pi x) / 2          (Poisson),
+# stirlerr(n) = log n! - log(sqrt(2 pi n) (n/e)^n) and bd0(x, M) = x log(x/M) + M - x the
+# deviance, each small and accurate where a difference of lgammas (each ~ x log x)
+# cancelled (1e-6 relative off at counts of 1e9, 1e-2 at 1e13). Every piece is a
+# tapegrad op, so p, mu and (binom's continuous extension) n differentiate through it.
+_STIRLERR = (1.0 / 12, 1.0 / 360, 1.0 / 1260, 1.0 / 1680, 1.0 / 1188)
+_BD0_TERMS = 12  # |v| < 0.1: the series' rest below 1e-22 relative
+
+
+def _stirlerr(n: Any) -> Any:
+    """log n! - log(sqrt(2 pi n) (n/e)^n) for n > 0: Stirling's series past 15 (the next
+    term 1e-16 there), below by lgamma (the cancellation costs ~3e-15 absolute)."""
+    big = n > 15
+    nb = where(big, n, 16.0)
+    nn = nb * nb
+    s0, s1, s2, s3, s4 = _STIRLERR
+    series = (s0 - (s1 - (s2 - (s3 - s4 / nn) / nn) / nn) / nn) / nb
+    ns = where(big, 1.0, n)
+    direct = gammaln(ns + 1.0) - (ns + 0.5) * log(ns) + ns - 0.5 * _LOG_2PI
+    return where(big, series, direct)
+
+
+def _bd0(x: Any, m: Any) -> Any:
+    """x log(x / m) + m - x for x, m > 0 without cancellation: for |x - m| < (x + m) / 10
+    as (x - m) v + 2x (v^3/3 + v^5/5 + ...), v = (x - m) / (x + m) (Loader)."""
+    d = x - m
+    near = absolute(d) < 0.1 * (x + m)
+    v = where(near, d / (x + m), 0.0)
+    v2 = v * v
+    series = 1.0 / (2 * _BD0_TERMS + 1)
+    for j in range(_BD0_TERMS - 1, 0, -1):
+        series = 1.0 / (2 * j + 1) + v2 * series
+    close = d * v + 2.0 * x * v * v2 * series
+    ratio = where(near, 1.0, x / m)
+    return where(near, close, x * log(ratio) + m - x)
+
+
 def _poisson(k: Any, mu: Any) -> Any:
-    return xlogy(k, mu) - mu - gammaln(k + 1.0)
+    inner = _and(k > 0, mu > 0)
+    ks, mus = where(inner, k, 1.0), _select(inner, mu, 1.0, k)
+    saddle = -_stirlerr(ks) - _bd0(ks, mus) - 0.5 * (_LOG_2PI + log(ks))
+    # k = 0: -mu; mu = 0 < k: -inf, the derivative in mu +inf (xlogy's k / mu)
+    edge = xlogy(k, mu) - mu - gammaln(k + 1.0)
+    return _valid(where(inner, saddle, edge), mu >= 0)
+
+
+def _poisson_edges(k: Any, mu: Any) -> tuple:
+    """mu = 0 < k: the mass mu^k e^-mu / k! is 0 (derivative 1 at k = 1, else 0)."""
+    at = _and(mu == 0, k > 0)
+    return [(at, mu, k, -gammaln(k + 1.0))], (_unless(at, mu, 1.0, k),)
 
 
 def _poisson_tails(kk: Any, mu: Any) -> tuple[Any, Any]:
@@ -989,14 +1190,63 @@ def _bernoulli(k: Any, p: Any) -> Any:
 
 
 def _binom(k: Any, n: Any, p: Any) -> Any:
-    comb = gammaln(n + 1.0) - gammaln(k + 1.0) - gammaln(n - k + 1.0)
-    value = where(k <= n, comb + xlogy(k, p) + xlog1py(n - k, -p), -np.inf)
-    return _valid(value, _binom_ok(n, p))
+    ok = _binom_ok(n, p)
+    inner = _and(_and(k > 0, k < n), _and(p > 0, p < 1))
+    ks, ns, ps = where(inner, k, 1.0), _select(inner, n, 2.0, k), _select(inner, p, 0.5, k)
+    saddle = (
+        _stirlerr(ns)
+        - _stirlerr(ks)
+        - _stirlerr(ns - ks)
+        - _bd0(ks, ns * ps)
+        - _bd0(ns - ks, ns * (1.0 - ps))
+        - 0.5 * (_LOG_2PI + log(ks) + log1p(-ks / ns))
+    )
+    # k = 0 or n (the lgammas cancel exactly), p = 0 or 1 (-inf, the derivative in p
+    # +-inf from xlogy); n below k (-inf) through a safe n
+    below = k <= n
+    nk = _select(below, n, k, k)
+    comb = gammaln(nk + 1.0) - gammaln(k + 1.0) - gammaln(nk - k + 1.0)
+    edge = comb + xlogy(k, p) + xlog1py(nk - k, -p)
+    return _valid(where(below, where(inner, saddle, edge), -np.inf), ok)
+
+
+def _binom_edges(k: Any, n: Any, p: Any) -> tuple:
+    """p = 0 < k and p = 1 > k / n: the mass C(n, k) p^k (1 - p)^(n - k) is 0; its
+    derivative in p is n where the power is 1, else 0 (or -inf at p = 1 for a
+    non-integer n with n - k < 1)."""
+    below = k <= n
+    nk = _select(below, n, k, k)
+    comb = gammaln(nk + 1.0) - gammaln(k + 1.0) - gammaln(nk - k + 1.0)
+    at_0 = _and(_and(p == 0, k > 0), below)
+    at_1 = _and(p == 1, k < n)
+    found = [(at_0, p, k, comb), (at_1, 1.0 - p, nk - k, comb)]
+    return found, (n, _unless(_or(at_0, at_1), p, 0.5, k))
 
 
 def _nbinom(k: Any, n: Any, p: Any) -> Any:
-    comb = gammaln(n + k) - gammaln(k + 1.0) - gammaln(n)
-    return _valid(comb + xlogy(n, p) + xlog1py(k, -p), _nbinom_ok(n, p))
+    """As the binomial's x = n of n + k trials, times n / (n + k) (R's dnbinom)."""
+    inner = _and(_and(k > 0, n > 0), _and(p > 0, p < 1))
+    ks, ns, ps = where(inner, k, 1.0), _select(inner, n, 1.0, k), _select(inner, p, 0.5, k)
+    total = ns + ks
+    saddle = (
+        _stirlerr(total)
+        - _stirlerr(ns)
+        - _stirlerr(ks)
+        - _bd0(ns, total * ps)
+        - _bd0(ks, total * (1.0 - ps))
+        - 0.5 * (_LOG_2PI + log(ks) + log1p(ks / ns))
+    )
+    # k = 0: n log p exactly; p = 1 < k: -inf (the derivative in p -inf)
+    edge = gammaln(n + k) - gammaln(k + 1.0) - _as(gammaln(n), k) + xlogy(n, p) + xlog1py(k, -p)
+    return _valid(where(inner, saddle, edge), _nbinom_ok(n, p))
+
+
+def _nbinom_edges(k: Any, n: Any, p: Any) -> tuple:
+    """p = 1, k > 0: the mass C(n + k - 1, k) p^n (1 - p)^k is 0 (derivative in p -n at
+    k = 1, else 0)."""
+    at = _and(_and(p == 1, k > 0), n > 0)
+    comb = gammaln(n + k) - gammaln(k + 1.0) - _as(gammaln(n), k)
+    return [(at, 1.0 - p, k, comb)], (n, _unless(at, p, 0.5, k))
 
 
 # --- the published objects ------------------------------------------------------------------
@@ -1042,12 +1292,23 @@ uniform = Distribution("uniform", _uniform_methods())
 lognorm = Distribution("lognorm", _lognorm_methods())
 t = Distribution("t", _with_tails(_shaped(_t_log_density, lambda z: z == z, 1), _t_tails, 1))
 gamma = Distribution(
-    "gamma", _with_tails(_shaped(_gamma_log_density, lambda z: z >= 0, 1), _gamma_tails, 1)
+    "gamma",
+    _with_tails(
+        _shaped(_gamma_log_density, lambda z: z >= 0, 1, _gamma_edges),
+        _gamma_tails,
+        1,
+        _standard_cut,
+    ),
 )
 vonmises = Distribution("vonmises", _vonmises_methods())
 beta = Distribution(
     "beta",
-    _with_tails(_shaped(_beta_log_density, lambda z: _and(z >= 0, z <= 1), 2), _beta_tails, 2),
+    _with_tails(
+        _shaped(_beta_log_density, lambda z: _and(z >= 0, z <= 1), 2, _beta_edges),
+        _beta_tails,
+        2,
+        _standard_cut,
+    ),
 )
 multivariate_normal = Distribution(
     "multivariate_normal",
@@ -1062,12 +1323,16 @@ dirichlet = Distribution(
     "dirichlet",
     {"logpdf": _dirichlet_logpdf, "pdf": lambda x, alpha: exp(_dirichlet_logpdf(x, alpha))},
 )
-poisson = Distribution("poisson", _discrete_tails(_discrete(_poisson, 1), _poisson_tails, 1))
+poisson = Distribution(
+    "poisson", _discrete_tails(_discrete(_poisson, 1, _poisson_edges), _poisson_tails, 1)
+)
 bernoulli = Distribution(
     "bernoulli", _discrete_tails(_discrete(_bernoulli, 1), _bernoulli_tails, 1)
 )
-binom = Distribution("binom", _discrete_tails(_discrete(_binom, 2), _binom_tails, 2))
-nbinom = Distribution("nbinom", _discrete_tails(_discrete(_nbinom, 2), _nbinom_tails, 2))
+binom = Distribution("binom", _discrete_tails(_discrete(_binom, 2, _binom_edges), _binom_tails, 2))
+nbinom = Distribution(
+    "nbinom", _discrete_tails(_discrete(_nbinom, 2, _nbinom_edges), _nbinom_tails, 2)
+)
 
 __all__ = [
     "bernoulli",
