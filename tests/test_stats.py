@@ -715,6 +715,41 @@ def test_edges_keep_values_and_dtypes():
         assert p32.grad.dtype == np.float32 and np.isfinite(p32.grad)
 
 
+def _mp_t_cdf(mpmath, x, df):
+    """P(T <= x) for x < 0: I_w(df/2, 1/2) / 2, w = df / (df + x^2)."""
+    x, df = mpmath.mpf(x), mpmath.mpf(df)
+    return mpmath.betainc(df / 2, mpmath.mpf(1) / 2, 0, df / (df + x * x), regularized=True) / 2
+
+
+def test_student_t_far_in_its_tails():
+    """Small df, huge |x|: u = x^2 / (df + x^2) rounds to 1 in the betainc branch not
+    taken (its infinite derivative times a where's 0 was NaN); past x^2 = 1e17 df the
+    tail is the leading term in logs (SciPy's value, and ours, was 0 from |x| ~ 1e154)."""
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 40
+    for x, df in ((-1e8, 1.0), (-1e8, 0.5), (-1e20, 1.0), (-3e9, 2.5), (-1e160, 0.5)):
+        value, dx = _grad(ts.t.cdf, (x, df), 0)
+        _, ddf = _grad(ts.t.cdf, (x, df), 1)
+        assert value == pytest.approx(float(_mp_t_cdf(mpmath, x, df)), rel=1e-13)
+        want = mpmath.diff(lambda v, df=df: _mp_t_cdf(mpmath, v, df), x)
+        assert dx == pytest.approx(float(want))
+        want = mpmath.diff(lambda v, x=x: _mp_t_cdf(mpmath, x, v), df)
+        assert ddf == pytest.approx(float(want), rel=1e-9)
+        _, dlog = _grad(ts.t.logcdf, (x, df), 0)
+        assert dlog == pytest.approx(dx / value, rel=1e-12)
+    for x in (-np.inf, np.inf):
+        for method, want in (("cdf", x > 0), ("sf", x < 0)):
+            value, dx = _grad(getattr(ts.t, method), (x, 1.5), 0)
+            assert value == want and dx == 0.0
+    # |x|^3 overflowed in the normal branch's 1/df term (NaN from 5.6e102)
+    value, dx = _grad(ts.t.cdf, (-1e110, 1e12), 0)
+    assert value == 0.0 and dx == 0.0
+    # through a where both branches of a tensor df; a float32 x stays float32
+    check_grads(lambda v, d: ts.t.cdf(v, d), [np.array([-1e8, -1e12, -4.0]), np.float64(1.3)])
+    got = ts.t.cdf(tg.tensor(np.float32(-1e8)), 1.0)
+    assert got.dtype == np.float32 and got.item() == pytest.approx(1 / (np.pi * 1e8), rel=1e-6)
+
+
 def _mp_logpmf(mpmath, dist, k, *params):
     k, params = mpmath.mpf(k), [mpmath.mpf(v) for v in params]
     lg = mpmath.loggamma

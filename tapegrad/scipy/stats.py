@@ -474,22 +474,39 @@ def _with_tails(
 _T_NORMAL = 1e9  # the df from which the t CDF is the normal one with its 1/df term
 
 
-def _t_beta_tail(z2: Any, df: Any) -> Any:
+_T_FAR = 1e17  # z^2 / df beyond which I_w(df/2, 1/2) is its leading term (w < 1e-17)
+
+
+def _t_beta_tail(z: Any, df: Any) -> Any:
     """P(T < -|z|) through betainc: 1/2 - I_u(1/2, df/2) / 2 with u = z^2 / (df + z^2)
     while that is above 0.1 (no cancellation to speak of, and no 1 - w), else
-    I_w(df/2, 1/2) / 2 with w = df / (df + z^2) (small tails to full relative accuracy)."""
-    near_tail = 0.5 - 0.5 * betainc(0.5, 0.5 * df, z2 / (df + z2))
+    I_w(df/2, 1/2) / 2 with w = df / (df + z^2) (small tails to full relative accuracy);
+    past z^2 = 1e17 df, w^(df/2) / (df B(df/2, 1/2)) in logs (w underflows from |z| ~
+    1e154, and z^2 overflows: SciPy's value is 0 there, the true one |z|^-df-ish).
+    Each betainc takes a safe argument where it is not used: u = 1 exactly (|z| = 1e8 at
+    df = 1) has an infinite derivative, which a where times 0 made NaN."""
+    far = z * z > _T_FAR * df
+    zb = where(far, 1.0, z)  # (safe arguments for the branches not taken)
+    z2 = zb * zb
+    u = z2 / (df + z2)
+    # u = 1: the near tail is 0, never the one taken; the double below 1 keeps it so
+    near_tail = 0.5 - 0.5 * betainc(0.5, 0.5 * df, where(u < 1.0, u, 1.0 - 2.0**-53))
     use_near = near_tail > 0.1
     far_tail = 0.5 * betainc(0.5 * df, 0.5, where(use_near, 0.5, df / (df + z2)))
-    return where(use_near, near_tail, far_tail)
+    za = absolute(where(far, z, 1.0))
+    log_w = _as(log(df), z) - 2.0 * log(za) - log1p(df / (za * za))
+    half = 0.5 * df
+    farthest = 0.5 * exp(half * log_w - _as(log(half) + betaln(half, 0.5), z))
+    return where(far, farthest, where(use_near, near_tail, far_tail))
 
 
 def _t_normal_tail(z: Any, df: Any) -> Any:
     """P(T < -|z|) from df = 1e9 on, where betainc's argument df / (df + z^2) rounds
     towards 1 and the tail with it (t.cdf(2, 1e20) was 0.5; 3e-7 off at 5e9): the
     expansion in 1/df, Phi(-|z|) + phi(z) (|z|^3 + |z|) / (4 df), whose next term is
-    1.4e-7 relative at |z| = 38 and 3e-12 at 10 there (an infinite df: the normal tail)."""
-    a = absolute(z)
+    1.4e-7 relative at |z| = 38 and 3e-12 at 10 there (an infinite df: the normal tail).
+    |z| is held at 1e3, where all is 0 (|z|^3 overflowed: 0 * inf)."""
+    a = _at_most(absolute(z), 1e3)
     return ndtr(-a) + exp(-0.5 * a * a - 0.5 * _LOG_2PI) * (a * a * a + a) / (4.0 * df)
 
 
@@ -497,17 +514,18 @@ def _t_tails(z: Any, df: Any) -> tuple[Any, Any]:
     """The small tail P(T < -|z|) (``_t_beta_tail``, from df = 1e9 ``_t_normal_tail``);
     the other tail is 1 minus it. Near 0 (|z| < 1e-100, where u is denormal or 0 and the
     fraction's derivative in u infinite) ``1/2 +- pdf(0) z``: the value and its
-    derivative."""
+    derivative; at z = +-inf 0 and 1 (the tails' logs would meet 0 * inf)."""
     zero = z * z < 1e-200  # |z| < 1e-100: 1/2 + pdf(0) z is exact to 1e-300
-    zs = where(zero, 1.0, z)
-    z2 = zs * zs
+    infinite = absolute(z) == np.inf
+    zs = where(_or(zero, infinite), _as(where(z < 0, -1.0, 1.0), z), z)
     big = df >= _T_NORMAL
     if isinstance(big, bool):  # a Python df: only its branch is recorded (and no where()
         # of Python numbers, NumPy's float64, makes float32 data float64)
-        small = _t_normal_tail(zs, df) if big else _t_beta_tail(z2, df)
+        small = _t_normal_tail(zs, df) if big else _t_beta_tail(zs, df)
     else:  # (safe arguments for the branch not taken)
         normal = _t_normal_tail(zs, where(big, df, _T_NORMAL))
-        small = where(big, normal, _t_beta_tail(z2, where(big, 1.0, df)))
+        small = where(big, normal, _t_beta_tail(zs, where(big, 1.0, df)))
+    small = where(infinite, 0.0, small)
     lower, upper = where(zs < 0, small, 1.0 - small), where(zs < 0, 1.0 - small, small)
     slope = exp(_t_log_density(0.0 * zs, df)) * z
     return where(zero, 0.5 + slope, lower), where(zero, 0.5 - slope, upper)
