@@ -750,6 +750,37 @@ def test_student_t_far_in_its_tails():
     assert got.dtype == np.float32 and got.item() == pytest.approx(1 / (np.pi * 1e8), rel=1e-6)
 
 
+def test_binomial_tails_with_a_tiny_p():
+    """I_(1-p)(a, b) took 1 - p rounded (1.1e-16 absolute: n p 1e-16 relative, 2e-5 at
+    n = 1e12, p = 1e-12); now the rounded point's rest is added exactly."""
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 40
+    mpf = mpmath.mpf
+
+    def binom_cdf(k, n, p):
+        return mpmath.betainc(mpf(n) - k, k + 1, 0, 1 - mpf(p), regularized=True)
+
+    def nbinom_sf(k, n, p):
+        return mpmath.betainc(mpf(k) + 1, n, 0, 1 - mpf(p), regularized=True)
+
+    for k, n, p in ((0, 1e12, 1e-12), (0, 1e10, 5e-10), (0, 1e6, 3e-5), (0, 1e8, 1e-8)):
+        got = ts.binom.cdf(tg.tensor(float(k)), n, p).item()
+        assert got == pytest.approx(float(binom_cdf(k, n, p)), rel=2e-14)
+        got = ts.binom.logsf(tg.tensor(float(k)), n, tg.tensor(p)).item()
+        assert got == pytest.approx(float(mpmath.log1p(-binom_cdf(k, n, p))), rel=2e-14)
+    got = ts.nbinom.sf(tg.tensor(1e9), 10.0, 1e-8).item()
+    assert got == pytest.approx(float(nbinom_sf(1e9, 10, 1e-8)), rel=1e-13)
+    # the derivative in p is the density at 1 - p (to first order in the step as well)
+    _, dp = _grad(lambda p: ts.binom.cdf(0.0, 1e12, p), (1e-12,), 0)
+    want = mpmath.diff(lambda v: binom_cdf(0, 1e12, v), mpf(1e-12))
+    assert dp == pytest.approx(float(want), rel=1e-12)
+    check_grads(lambda p, n: ts.binom.cdf(3.0, n, p), [np.float64(0.01), np.float64(1e3)])
+    k32 = tg.tensor(np.array([0.0, 3.0], np.float32))
+    for got in (ts.binom.cdf(k32, 1e4, 3e-4), ts.nbinom.sf(k32, 3.0, 0.3)):
+        assert got.dtype == np.float32
+    check_grads(lambda p, n: ts.nbinom.sf(80.0, n, p), [np.float64(0.01), np.float64(2.5)])
+
+
 def _mp_logpmf(mpmath, dist, k, *params):
     k, params = mpmath.mpf(k), [mpmath.mpf(v) for v in params]
     lg = mpmath.loggamma
@@ -811,3 +842,29 @@ def test_mass_functions_at_huge_counts(dist, k, params):
         assert d == pytest.approx(float(want), rel=1e-11, abs=2e-16 * terms)
     if k < 100:  # (central differences: a step of 1e-6 is small only for small counts)
         check_grads(lambda *a: logpmf(k, *a), [np.float64(v) for v in params])
+
+
+def test_stats_edges_and_tails_replay_under_compile():
+    """A tg.compile program through the new branches replays with eager's numbers."""
+    k = np.array([0.0, 1.0, 5e8 + 3e4, 3.0])
+
+    def loss(p, x, df):
+        return (
+            tnp.sum(ts.binom.logpmf(k, 1e9, p))
+            + tnp.sum(ts.poisson.pmf(k[:2], 0.0 * p))
+            + tnp.sum(ts.gamma.cdf(x, 2.0))
+            + tnp.sum(ts.t.cdf(-1e8 * x - 1.0, df))
+            + ts.binom.cdf(0.0, 1e12, p * 2e-12)
+        )
+
+    step = tg.compile(loss, argnums=(0, 1, 2))
+    for scale in (1.0, 0.9, 1.1):
+        args = (0.5 * scale, np.array([0.0, 1.0, 2.5]) * scale, 1.0 * scale)
+        value, grads = step.value_and_grad(*args)
+        want, want_grads = tg.value_and_grad(loss, argnums=(0, 1, 2))(*args)
+        assert value == want
+        for g, w in zip(grads, want_grads, strict=True):
+            np.testing.assert_array_equal(g, w)
+            assert np.all(np.isfinite(g))
+    # (masks are combined through floats and a comparison: no guard on their values)
+    assert step.stats["captures"] == 1 and step.stats["guard_failures"] == 0

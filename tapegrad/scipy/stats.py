@@ -1176,12 +1176,27 @@ def _binom_ok(n: Any, p: Any) -> Any:
     return _and(_and(n >= 0, p >= 0), p <= 1)
 
 
+def _betainc_1m(a: Any, b: Any, p: Any) -> Any:
+    """I_(1-p)(a, b) to full accuracy for tiny p too: betainc at x = 1 - p rounded (which
+    is off by up to 1.1e-16 absolute, so n p 1e-16 relative with a ~ n: 6e-8 at binom's
+    n = 1e9, p = 1e-8) plus the exact rest, d times the beta density at the midpoint of
+    the step (d = (1 - x) - p exactly, by Sterbenz; the midpoint rule's error is d^3:
+    nothing). d carries no gradient (its derivative is 0); the density's does, so the
+    derivative in p is the density at 1 - p, not at x, to first order too."""
+    x = 1.0 - p
+    d = _as(_constant((1.0 - x) - p), a)  # (a Python p: float32 counts stay float32)
+    moved = d != 0
+    mid = _as(where(moved, p + 0.5 * d, 0.5), a)  # 1 - the midpoint (safe where no step)
+    log_density = xlog1py(a - 1.0, -mid) + xlogy(b - 1.0, mid) - betaln(a, b)
+    return betainc(a, b, x) + where(moved, d * exp(log_density), 0.0)
+
+
 def _binom_tails(kk: Any, n: Any, p: Any) -> tuple[Any, Any]:
     """P(K <= k) = I_(1-p)(n - k, k + 1), P(K > k) = I_p(k + 1, n - k); 1 and 0 from
     k = n on."""
     below = kk < n
     rest = _positive(n - kk)
-    lower = where(below, betainc(rest, kk + 1.0, 1.0 - p), 1.0)
+    lower = where(below, _betainc_1m(rest, kk + 1.0, p), 1.0)
     upper = where(below, betainc(kk + 1.0, rest, p), 0.0)
     ok = _binom_ok(n, p)
     return _valid(lower, ok), _valid(upper, ok)
@@ -1195,7 +1210,7 @@ def _nbinom_ok(n: Any, p: Any) -> Any:
 def _nbinom_tails(kk: Any, n: Any, p: Any) -> tuple[Any, Any]:
     """P(K <= k) = I_p(n, k + 1), P(K > k) = I_(1-p)(k + 1, n)."""
     ok = _nbinom_ok(n, p)
-    return _valid(betainc(n, kk + 1.0, p), ok), _valid(betainc(kk + 1.0, n, 1.0 - p), ok)
+    return _valid(betainc(n, kk + 1.0, p), ok), _valid(_betainc_1m(kk + 1.0, n, p), ok)
 
 
 def _bernoulli_tails(kk: Any, p: Any) -> tuple[Any, Any]:
