@@ -868,3 +868,70 @@ def test_stats_edges_and_tails_replay_under_compile():
             assert np.all(np.isfinite(g))
     # (masks are combined through floats and a comparison: no guard on their values)
     assert step.stats["captures"] == 1 and step.stats["guard_failures"] == 0
+
+
+@pytest.mark.parametrize("dist, params", [("poisson", (950.0,)), ("binom", (1980.0, 0.5))])
+def test_mass_functions_either_side_of_the_saddle_point_switch(dist, params):
+    """Counts below ``_SADDLE_MIN`` keep the difference of lgammas (five ops), from it on
+    Loader's form: both agree with mpmath, in value and in every parameter's derivative,
+    and a compiled program whose counts cross the switch captures again and keeps
+    eager's numbers."""
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 40
+    from tapegrad.scipy.stats import _SADDLE_MIN
+
+    logpmf = getattr(ts, dist).logpmf
+    for k in (_SADDLE_MIN - 40.0, _SADDLE_MIN - 1.0, _SADDLE_MIN, _SADDLE_MIN + 7.0):
+        want = float(_mp_logpmf(mpmath, dist, k, *params))
+        assert logpmf(tg.tensor(k), *params).item() == pytest.approx(want, rel=1e-13)
+        for i, d_want in enumerate(_mp_logpmf_derivatives(mpmath, dist, k, *params)):
+            _, d = _grad(lambda *a, k=k: logpmf(k, *a), params, i)
+            assert d == pytest.approx(float(d_want), rel=1e-9, abs=1e-12)
+
+    def loss(*args):
+        *ps, counts = args
+        return tnp.sum(logpmf(counts, *ps))
+
+    nums = tuple(range(len(params)))
+    step = tg.compile(loss, argnums=nums)
+    # the switch is on the counts (poisson) or on binom's n
+    calls = [
+        (params, [900.0, 950.0]),
+        (params, [900.0, 1200.0]),
+        (params, [990.0, 10.0]),
+        (params, [2000.0, 1500.0]) if dist == "poisson" else ((980.0, 0.5), [900.0, 10.0]),
+    ]
+    for params, counts in calls:
+        counts = np.array(counts) if dist == "poisson" else np.minimum(counts, params[0])
+        value, grads = step.value_and_grad(*params, counts)
+        want, want_grads = tg.value_and_grad(loss, argnums=nums)(*params, counts)
+        assert value == want
+        np.testing.assert_array_equal(np.ravel(grads), np.ravel(want_grads))
+    assert step.stats["captures"] >= 2  # the switch was crossed and re-crossed
+
+
+def test_pmf_and_pdf_take_the_edge_path_only_where_an_edge_is_met():
+    """Away from the edges pmf and pdf are exp of the log-mass / log-density (the edge
+    formulas cost ~30 ops); a compiled program whose parameter moves onto an edge
+    captures again and gives the edge's finite derivative, not NaN."""
+
+    def loss(mu, x):
+        return tnp.sum(ts.poisson.pmf(np.array([0.0, 1.0, 3.0]), mu)) + tnp.sum(
+            ts.gamma.pdf(x, 2.0)
+        )
+
+    step = tg.compile(loss, argnums=(0, 1))
+    eager = tg.value_and_grad(loss, argnums=(0, 1))
+    for mu, x in ((0.7, [0.5, 2.0]), (0.0, [0.5, 2.0]), (0.7, [0.0, 2.0]), (0.3, [1.0, 3.0])):
+        x = np.array(x)
+        value, (g_mu, g_x) = step.value_and_grad(mu, x)
+        want, (w_mu, w_x) = eager(mu, x)
+        assert value == want and g_mu == w_mu
+        np.testing.assert_array_equal(g_x, w_x)
+        assert np.isfinite(g_mu) and np.all(np.isfinite(g_x))
+        want = ss.poisson.pmf([0, 1, 3], mu).sum() + ss.gamma.pdf(x, 2.0).sum()
+        assert value == pytest.approx(want, rel=1e-13)
+    # at mu = 0: d/dmu of e^-mu (1 + mu + mu^3/6) is 0; gamma(2).pdf = x e^-x, slope 1 at 0
+    assert eager(0.0, np.array([0.0, 2.0]))[1][0] == 0.0
+    assert eager(0.5, np.array([0.0, 2.0]))[1][1][0] == 1.0
+    assert step.stats["captures"] >= 3
