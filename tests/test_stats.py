@@ -935,3 +935,26 @@ def test_pmf_and_pdf_take_the_edge_path_only_where_an_edge_is_met():
     assert eager(0.0, np.array([0.0, 2.0]))[1][0] == 0.0
     assert eager(0.5, np.array([0.0, 2.0]))[1][1][0] == 1.0
     assert step.stats["captures"] >= 3
+
+
+def test_a_nan_count_is_nan():
+    """A NaN k gives NaN in every mass and distribution function (as SciPy), not the
+    0 / -inf of a k outside the support; the other elements and their gradients keep
+    their values, and float32 stays float32."""
+    k = np.array([np.nan, 1.0, 3.0])
+    cases = [
+        ("poisson", (2.0,)),
+        ("poisson", (0.0,)),
+        ("binom", (10.0, 0.3)),
+        ("nbinom", (4.0, 0.6)),
+    ]
+    for dist, params in cases:
+        for method in ("pmf", "logpmf", "cdf", "sf", "logcdf", "logsf"):
+            got = getattr(getattr(ts, dist), method)(tg.tensor(k), *params).numpy()
+            want = getattr(getattr(ss, dist), method)(k, *params)
+            np.testing.assert_allclose(got, want, rtol=1e-12, equal_nan=True)
+    mu = tg.tensor(np.float32(2.0), requires_grad=True)
+    out = ts.poisson.pmf(tg.tensor(k.astype(np.float32)), mu)
+    assert out.dtype == np.float32 and np.isnan(out.numpy()[0])
+    tnp.sum(out[1:]).backward()
+    assert np.isfinite(mu.grad)

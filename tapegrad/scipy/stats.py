@@ -1085,16 +1085,17 @@ def _discrete(
             loc = rest[0]
         kk = k - loc
         integer = _and(kk == floor(kk), kk >= 0)
-        return params, integer, where(integer, kk, 0.0)
+        # a NaN k is NaN, as SciPy's (not the -inf of a k outside the support)
+        return params, integer, where(integer, kk, 0.0), kk == kk
 
     def logpmf(k: Any, *args: Any, loc: Any = 0) -> Any:
-        params, integer, safe = parts(k, args, loc)
-        return _inside(integer, log_mass(safe, *params), -np.inf)
+        params, integer, safe, known = parts(k, args, loc)
+        return _valid(_inside(integer, log_mass(safe, *params), -np.inf), known)
 
     def pmf(k: Any, *args: Any, loc: Any = 0) -> Any:
-        params, integer, safe = parts(k, args, loc)
+        params, integer, safe, known = parts(k, args, loc)
         if edges is None or not _anywhere(touches(*params)):
-            return exp(_inside(integer, log_mass(safe, *params), -np.inf))
+            return _valid(exp(_inside(integer, log_mass(safe, *params), -np.inf)), known)
         found, safe_params = edges(safe, *params)
         special, value = False, 0.0
         for at, t, m, log_rest in found:
@@ -1102,7 +1103,7 @@ def _discrete(
             special = _or(special, at)
             value = value + _edge(at, t, _power_slope(m, log_rest))
         mass = _inside(integer, log_mass(safe, *safe_params), -np.inf)
-        return where(special, value, exp(mass))
+        return _valid(where(special, value, exp(mass)), known)
 
     return {"logpmf": logpmf, "pmf": pmf}
 
@@ -1208,7 +1209,7 @@ def _discrete_tails(methods: dict[str, Callable], tails: Callable, nparams: int)
             lower, upper = where(kk >= 0, lower, 0.0), where(kk >= 0, upper, 1.0)
             # k = inf: everything is below it (the tails' formulas give NaN there)
             lower, upper = where(kk == np.inf, 1.0, lower), where(kk == np.inf, 0.0, upper)
-            return _from_tails(which, lower, upper)
+            return _valid(_from_tails(which, lower, upper), kk == kk)  # a NaN k: NaN
 
         return f
 
