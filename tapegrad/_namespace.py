@@ -150,11 +150,14 @@ def _install_methods() -> None:
     Tensor.flatten = lambda self: reshape_copy(self, -1)  # a copy in NumPy: no view
     Tensor.__pos__ = lambda self: self
 
-    def inplace(name: str, symbol: str) -> Any:
-        fn = ns[name]
+    def inplace(name: str | Callable, symbol: str) -> Any:
+        fn = ns[name] if isinstance(name, str) else name
 
         def method(self: Tensor, other: Any) -> Tensor:
-            self._begin_inplace(symbol)
+            if self.requires_grad and self.is_leaf and tensors.is_grad_enabled():
+                self._begin_inplace(symbol)  # refused (a leaf that requires grad)
+            # the result and its checks first: an operand that is refused leaves the
+            # tensor, and the versions of what a graph saved, as they were
             result = fn(self, other)
             if result.shape != self.shape:
                 raise ValueError(
@@ -167,6 +170,7 @@ def _install_methods() -> None:
                     f"{symbol}: cannot cast the result ({result.dtype}) to the "
                     f"tensor's dtype {self.dtype}"
                 )
+            self._begin_inplace(symbol)
             if result.dtype != self.dtype:
                 result = result.astype(self.dtype)
             return self._inplace(result, symbol)
@@ -183,6 +187,8 @@ def _install_methods() -> None:
         setattr(Tensor, dunder, f)
         if rdunder:
             setattr(Tensor, rdunder, lambda self, other, f=f: f(other, self))
+            # in place, as NumPy's (and +=): a view or another name of the mask sees it
+            setattr(Tensor, f"__i{dunder[2:]}", inplace(f, f"{symbol}="))
 
     for dunder, name, symbol in (
         ("__iadd__", "add", "+="),

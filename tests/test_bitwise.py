@@ -83,3 +83,40 @@ def test_compiled_masks_follow_the_values_of_each_call():
         value, g = step.value_and_grad(x)
         assert value == pytest.approx(_masked_numpy(x), rel=1e-12)
         np.testing.assert_allclose(g, tg.grad(_masked)(x), rtol=1e-12)
+
+
+@pytest.mark.parametrize("symbol", ["&", "|", "^"])
+def test_augmented_assignment_is_in_place(symbol):
+    """m &= other changes m itself, as NumPy's and as += on tensors: another name of the
+    tensor and a view of it see the change (it rebound the name only)."""
+    ufunc = OPS[symbol][1]
+    other = np.array([True, False, True, False])
+    m = tg.tensor(MASK.copy())
+    alias, view = m, m[:2]
+    want = ufunc(MASK, other)
+    if symbol == "&":
+        m &= other
+    elif symbol == "|":
+        m |= other
+    else:
+        m ^= other
+    assert m is alias
+    np.testing.assert_array_equal(alias.numpy(), want)
+    np.testing.assert_array_equal(view.numpy(), want[:2])
+
+
+def test_refused_in_place_operand_changes_nothing():
+    """A float operand of &= (or a shape that does not fit +=) raises before anything
+    changes: the tensor's values and the versions a graph saved are as they were."""
+    ints = tg.tensor(INTS.copy())
+    with pytest.raises(TypeError, match=r"\^ on tensors"):
+        ints ^= 1.5
+    np.testing.assert_array_equal(ints.numpy(), INTS)
+    x = tg.tensor(np.array([1.0, 2.0]), requires_grad=True)
+    y = x * 2.0
+    z = tnp.sum(y * y)  # saves y
+    with pytest.raises(ValueError):
+        y += np.ones(3)
+    np.testing.assert_array_equal(y.numpy(), [2.0, 4.0])
+    z.backward()  # y was not modified: no version error
+    np.testing.assert_array_equal(x.grad, [8.0, 16.0])
