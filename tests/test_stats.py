@@ -958,3 +958,59 @@ def test_a_nan_count_is_nan():
     assert out.dtype == np.float32 and np.isnan(out.numpy()[0])
     tnp.sum(out[1:]).backward()
     assert np.isfinite(mu.grad)
+
+
+@pytest.mark.parametrize(
+    "n, p, dk", [(1e12, 0.3, 0.0), (1e12, 0.5, -1e6), (1e10, 0.3, 0.0), (1e8, 0.5, 100.0)]
+)
+def test_binomial_cdf_derivative_at_huge_n(n, p, dk):
+    """d/dp P(K <= k) = -n pmf(k; n - 1, p): betainc's density in x was a difference of
+    ~1e11-sized logs (a log x, log B) at n = 1e12, 1e-4 relative off; now in the
+    prefactor's Stirling form, as SciPy's pmf."""
+    k = np.floor(n * p + dk)
+    _, d = _grad(lambda p: ts.binom.cdf(k, n, p), (p,), 0)
+    # (two standard deviations out at n = 1e12, the prefactor's a log1p(d / a) carries
+    # a * ulp(d / a) ~ 1e-10: 2.4e-10 off; SciPy's is exact)
+    rel = 1e-12 if dk == 0 or n < 1e11 else 1e-9
+    assert d == pytest.approx(-n * ss.binom.pmf(k, n - 1, p), rel=rel)
+    # the same density through beta.cdf's derivative in x, at large shapes
+    a, b = n - k, k + 1.0
+    _, dx = _grad(lambda x: ts.beta.cdf(x, a, b), (1.0 - p,), 0)
+    assert dx == pytest.approx(ss.beta.pdf(1.0 - p, a, b), rel=rel)
+
+
+@pytest.mark.parametrize(
+    "f, x0, order, want",
+    [
+        # second derivatives the edge formulas do not compute: NaN, not a silent 0
+        (lambda mu: ts.poisson.pmf(2.0, mu), 0.0, 2, "nan"),  # true 1
+        (lambda mu: ts.poisson.pmf(1.0, mu), 0.0, 2, "nan"),  # true -2
+        (lambda x: ts.gamma.pdf(x, 3.0), 0.0, 2, "nan"),  # true 1
+        (lambda x: ts.gamma.cdf(x, 2.0), 0.0, 2, "nan"),  # true 1
+        (lambda x: ts.beta.pdf(x, 3.0, 2.0), 0.0, 2, "nan"),  # true 24
+        (lambda x: ts.beta.cdf(x, 2.0, 2.0), 0.0, 2, "nan"),  # true 6
+        (lambda p: ts.binom.pmf(2.0, 10.0, p), 0.0, 2, "nan"),  # true 90
+        (lambda p: ts.nbinom.pmf(2.0, 3.0, p), 1.0, 2, "nan"),  # true 12
+        (lambda mu: ts.poisson.pmf(3.0, mu), 0.0, 3, "nan"),  # true 1
+        # below the edge's power the derivatives are 0, and computed so
+        (lambda mu: ts.poisson.pmf(3.0, mu), 0.0, 2, 0.0),
+        (lambda mu: ts.poisson.pmf(5.0, mu), 0.0, 2, 0.0),
+        (lambda x: ts.gamma.pdf(x, 5.0), 0.0, 2, 0.0),
+        # first derivatives as before
+        (lambda mu: ts.poisson.pmf(1.0, mu), 0.0, 1, 1.0),
+        (lambda x: ts.gamma.pdf(x, 2.0), 0.0, 1, 1.0),
+        (lambda p: ts.binom.pmf(1.0, 10.0, p), 0.0, 1, 10.0),
+    ],
+)
+def test_higher_derivatives_at_edges_are_nan_where_not_computed(f, x0, order, want):
+    """The edge formulas give the first derivative from inside the support; the higher
+    ones they do not compute come back NaN (not 0, which was silent and wrong), while
+    those that are 0 below the edge's power stay 0."""
+    g = f
+    for _ in range(order):
+        g = tg.grad(g)
+    got = g(np.float64(x0))
+    if want == "nan":
+        assert np.isnan(got)
+    else:
+        assert got == pytest.approx(want, rel=1e-14, abs=0.0)

@@ -184,7 +184,7 @@ class Op:
     vector_range: float = 0.0
     vector_gate: Callable | None = None
     arith: bool = False
-    failure: str = "singular matrix"
+    failure: str = "singular matrix (or the input is not finite)"
     assigns: bool = False
     passes: tuple[int, ...] = ()
     scalar_parallel: bool = False

@@ -124,13 +124,21 @@ def _valid(value: Any, ok: Any) -> Any:
     return where(ok, value, np.nan)
 
 
-def _edge(at: Any, t: Any, slope: Any) -> Any:
+def _edge(at: Any, t: Any, slope: Any, power: Any) -> Any:
     """0 where ``at`` (where ``t`` is 0: the distance into the support from an edge at
-    which the value is 0), with the derivative ``slope`` in t there (>= 0, +inf allowed;
-    a constant): the one-sided derivative from inside the support, as the limit of the
-    derivative inside. Elsewhere 0 with no gradient. An infinite slope comes from
-    sqrt(t) (a product with inf would make the value NaN), a zero one from no
-    dependence on t at all (so a log of the 0, as ``logcdf``, meets no 0 * inf)."""
+    which the value is 0, as ``t^power`` times a smooth factor), with the derivative
+    ``slope`` in t there (>= 0, +inf allowed; a constant): the one-sided derivative from
+    inside the support, as the limit of the derivative inside. Elsewhere 0 with no
+    gradient. An infinite slope comes from sqrt(t) (a product with inf would make the
+    value NaN; its higher derivatives are infinite, as the true ones).
+
+    Higher derivatives are not computed here: ``slope * t`` alone would give 0 for the
+    second (poisson.pmf(1, mu) at mu = 0 has -2, gamma(3).pdf at 0 has 1), a silent wrong
+    number. Where ``power >= 1``, the term ``0 * t^q``, q = max(power - 1/2, 3/2), adds
+    0 to the value and to the first derivative and 0 * inf = NaN to the derivative of
+    order ceil(q) and up, from the first one the true value need not be 0 at (a
+    derivative of order below ``power`` is 0, as computed). The price: a log of the 0
+    (``logcdf`` there) sends an infinite cotangent, and its derivative is NaN, not inf."""
     if not holds_tensor(t):  # a plain t: no gradient to give
         return 0.0
     t0 = where(at, t, 0.0)  # (the gradient of every other point stops here)
@@ -138,7 +146,11 @@ def _edge(at: Any, t: Any, slope: Any) -> Any:
     infinite = slope == np.inf
     finite = where(_and(slope > 0, slope < np.inf), slope, 0.0)
     root = sqrt(where(infinite, t0, 1.0))
-    return where(infinite, root, where(finite > 0, finite * t0, 0.0))
+    value = where(infinite, root, where(finite > 0, finite * t0, 0.0))
+    power = _as(_constant(power), t0)
+    smooth = _and(power >= 1, power < np.inf)
+    q = where(smooth, maximum(power - 0.5, 1.5), 1.5)
+    return value + 0.0 * where(smooth, t0, 0.0) ** q
 
 
 def _anywhere(mask: Any) -> bool:
@@ -425,7 +437,8 @@ def _shaped(
             # through m, as the limits from inside; the other factor held constant)
             t0, ms = where(pole, t, 1.0), where(pole, _as(m, z), -1.0)
             infinite = t0**ms * _as(exp(_constant(log_rest)), z)
-            value = value + where(pole, infinite, _edge(zero, t, _power_slope(m, log_rest)))
+            slope = _power_slope(m, log_rest)
+            value = value + where(pole, infinite, _edge(zero, t, slope, m))
         dens = exp(log_pdf(where(special, 0.5, z), shapes, scale))
         return where(special, valid(value / scale, shapes, scale), dens)
 
@@ -562,8 +575,8 @@ def _beta_tails(z: Any, a: Any, b: Any) -> tuple[Any, Any]:
     """I_z(a, b) and I_(1-z)(b, a), 0 and 1 outside [0, 1]."""
     inside = _and(z > 0, z < 1)
     zs = where(inside, z, 0.5)
-    at_0 = _edge(z == 0, z, _power_at_0(a - 1.0, -betaln(a, b)))  # the density at 0
-    at_1 = _edge(z == 1, 1.0 - z, _power_at_0(b - 1.0, -betaln(a, b)))
+    at_0 = _edge(z == 0, z, _power_at_0(a - 1.0, -betaln(a, b)), a)  # the density at 0
+    at_1 = _edge(z == 1, 1.0 - z, _power_at_0(b - 1.0, -betaln(a, b)), b)
     lower = where(inside, betainc(a, b, zs), where(z >= 1, 1.0, at_0))
     upper = where(inside, betainc(b, a, 1.0 - zs), where(z <= 0, 1.0, at_1))
     return lower, upper
@@ -582,7 +595,7 @@ def _gamma_tails(z: Any, a: Any) -> tuple[Any, Any]:
     """The regularized incomplete gamma functions; 0 and 1 below 0."""
     inside = z > 0
     zs = where(inside, z, 1.0)
-    at_0 = _edge(z == 0, z, _power_at_0(a - 1.0, -gammaln(a)))  # the density at 0
+    at_0 = _edge(z == 0, z, _power_at_0(a - 1.0, -gammaln(a)), a)  # the density at 0
     return where(inside, gammainc(a, zs), at_0), where(inside, gammaincc(a, zs), 1.0)
 
 
@@ -1101,7 +1114,7 @@ def _discrete(
         for at, t, m, log_rest in found:
             at = _and(integer, at)
             special = _or(special, at)
-            value = value + _edge(at, t, _power_slope(m, log_rest))
+            value = value + _edge(at, t, _power_slope(m, log_rest), m)
         mass = _inside(integer, log_mass(safe, *safe_params), -np.inf)
         return _valid(where(special, value, exp(mass)), known)
 
