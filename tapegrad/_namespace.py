@@ -154,23 +154,27 @@ def _install_methods() -> None:
         fn = ns[name] if isinstance(name, str) else name
 
         def method(self: Tensor, other: Any) -> Tensor:
-            if self.requires_grad and self.is_leaf and tensors.is_grad_enabled():
-                self._begin_inplace(symbol)  # refused (a leaf that requires grad)
-            # the result and its checks first: an operand that is refused leaves the
-            # tensor, and the versions of what a graph saved, as they were
-            result = fn(self, other)
-            if result.shape != self.shape:
-                raise ValueError(
-                    f"{symbol}: non-broadcastable output operand with shape "
-                    f"{self.shape} doesn't match the broadcast shape "
-                    f"{result.shape}"
-                )
-            if not np.can_cast(result.dtype, self.dtype, "same_kind"):
-                raise TypeError(
-                    f"{symbol}: cannot cast the result ({result.dtype}) to the "
-                    f"tensor's dtype {self.dtype}"
-                )
+            # the version goes up before the new value is computed (the node computing
+            # it saves the tensor at the new version: ``x *= 2`` inside a transform);
+            # an operand refused below takes the bump back, so that a graph that saved
+            # the tensor still runs backward: nothing was replaced
             self._begin_inplace(symbol)
+            try:
+                result = fn(self, other)
+                if result.shape != self.shape:
+                    raise ValueError(
+                        f"{symbol}: non-broadcastable output operand with shape "
+                        f"{self.shape} doesn't match the broadcast shape "
+                        f"{result.shape}"
+                    )
+                if not np.can_cast(result.dtype, self.dtype, "same_kind"):
+                    raise TypeError(
+                        f"{symbol}: cannot cast the result ({result.dtype}) to the "
+                        f"tensor's dtype {self.dtype}"
+                    )
+            except BaseException:
+                self._undo_inplace()
+                raise
             if result.dtype != self.dtype:
                 result = result.astype(self.dtype)
             return self._inplace(result, symbol)

@@ -710,10 +710,11 @@ class Tape:
                 return s
             self.fix(s)
 
-    def bump_version(self, s: int) -> None:
+    def bump_version(self, s: int, by: int = 1) -> None:
         """Slot ``s``'s value was replaced in place (``+=``, ``x[key] = v``, or a leaf
-        updated under no_grad): nodes that saved it will refuse to run backward."""
-        self.views["slot"][S_VERSION * self.h[H_SLOT_CAP] + s] += 1
+        updated under no_grad): nodes that saved it will refuse to run backward
+        (``by=-1``: a refused in-place op takes its bump back)."""
+        self.views["slot"][S_VERSION * self.h[H_SLOT_CAP] + s] += by
         self.h[H_INPLACE] = 1
 
     def mark(self) -> tuple[int, int, int, int, int]:

@@ -515,6 +515,13 @@ class Tensor:
             self._tape.bump_version(self._slot)
         _VERSIONS[self] = _VERSIONS.get(self, 0) + 1
 
+    def _undo_inplace(self) -> None:
+        """Take back :meth:`_begin_inplace`'s version bump: the in-place op was refused
+        (its operand's shape or dtype) and replaced nothing."""
+        if self._tape is not None and (self._data is None or self._epoch == self._tape.epoch):
+            self._tape.bump_version(self._slot, -1)
+        _VERSIONS[self] = _VERSIONS.get(self, 1) - 1
+
     def _inplace(self, result: Tensor, what: str) -> Tensor:
         """``self`` takes ``result``'s value in place (after :meth:`_begin_inplace`)."""
         if self.requires_grad and self.is_leaf:
