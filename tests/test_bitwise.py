@@ -120,3 +120,34 @@ def test_refused_in_place_operand_changes_nothing():
     np.testing.assert_array_equal(y.numpy(), [2.0, 4.0])
     z.backward()  # y was not modified: no version error
     np.testing.assert_array_equal(x.grad, [8.0, 16.0])
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda y: y.__setitem__(slice(1, None), np.ones(5)),  # shape
+        lambda y: y.__setitem__(5, 1.0),  # index out of bounds
+        lambda y: y.__setitem__(0, "a"),  # a value tapegrad cannot hold
+        lambda y: np.add.at(y, [0, 7], 1.0),  # np.add.at's index
+        lambda y: np.subtract.at(y, [0, 1], np.ones(3)),  # and its value's shape
+    ],
+)
+def test_refused_item_write_changes_nothing(write):
+    """x[key] = v and np.add.at refused for the index or the value leave the tensor,
+    its version and a graph that saved it as they were (the version went up before the
+    checks, and a later backward raised 'modified by an in-place operation'), however
+    often refused; a write that succeeds still invalidates that graph."""
+    x = tg.tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True)
+    y = x * 2.0
+    z = tnp.sum(y * y)  # saves y
+    for _ in range(3):
+        with pytest.raises((IndexError, ValueError, TypeError)):
+            write(y)
+    assert y._version == 0
+    np.testing.assert_array_equal(y.numpy(), [2.0, 4.0, 6.0])
+    z.backward()
+    np.testing.assert_array_equal(x.grad, [8.0, 16.0, 24.0])
+    w = y * y  # saves y again
+    y[0] = 1.0
+    with pytest.raises(RuntimeError, match="modified by an in-place"):
+        tnp.sum(w).backward()

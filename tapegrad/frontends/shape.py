@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -498,8 +499,8 @@ def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None) -> Tenso
 def _selection(x: Tensor, key: Any, value: Any, what: str) -> tuple[Any, np.ndarray, Tensor]:
     """For an in-place write ``what`` of ``value`` at ``x[key]``: the index, the flat
     positions it selects (shaped as the selection) and the value as a tensor, after
-    NumPy's index and broadcast checks (and the in-place checks of ``x``)."""
-    x._begin_inplace(what)
+    NumPy's index and broadcast checks (the in-place checks of ``x`` are the caller's:
+    :func:`_write_in_place`)."""
     k = _index_values(key)
     pos = np.arange(x.size, dtype=np.int64).reshape(x.shape)
     try:
@@ -531,18 +532,35 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
     values that were kept and to the assigned ones that survived. Other tensors that
     held x's old value keep it (the tape's values are never modified in place).
     """
-    k, target, v = _selection(x, key, value, "setitem")
-    n = x.size
-    if x.dtype.kind != "f":  # integer / bool data: NumPy assigns, nothing to record
-        data = x._value().copy()
-        data[k] = v._value()
-        x._inplace(Tensor._external(data), "setitem")
-        return
-    v = broadcast_to(astype(v, x.dtype), target.shape).reshape(-1)
-    perm = np.arange(n, dtype=np.int64).reshape(x.shape)
-    perm[k] = n + np.arange(target.size, dtype=np.int64).reshape(target.shape)
-    both = concatenate([x.reshape(-1), v])
-    x._inplace(gather_positions(both, lambda p: p[perm.reshape(-1)]).reshape(x.shape), "setitem")
+
+    def new_value() -> Tensor:
+        k, target, v = _selection(x, key, value, "setitem")
+        n = x.size
+        if x.dtype.kind != "f":  # integer / bool data: NumPy assigns, nothing to record
+            data = x._value().copy()
+            data[k] = v._value()
+            return Tensor._external(data)
+        v = broadcast_to(astype(v, x.dtype), target.shape).reshape(-1)
+        perm = np.arange(n, dtype=np.int64).reshape(x.shape)
+        perm[k] = n + np.arange(target.size, dtype=np.int64).reshape(target.shape)
+        both = concatenate([x.reshape(-1), v])
+        return gather_positions(both, lambda p: p[perm.reshape(-1)]).reshape(x.shape)
+
+    _write_in_place(x, "setitem", new_value)
+
+
+def _write_in_place(x: Tensor, what: str, new_value: Callable[[], Tensor]) -> None:
+    """``x`` takes ``new_value()`` in place. The version goes up first (the node that
+    computes the new value saves ``x`` at the new version); an index, value or cast
+    that is refused takes the bump back, so that a graph that saved ``x`` still runs
+    backward (nothing was replaced), as for a refused ``+=``."""
+    x._begin_inplace(what)
+    try:
+        result = new_value()
+    except BaseException:
+        x._undo_inplace()
+        raise
+    x._inplace(result, what)
 
 
 def ufunc_at(name: str, x: Tensor, indices: Any, b: Any) -> None:
@@ -551,16 +569,19 @@ def ufunc_at(name: str, x: Tensor, indices: Any, b: Any) -> None:
     value (the gradient reaches the old values and ``b``, summed over repeats)."""
     if name not in ("add", "subtract"):
         raise TypeError(f"{name}.at: only add.at and subtract.at are supported on tensors")
-    k, target, v = _selection(x, indices, b, f"{name}.at")
-    if x.dtype.kind != "f":  # integer data: NumPy adds, nothing to record
-        data = x._value().copy()
-        getattr(np, name).at(data, k, v._value())
-        x._inplace(Tensor._external(data), f"{name}.at")
-        return
-    v = broadcast_to(astype(v, x.dtype), target.shape).reshape(-1)
-    if name == "subtract":
-        v = -v
-    x._inplace(x + scatter_add(v, target.reshape(-1), x.shape), f"{name}.at")
+
+    def new_value() -> Tensor:
+        k, target, v = _selection(x, indices, b, f"{name}.at")
+        if x.dtype.kind != "f":  # integer data: NumPy adds, nothing to record
+            data = x._value().copy()
+            getattr(np, name).at(data, k, v._value())
+            return Tensor._external(data)
+        v = broadcast_to(astype(v, x.dtype), target.shape).reshape(-1)
+        if name == "subtract":
+            v = -v
+        return x + scatter_add(v, target.reshape(-1), x.shape)
+
+    _write_in_place(x, f"{name}.at", new_value)
 
 
 # each row's public function
