@@ -996,6 +996,12 @@ def test_binomial_cdf_derivative_at_huge_n(n, p, dk):
         (lambda mu: ts.poisson.pmf(3.0, mu), 0.0, 2, 0.0),
         (lambda mu: ts.poisson.pmf(5.0, mu), 0.0, 2, 0.0),
         (lambda x: ts.gamma.pdf(x, 5.0), 0.0, 2, 0.0),
+        # a power between integers n and n + 1/2: order n is still 0 (was NaN), n + 1 inf
+        (lambda x: ts.gamma.pdf(x, 3.2), 0.0, 2, 0.0),  # t^2.2
+        (lambda x: ts.gamma.pdf(x, 3.2), 0.0, 3, "nan"),  # true +inf
+        (lambda x: ts.gamma.cdf(x, 2.3), 0.0, 2, 0.0),
+        (lambda x: ts.beta.pdf(x, 3.4, 2.0), 0.0, 2, 0.0),
+        (lambda p: ts.binom.pmf(8.0, 10.3, p), 1.0, 2, 0.0),  # (1 - p)^2.3
         # first derivatives as before
         (lambda mu: ts.poisson.pmf(1.0, mu), 0.0, 1, 1.0),
         (lambda x: ts.gamma.pdf(x, 2.0), 0.0, 1, 1.0),

@@ -134,7 +134,7 @@ def _edge(at: Any, t: Any, slope: Any, power: Any) -> Any:
 
     Higher derivatives are not computed here: ``slope * t`` alone would give 0 for the
     second (poisson.pmf(1, mu) at mu = 0 has -2, gamma(3).pdf at 0 has 1), a silent wrong
-    number. Where ``power >= 1``, the term ``0 * t^q``, q = max(power - 1/2, 3/2), adds
+    number. Where ``power >= 1``, the term ``0 * t^q``, q = max(ceil(power) - 1/2, 3/2), adds
     0 to the value and to the first derivative and 0 * inf = NaN to the derivative of
     order ceil(q) and up, from the first one the true value need not be 0 at (a
     derivative of order below ``power`` is 0, as computed). The price: a log of the 0
@@ -149,7 +149,8 @@ def _edge(at: Any, t: Any, slope: Any, power: Any) -> Any:
     value = where(infinite, root, where(finite > 0, finite * t0, 0.0))
     power = _as(_constant(power), t0)
     smooth = _and(power >= 1, power < np.inf)
-    q = where(smooth, maximum(power - 0.5, 1.5), 1.5)
+    # (ceil: t^2.2's second derivative is 0 at t = 0, and t^1.7's would be NaN)
+    q = where(smooth, maximum(-floor(-power) - 0.5, 1.5), 1.5)
     return value + 0.0 * where(smooth, t0, 0.0) ** q
 
 
