@@ -24,6 +24,7 @@ from .frontends.elementwise import divmod as divmod_
 from .frontends.elementwise import floor_divide
 from .frontends.reduce import amax, amin
 from .frontends.shape import reshape as reshape_copy
+from .frontends.shape import write_in_place
 from .ops import ROWS, Kind, Op
 from .tensors import Tensor, elementwise_function
 from .views import install as install_views
@@ -154,12 +155,7 @@ def _install_methods() -> None:
         fn = ns[name] if isinstance(name, str) else name
 
         def method(self: Tensor, other: Any) -> Tensor:
-            # the version goes up before the new value is computed (the node computing
-            # it saves the tensor at the new version: ``x *= 2`` inside a transform);
-            # an operand refused below takes the bump back, so that a graph that saved
-            # the tensor still runs backward: nothing was replaced
-            self._begin_inplace(symbol)
-            try:
+            def new_value() -> Tensor:
                 result = fn(self, other)
                 if result.shape != self.shape:
                     raise ValueError(
@@ -172,12 +168,11 @@ def _install_methods() -> None:
                         f"{symbol}: cannot cast the result ({result.dtype}) to the "
                         f"tensor's dtype {self.dtype}"
                     )
-            except BaseException:
-                self._undo_inplace()
-                raise
-            if result.dtype != self.dtype:
-                result = result.astype(self.dtype)
-            return self._inplace(result, symbol)
+                return result if result.dtype == self.dtype else result.astype(self.dtype)
+
+            # (the version first, taken back if the operand is refused)
+            write_in_place(self, symbol, new_value)
+            return self
 
         return method
 

@@ -500,7 +500,7 @@ def _selection(x: Tensor, key: Any, value: Any, what: str) -> tuple[Any, np.ndar
     """For an in-place write ``what`` of ``value`` at ``x[key]``: the index, the flat
     positions it selects (shaped as the selection) and the value as a tensor, after
     NumPy's index and broadcast checks (the in-place checks of ``x`` are the caller's:
-    :func:`_write_in_place`)."""
+    :func:`write_in_place`)."""
     k = _index_values(key)
     pos = np.arange(x.size, dtype=np.int64).reshape(x.shape)
     try:
@@ -546,14 +546,15 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
         both = concatenate([x.reshape(-1), v])
         return gather_positions(both, lambda p: p[perm.reshape(-1)]).reshape(x.shape)
 
-    _write_in_place(x, "setitem", new_value)
+    write_in_place(x, "setitem", new_value)
 
 
-def _write_in_place(x: Tensor, what: str, new_value: Callable[[], Tensor]) -> None:
+def write_in_place(x: Tensor, what: str, new_value: Callable[[], Tensor]) -> None:
     """``x`` takes ``new_value()`` in place. The version goes up first (the node that
     computes the new value saves ``x`` at the new version); an index, value or cast
     that is refused takes the bump back, so that a graph that saved ``x`` still runs
-    backward (nothing was replaced), as for a refused ``+=``."""
+    backward (nothing was replaced). ``x[key] = v``, ``np.add.at`` and the augmented
+    operators (``+=``, ``&=``...) all write through here."""
     x._begin_inplace(what)
     try:
         result = new_value()
@@ -581,7 +582,7 @@ def ufunc_at(name: str, x: Tensor, indices: Any, b: Any) -> None:
             v = -v
         return x + scatter_add(v, target.reshape(-1), x.shape)
 
-    _write_in_place(x, f"{name}.at", new_value)
+    write_in_place(x, f"{name}.at", new_value)
 
 
 # each row's public function
