@@ -1020,3 +1020,18 @@ def test_higher_derivatives_at_edges_are_nan_where_not_computed(f, x0, order, wa
         assert np.isnan(got)
     else:
         assert got == pytest.approx(want, rel=1e-14, abs=0.0)
+
+
+@pytest.mark.parametrize("n, dk", [(1e12, 1e6), (1e10, 1e5), (1e8, 100.0), (300.0, 3.0)])
+def test_binomial_cdf_forward_mode_and_second_derivative_at_huge_n(n, dk):
+    """The recorded density (forward mode, second order) in the kernel's Stirling form:
+    tg.jvp of binom.cdf in p at n = 1e12 was 1e-4 off (the plain logs cancel); the
+    second derivative -n pmf(k; n - 1, p) (k / p - (n - 1 - k) / (1 - p)) to 1e-9."""
+    p = 0.3
+    k = np.floor(n * p + dk)
+    want = -n * ss.binom.pmf(k, n - 1, p)
+    _, tangent = tg.jvp(lambda p: ts.binom.cdf(k, n, p), (np.float64(p),), (np.float64(1.0),))
+    rel = 1e-12 if n < 1e9 else 1e-9  # (as in the test above: sd out at huge n)
+    assert tangent == pytest.approx(want, rel=rel)
+    second = tg.grad(tg.grad(lambda p: ts.binom.cdf(k, n, p)))(np.float64(p))
+    assert second == pytest.approx(want * (k / p - (n - 1 - k) / (1 - p)), rel=1e-9)
