@@ -239,3 +239,23 @@ def test_soft_arena_and_threads_are_read_from_the_environment(threads):
     assert (int(out[2]) == 0) == (threads == "1")
     x = np.linspace(-1, 1, 5)
     np.testing.assert_allclose(eval(out[3]), np.sin(2 * x), rtol=1e-14)
+
+
+# --- "196 names (tnp and tnp.linalg) for 175 op-table rows, 167 differentiable" --------
+
+
+def test_the_numpy_namespace_counts_in_the_readme():
+    """The README's counts of tapegrad.numpy's names and rows are the op table's."""
+    from tapegrad._namespace import NAMESPACES
+    from tapegrad.ops import ROWS
+
+    text = (ROOT / "README.md").read_text()
+    found = re.search(
+        r"(\d+) names \(`tnp` and `tnp.linalg`\) for (\d+) op-table rows, (\d+)", text
+    )
+    assert found is not None
+    names, rows, differentiable = (int(v) for v in found.groups())
+    assert names == len(NAMESPACES["numpy"]) + len(NAMESPACES["numpy.linalg"])
+    mine = [r for r in ROWS if r.namespace in ("numpy", "numpy.linalg")]
+    assert rows == len(mine)
+    assert differentiable == sum(r.differentiable for r in mine)
