@@ -1035,3 +1035,32 @@ def test_binomial_cdf_forward_mode_and_second_derivative_at_huge_n(n, dk):
     assert tangent == pytest.approx(want, rel=rel)
     second = tg.grad(tg.grad(lambda p: ts.binom.cdf(k, n, p)))(np.float64(p))
     assert second == pytest.approx(want * (k / p - (n - 1 - k) / (1 - p)), rel=1e-9)
+
+
+def test_discrete_invalid_parameters_are_nan_at_every_k():
+    """Parameters SciPy's argument check refuses give NaN whatever k is (a k outside
+    the support gave 0 / -inf: poisson.pmf(2.5, -1) was 0); valid ones keep 0 / -inf
+    outside the support; nbinom's log-mass at k = 0 and p = 1 is exactly 0."""
+    cases = [
+        ("binom", (10.0, np.nan)),
+        ("binom", (-2.0, 0.3)),
+        ("binom", (10.0, 1.5)),
+        ("binom", (np.inf, 0.3)),
+        ("binom", (10.0, 0.3)),
+        ("poisson", (-1.0,)),
+        ("poisson", (np.inf,)),
+        ("poisson", (2.0,)),
+        ("nbinom", (-2.0, 0.3)),
+        ("nbinom", (3.0, 0.3)),
+        ("bernoulli", (1.5,)),
+        ("bernoulli", (0.3,)),
+    ]
+    k = np.array([-1.0, 0.0, 1.0, 2.5, 3.0, 12.0, np.inf])
+    with np.errstate(all="ignore"):
+        for dist, params in cases:
+            for method in ("pmf", "logpmf"):
+                got = getattr(getattr(ts, dist), method)(tg.tensor(k), *params).numpy()
+                want = getattr(getattr(ss, dist), method)(k, *params)
+                np.testing.assert_allclose(got, want, rtol=1e-12, equal_nan=True)
+    assert ts.nbinom.logpmf(tg.tensor([0.0]), 10.0, 1.0).numpy()[0] == 0.0
+    assert ts.nbinom.pmf(tg.tensor([0.0]), 10.0, 1.0).numpy()[0] == 1.0

@@ -1083,6 +1083,7 @@ def _discrete(
     nparams: int,
     edges: Callable | None = None,
     touches: Callable | None = None,
+    ok: Callable | None = None,
 ) -> dict:
     """logpmf / pmf from ``log_mass(k, *params)`` at integers ``k >= 0`` (``loc``
     shifts); ``-inf`` elsewhere. ``edges(k, *params) -> ([(at, t, m, log_rest)],
@@ -1091,7 +1092,8 @@ def _discrete(
     ``at``), the pmf's derivative is the limit from inside (``exp`` of the log-mass would
     give 0 * inf); ``safe_params`` replace the parameters there in the log-mass.
     ``touches(*params)``: a mask that holds wherever a parameter may be at an end; where
-    it holds nowhere the pmf is ``exp`` of the log-mass."""
+    it holds nowhere the pmf is ``exp`` of the log-mass. ``ok(*params)``: where the
+    parameters are valid (SciPy's argument check); elsewhere NaN at every k."""
 
     def parts(k: Any, args: tuple, loc: Any) -> tuple:
         params, rest = args[:nparams], args[nparams:]
@@ -1102,14 +1104,21 @@ def _discrete(
         # a NaN k is NaN, as SciPy's (not the -inf of a k outside the support)
         return params, integer, where(integer, kk, 0.0), kk == kk
 
+    def support(integer: Any, mass: Any, params: tuple) -> Any:
+        """``mass`` (the log-mass at the safe k) where k is an integer in the support,
+        else -inf; NaN where ``ok`` says the parameters are invalid, as SciPy's
+        whatever k is (a k outside the support gave -inf: poisson.pmf(2.5, -1) was 0)."""
+        outside = _inside(integer, mass, -np.inf)
+        return outside if ok is None else _valid(outside, ok(*params))
+
     def logpmf(k: Any, *args: Any, loc: Any = 0) -> Any:
         params, integer, safe, known = parts(k, args, loc)
-        return _valid(_inside(integer, log_mass(safe, *params), -np.inf), known)
+        return _valid(support(integer, log_mass(safe, *params), params), known)
 
     def pmf(k: Any, *args: Any, loc: Any = 0) -> Any:
         params, integer, safe, known = parts(k, args, loc)
         if edges is None or not _anywhere(touches(*params)):
-            return _valid(exp(_inside(integer, log_mass(safe, *params), -np.inf)), known)
+            return _valid(exp(support(integer, log_mass(safe, *params), params)), known)
         found, safe_params = edges(safe, *params)
         special, value = False, 0.0
         for at, t, m, log_rest in found:
@@ -1321,7 +1330,10 @@ def _binom_edges(k: Any, n: Any, p: Any) -> tuple:
 def _nbinom(k: Any, n: Any, p: Any) -> Any:
     """As the binomial's x = n of n + k trials, times n / (n + k) (R's dnbinom)."""
     # k = 0: n log p exactly; p = 1 < k: -inf (the derivative in p -inf)
-    edge = gammaln(n + k) - gammaln(k + 1.0) - _as(gammaln(n), k) + xlogy(n, p) + xlog1py(k, -p)
+    # (at k = 0 the lgammas cancel: exactly 0 there, where a Python n's gammaln, SciPy's,
+    # and the kernel's of n + k differ by an ulp: nbinom.logpmf(0, 10, 1) was 1.8e-15 > 0)
+    comb = where(k == 0, 0.0, gammaln(n + k) - gammaln(k + 1.0) - _as(gammaln(n), k))
+    edge = comb + xlogy(n, p) + xlog1py(k, -p)
     if _small_counts(n + k):
         return _valid(edge, _nbinom_ok(n, p))
     inner = _and(_and(k > 0, n > 0), _and(p > 0, p < 1))
@@ -1428,20 +1440,31 @@ dirichlet = Distribution(
 )
 poisson = Distribution(
     "poisson",
-    _discrete_tails(_discrete(_poisson, 1, _poisson_edges, lambda mu: mu == 0), _poisson_tails, 1),
+    _discrete_tails(
+        _discrete(_poisson, 1, _poisson_edges, lambda mu: mu == 0, lambda mu: mu >= 0),
+        _poisson_tails,
+        1,
+    ),
 )
 bernoulli = Distribution(
-    "bernoulli", _discrete_tails(_discrete(_bernoulli, 1), _bernoulli_tails, 1)
+    "bernoulli",
+    _discrete_tails(
+        _discrete(_bernoulli, 1, ok=lambda p: _and(p >= 0, p <= 1)), _bernoulli_tails, 1
+    ),
 )
 binom = Distribution(
     "binom",
     _discrete_tails(
-        _discrete(_binom, 2, _binom_edges, lambda n, p: _or(p == 0, p == 1)), _binom_tails, 2
+        _discrete(_binom, 2, _binom_edges, lambda n, p: _or(p == 0, p == 1), _binom_ok),
+        _binom_tails,
+        2,
     ),
 )
 nbinom = Distribution(
     "nbinom",
-    _discrete_tails(_discrete(_nbinom, 2, _nbinom_edges, lambda n, p: p == 1), _nbinom_tails, 2),
+    _discrete_tails(
+        _discrete(_nbinom, 2, _nbinom_edges, lambda n, p: p == 1, _nbinom_ok), _nbinom_tails, 2
+    ),
 )
 
 __all__ = [
