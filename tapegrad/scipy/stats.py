@@ -33,6 +33,7 @@ import numpy as np
 from .._namespace import NAMESPACES
 from .._protocols import holds_tensor
 from ..higher import jvp
+from ..ops.special import stirling_correction
 from ..tensors import as_tensor, no_grad, tensor, values_of
 
 _np = NAMESPACES["numpy"]
@@ -1140,7 +1141,6 @@ def _discrete(
 # deviance, each small and accurate where a difference of lgammas (each ~ x log x)
 # cancelled (1e-6 relative off at counts of 1e9, 1e-2 at 1e13). Every piece is a
 # tapegrad op, so p, mu and (binom's continuous extension) n differentiate through it.
-_STIRLERR = (1.0 / 12, 1.0 / 360, 1.0 / 1260, 1.0 / 1680, 1.0 / 1188)
 _BD0_TERMS = 12  # |v| < 0.1: the series' rest below 1e-22 relative
 # Below this many counts (k, binom's n, nbinom's n + k) the difference of lgammas is
 # kept: it loses at most ~k log k ulps, 2e-12 relative at 1000, and costs five ops where
@@ -1165,10 +1165,7 @@ def _stirlerr(n: Any) -> Any:
     """log n! - log(sqrt(2 pi n) (n/e)^n) for n > 0: Stirling's series past 15 (the next
     term 1e-16 there), below by lgamma (the cancellation costs ~3e-15 absolute)."""
     big = n > 15
-    nb = where(big, n, 16.0)
-    nn = nb * nb
-    s0, s1, s2, s3, s4 = _STIRLERR
-    series = (s0 - (s1 - (s2 - (s3 - s4 / nn) / nn) / nn) / nn) / nb
+    series = stirling_correction(where(big, n, 16.0))  # (the kernels' series, to n^-9)
     ns = where(big, 1.0, n)
     direct = gammaln(ns + 1.0) - (ns + 0.5) * log(ns) + ns - 0.5 * _LOG_2PI
     return where(big, series, direct)
@@ -1291,13 +1288,25 @@ def _bernoulli(k: Any, p: Any) -> Any:
     return where(k <= 1, xlogy(k, p) + xlog1py(1.0 - k, -p), -np.inf)
 
 
+def _binom_comb(k: Any, n: Any) -> tuple[Any, Any, Any]:
+    """(k <= n, n or a safe k where n is below k, log C(n, k) by lgammas)."""
+    below = k <= n
+    nk = _select(below, n, k, k)
+    return below, nk, gammaln(nk + 1.0) - gammaln(k + 1.0) - gammaln(nk - k + 1.0)
+
+
+def _nbinom_comb(k: Any, n: Any) -> Any:
+    """log C(n + k - 1, k) by lgammas; exactly 0 at k = 0, where a Python n's gammaln
+    (SciPy's) and the kernel's of n + k differ by an ulp (nbinom.logpmf(0, 10, 1) was
+    1.8e-15 > 0)."""
+    return where(k == 0, 0.0, gammaln(n + k) - gammaln(k + 1.0) - _as(gammaln(n), k))
+
+
 def _binom(k: Any, n: Any, p: Any) -> Any:
     ok = _binom_ok(n, p)
     # k = 0 or n (the lgammas cancel exactly), p = 0 or 1 (-inf, the derivative in p
     # +-inf from xlogy); n below k (-inf) through a safe n
-    below = k <= n
-    nk = _select(below, n, k, k)
-    comb = gammaln(nk + 1.0) - gammaln(k + 1.0) - gammaln(nk - k + 1.0)
+    below, nk, comb = _binom_comb(k, n)
     edge = comb + xlogy(k, p) + xlog1py(nk - k, -p)
     if _small_counts(n):
         return _valid(where(below, edge, -np.inf), ok)
@@ -1318,9 +1327,7 @@ def _binom_edges(k: Any, n: Any, p: Any) -> tuple:
     """p = 0 < k and p = 1 > k / n: the mass C(n, k) p^k (1 - p)^(n - k) is 0; its
     derivative in p is n where the power is 1, else 0 (or -inf at p = 1 for a
     non-integer n with n - k < 1)."""
-    below = k <= n
-    nk = _select(below, n, k, k)
-    comb = gammaln(nk + 1.0) - gammaln(k + 1.0) - gammaln(nk - k + 1.0)
+    below, nk, comb = _binom_comb(k, n)
     at_0 = _and(_and(p == 0, k > 0), below)
     at_1 = _and(p == 1, k < n)
     found = [(at_0, p, k, comb), (at_1, 1.0 - p, nk - k, comb)]
@@ -1330,10 +1337,7 @@ def _binom_edges(k: Any, n: Any, p: Any) -> tuple:
 def _nbinom(k: Any, n: Any, p: Any) -> Any:
     """As the binomial's x = n of n + k trials, times n / (n + k) (R's dnbinom)."""
     # k = 0: n log p exactly; p = 1 < k: -inf (the derivative in p -inf)
-    # (at k = 0 the lgammas cancel: exactly 0 there, where a Python n's gammaln, SciPy's,
-    # and the kernel's of n + k differ by an ulp: nbinom.logpmf(0, 10, 1) was 1.8e-15 > 0)
-    comb = where(k == 0, 0.0, gammaln(n + k) - gammaln(k + 1.0) - _as(gammaln(n), k))
-    edge = comb + xlogy(n, p) + xlog1py(k, -p)
+    edge = _nbinom_comb(k, n) + xlogy(n, p) + xlog1py(k, -p)
     if _small_counts(n + k):
         return _valid(edge, _nbinom_ok(n, p))
     inner = _and(_and(k > 0, n > 0), _and(p > 0, p < 1))
@@ -1354,8 +1358,7 @@ def _nbinom_edges(k: Any, n: Any, p: Any) -> tuple:
     """p = 1, k > 0: the mass C(n + k - 1, k) p^n (1 - p)^k is 0 (derivative in p -n at
     k = 1, else 0)."""
     at = _and(_and(p == 1, k > 0), n > 0)
-    comb = gammaln(n + k) - gammaln(k + 1.0) - _as(gammaln(n), k)
-    return [(at, 1.0 - p, k, comb)], (n, _unless(at, p, 0.5, k))
+    return [(at, 1.0 - p, k, _nbinom_comb(k, n))], (n, _unless(at, p, 0.5, k))
 
 
 # --- the published objects ------------------------------------------------------------------
