@@ -64,24 +64,39 @@ Rule = Callable[[NodeView, list], list]
 # --- shape helpers -----------------------------------------------------------------------
 
 
-def sum_to(t: Any, shape: tuple[int, ...], dtype: np.dtype) -> Tensor:
+def sum_to(
+    t: Any, shape: tuple[int, ...], dtype: np.dtype, full: tuple[int, ...] | None = None
+) -> Tensor:
     """``t`` summed over the axes broadcasting added to ``shape`` (the broadcast
-    reduction of every backward), cast to ``dtype``; a ``t`` that is itself
-    broadcastable to ``shape`` (a reduction's cotangent, see ``graphwalk.full``) is
-    broadcast."""
+    reduction of every backward), cast to ``dtype``.
+
+    ``t`` stands for a value of shape ``full`` (default: its own): a reduction's
+    cotangent reaches an elementwise rule broadcastable to the node's output rather than
+    broadcast (``graphwalk.full``), and a rule like ``add``'s passes it on unchanged. An
+    axis of length 1 in ``t`` that stands for ``n`` elements of ``full`` sums to ``n``
+    times its value, so it is scaled, not summed (summing a length-1 axis would count
+    each broadcast copy once instead of ``n`` times)."""
     t = as_tensor(t)
-    if t.shape != shape:
-        lead = max(t.ndim - len(shape), 0)
-        axes = tuple(range(lead)) + tuple(
-            lead + d
-            for d, n in enumerate(shape)
-            if d + lead < t.ndim and n == 1 and t.shape[lead + d] != 1
-        )
+    full = t.shape if full is None else np.broadcast_shapes(t.shape, tuple(full))
+    if t.shape != shape or full != shape:
+        lead = len(full) - len(shape)  # axes of full that shape does not have
+        skip = len(full) - t.ndim  # axes of full that t does not have
+        axes, scale = [], 1
+        for d, n in enumerate(full):
+            if d >= lead and (shape[d - lead] != 1 or n == 1):
+                continue  # kept: not a broadcast axis of this input
+            if d >= skip and t.shape[d - skip] != 1:
+                axes.append(d - skip)  # t holds the n values: add them up
+            else:
+                scale *= n  # t holds one value standing for n copies
         if axes:
-            t = rsum(t, axis=axes, keepdims=True)
-            t = reshape(t, t.shape[lead:])
+            t = rsum(t, axis=tuple(axes), keepdims=True)
+        if t.ndim > len(shape):  # leading axes, all of length 1 now
+            t = reshape(t, t.shape[t.ndim - len(shape) :])
         if t.shape != shape:
             t = broadcast_to(t, shape)
+        if scale != 1:
+            t = t * scale
     return t if t.dtype == dtype else astype(t, dtype)
 
 
@@ -125,8 +140,9 @@ def _elementwise_rules(op: Any) -> tuple[Rule, Rule]:
 
     def vjp(node: NodeView, grads: list) -> list:
         args = (*node.ins, node.outs[0])
+        full = node.out_shapes[0]
         return [
-            sum_to(f(grads[0], *args), node.in_shapes[i], node.in_dtypes[i])
+            sum_to(f(grads[0], *args), node.in_shapes[i], node.in_dtypes[i], full)
             if node.needs[i]
             else None
             for i, f in enumerate(formulas)
@@ -223,11 +239,13 @@ def _concatenate_jvp(node: NodeView, tangents: list) -> list:
 def _where_vjp(node: NodeView, grads: list) -> list:
     c, g = node.ins[0], grads[0]
     zero = np.zeros((), node.dtype)
-    return [
-        None,
-        sum_to(where(c, g, zero), node.in_shapes[1], node.in_dtypes[1]) if node.needs[1] else None,
-        sum_to(where(c, zero, g), node.in_shapes[2], node.in_dtypes[2]) if node.needs[2] else None,
-    ]
+    out: list = [None, None, None]
+    for i, (a, b) in ((1, (g, zero)), (2, (zero, g))):
+        if node.needs[i]:
+            out[i] = sum_to(
+                where(c, a, b), node.in_shapes[i], node.in_dtypes[i], node.out_shapes[0]
+            )
+    return out
 
 
 def _where_jvp(node: NodeView, tangents: list) -> list:

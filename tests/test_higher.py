@@ -21,6 +21,7 @@ import tapegrad.numpy as tnp
 from tapegrad.testing import check_grads
 
 from .custom_ops import Cube
+from .helpers import numeric_grad
 from .optable_cases import cases
 
 # rows differentiable to first order only in some arguments (their cases differentiate
@@ -673,3 +674,135 @@ def test_check_grads_is_not_fooled_by_a_large_constant():
     with pytest.raises(GradientCheckError, match="inconclusive"):  # it cannot be told
         check_grads(lambda x: tnp.sum(WrongSin.apply(x)) + 1e9, [x0])
     check_grads(lambda x: tnp.concatenate([tnp.sin(x), tnp.zeros(1) + 1e9]), [x0])
+
+
+# --- a reduction right after a broadcasting op, at second order ------------------------------
+# A reduction's cotangent reaches the op before it broadcastable, not broadcast; an input
+# broadcast by that op must count each of its copies (derivatives.sum_to).
+
+C3 = np.array([0.1, 0.5, -0.3])
+
+
+def _hessian_by_differences(f, x, eps=1e-5):
+    """Central differences of the (trusted) first-order gradient."""
+    x = np.asarray(x, float)
+    g = tg.grad(f)
+    cols = []
+    for i in np.ndindex(x.shape):
+        e = np.zeros(x.shape)
+        e[i] = eps
+        cols.append((np.asarray(g(x + e)) - np.asarray(g(x - e))).ravel() / (2 * eps))
+    return np.array(cols).T.reshape(x.shape + x.shape)
+
+
+def test_create_graph_counts_the_copies_of_a_broadcast_operand():
+    x = tg.tensor(2.0, requires_grad=True)
+    tnp.sum(x + C3).backward(create_graph=True)
+    assert float(x.grad.detach()) == 3.0
+    x = tg.tensor(np.array([2.0]), requires_grad=True)  # size 1, broadcast the same way
+    tnp.mean(C3 - x).backward(create_graph=True)
+    np.testing.assert_allclose(x.grad.detach().numpy(), [-1.0])
+
+
+@pytest.mark.parametrize(
+    "f, true",
+    [
+        (lambda m: tnp.sum(m + C3) ** 2, 18.0),
+        (lambda m: tnp.mean(m - C3) ** 2, 2.0),
+        (lambda m: tnp.sum(tnp.broadcast_to(m, (2, 3))) ** 2, 72.0),
+        (lambda m: tnp.sum(tnp.where(C3 > 0, m, C3)) ** 2, 8.0),
+        (lambda m: tnp.sum(tnp.where(C3 > 0, C3, m * m)) ** 2, None),
+        (lambda m: tnp.sum(tnp.mod(m + 5.0 * C3, 7.0)) ** 2, 18.0),
+    ],
+)
+def test_hessian_of_a_reduction_of_a_broadcast_scalar(f, true):
+    h = float(np.asarray(tg.hessian(f)(0.7)))
+    expect = float(_hessian_by_differences(f, 0.7)) if true is None else true
+    assert abs(h - expect) <= 1e-6 * abs(expect), (h, expect)
+
+
+def _gaussian_nll(p, y):
+    mu, s = p[0], p[1]
+    return tnp.sum(tnp.log(s) + 0.5 * ((y - mu) / s) ** 2)
+
+
+def test_hessian_of_likelihoods_with_broadcast_parameters():
+    rng = np.random.default_rng(7)
+    y = rng.normal(1.0, 1.5, 20)
+    p = np.array([0.9, 1.4])
+    h = tg.hessian(lambda p: _gaussian_nll(p, y))(p)
+    np.testing.assert_allclose(h, _hessian_by_differences(lambda p: _gaussian_nll(p, y), p), 1e-6)
+    np.testing.assert_allclose(h, h.T, rtol=1e-12)
+    # Poisson with a log-rate broadcast over the counts, and rows summed before squaring
+    k = rng.poisson(3.0, 12).astype(float)
+
+    def pois(p):
+        return tnp.sum(tnp.exp(p[0] + 0.0 * k) - k * p[0]) + tnp.sum(p[1] - k) ** 2
+
+    np.testing.assert_allclose(tg.hessian(pois)(p), _hessian_by_differences(pois, p), 1e-6)
+    M = rng.standard_normal((4, 3))
+
+    def rows(p):
+        return tnp.sum(tnp.sum(M * p[0] + p[1], axis=1) ** 2)
+
+    h = tg.hessian(rows)(p)
+    np.testing.assert_allclose(h, h.T, rtol=1e-12)
+    np.testing.assert_allclose(h, _hessian_by_differences(rows, p), 1e-6)
+
+
+def test_compiled_hvp_and_forward_over_reverse_count_broadcast_copies():
+    def f(m):
+        return tnp.sum(m + C3) ** 2
+
+    step = tg.compile(f)
+    np.testing.assert_allclose(step.hvp(np.array(0.7), np.array(1.0)), 18.0)
+    np.testing.assert_allclose(tg.hvp(f, np.array(0.7), np.array(1.0)), 18.0)
+    np.testing.assert_allclose(tg.jacfwd(tg.grad(f))(0.7), 18.0)
+
+
+def test_maml_outer_gradient_through_an_inner_step():
+    # one inner gradient step on a slope and a 0-d bias broadcast over the data, then
+    # the outer loss: d/dw of L(w - lr * dL_inner/dw) differentiates dL_inner/dw again
+    rng = np.random.default_rng(1)
+    xa, ya, xb, yb = (rng.standard_normal(6) for _ in range(4))
+
+    def inner(a, b, x, y):  # (a prior on b, summed right after b's broadcast)
+        return tnp.mean((a * x + b - y) ** 2) + 0.1 * tnp.mean(b - y) ** 2
+
+    def outer(w):
+        a, b = w[0], w[1]
+        ga, gb = tg.grad(inner, argnums=(0, 1))(a, b, xa, ya)
+        return inner(a - 0.1 * ga, b - 0.1 * gb, xb, yb)
+
+    w = np.array([0.3, -0.2])
+    np.testing.assert_allclose(tg.grad(outer)(w), numeric_grad(outer, w), rtol=1e-6)
+
+
+def test_newton_maximum_likelihood_through_grad_of_grad():
+    # HIPS autograd's negative_binomial_maxlike: the score in r at the profile p(r) =
+    # sum(x) / sum(r + x), whose sum right after a broadcast of r is differentiated
+    # twice by Newton's method (fprime=grad(f), fprime2=grad(grad(f)))
+    from tapegrad.special import gammaln
+
+    data = np.array([3.0, 7.0, 1.0, 4.0, 9.0, 2.0, 5.0, 0.0, 12.0])
+
+    def loglike(r, p):
+        return tnp.sum(
+            gammaln(r + data)
+            - gammaln(r)
+            - gammaln(data + 1.0)
+            + data * tnp.log(p)
+            + r * tnp.log(1.0 - p)
+        )
+
+    def score(r):
+        return tg.grad(loglike)(r, np.sum(data) / tnp.sum(r + data))
+
+    def differences(f, r, eps=1e-5):
+        return (float(f(r + eps)) - float(f(r - eps))) / (2 * eps)
+
+    for r in (1.5, 3.0):
+        d1 = tg.grad(score)
+        assert abs(float(d1(r)) - differences(score, r)) <= 1e-6 * abs(float(d1(r)))
+        d2 = float(tg.grad(tg.grad(score))(r))
+        assert abs(d2 - differences(d1, r)) <= 1e-5 * abs(d2)
