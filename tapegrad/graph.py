@@ -25,6 +25,7 @@ the tape reuses. :func:`print_graph` and :func:`to_dot` draw the graph from a te
 from __future__ import annotations
 
 import linecache
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -82,13 +83,24 @@ class AccumulateGrad:
         return f"<AccumulateGrad of a leaf {t.shape} {t.dtype}>"
 
 
+_NODES: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
 class Node:
     """A read-only view of node ``k`` of ``tape`` (see the module docstring)."""
 
-    __slots__ = ("_era", "_home", "_k")
+    __slots__ = ("__weakref__", "_era", "_home", "_k")
 
-    def __init__(self, tape: Tape, k: int) -> None:
-        self._home, self._k, self._era = tape, k, tape.epoch
+    def __new__(cls, tape: Tape, k: int) -> Node:
+        # one object per node while anyone holds it, as PyTorch's grad_fn: graph walkers
+        # key on id() (torchviz does). The key's tape is alive while its node is.
+        key = (id(tape), k, tape.epoch)
+        node = _NODES.get(key)
+        if node is None:
+            node = object.__new__(cls)
+            node._home, node._k, node._era = tape, k, tape.epoch
+            _NODES[key] = node
+        return node
 
     # --- identity --------------------------------------------------------------------
     def _live(self) -> Tape:

@@ -162,7 +162,7 @@ def test_views_are_lazy_and_never_show_reused_memory(monkeypatch):
     node = y.grad_fn
     _ = (node.name, node.next_functions, node.metadata, node.outputs)
     assert reads == []  # no value is copied until saved() is asked
-    assert Node.__slots__ == ("_era", "_home", "_k")
+    assert Node.__slots__ == ("__weakref__", "_era", "_home", "_k")
     (out,) = node.saved()  # exp saves its output
     assert len(reads) == 1
     np.testing.assert_array_equal(out, y.numpy())
