@@ -48,6 +48,7 @@ from .transforms import (
     needs_graph,
     record,
     regroup,
+    stacked_output,
 )
 
 __all__ = ["checkpoint", "hessian", "hvp", "inner_product", "jacfwd", "jvp"]
@@ -216,32 +217,45 @@ def jacfwd(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
         rec = _Recording(needs_graph(args, kwargs))
         try:
             args2, groups, made = aliases(args, nums, "jacfwd", rec.graph)
-            out = as_output(f(*args2, **kwargs))
+            raw = f(*args2, **kwargs)
+            leaves, rebuild = flatten(raw)
+            # one array (a tensor, or a list of same-shaped parts, stacked), or several
+            # outputs (a tuple, a dict...) with a Jacobian each, in their structure, as
+            # jacobian (reverse mode) gives them
+            several = not stacked_output(raw, leaves)
+            outs = [as_output(o) for o in leaves] if several else [as_output(raw)]
             hi = rec.tape.h[H_NNODES]
-            rec.check_closures([out], hi)
-            jacs = []
+            rec.check_closures(outs, hi)
+            jacs: list[list] = [[] for _ in outs]
             for m in made:
-                columns = []
+                columns: list[list] = [[] for _ in outs]
                 for idx in np.ndindex(m.shape):
                     e = np.zeros(m.shape, m.dtype)
                     e[idx] = 1
                     pushed = rec.push({m.slot: e}, hi)
-                    columns.append(_out_tangents([out], pushed, rec.graph)[0])
-                shape = out.shape + m.shape
-                if not columns:
-                    jac = np.zeros(shape, np.result_type(out.dtype, m.dtype))
-                    jac = as_tensor(jac) if rec.graph else jac
-                elif rec.graph:
-                    jac = reshape(stack(columns, axis=-1), shape)
-                else:
-                    jac = np.stack(columns, axis=-1).reshape(shape)
-                jacs.append(jac)
-            per_arg = regroup(jacs, groups)
-            return per_arg[0] if single else tuple(per_arg)
+                    for col, t in zip(columns, _out_tangents(outs, pushed, rec.graph)):
+                        col.append(t)
+                for j, (out, col) in enumerate(zip(outs, columns)):
+                    jacs[j].append(_assemble(out, m, col, rec.graph))
+            per_out = [regroup(j, groups) for j in jacs]
+            per_out = [p[0] if single else tuple(p) for p in per_out]
+            return rebuild(per_out) if several else per_out[0]
         finally:
             rec.close()
 
     return wrapper
+
+
+def _assemble(out: Any, m: Any, columns: list, graph: bool) -> Any:
+    """One Jacobian, ``out.shape + m.shape``, from the tangents of ``out`` pushed from
+    each element of argument leaf ``m``."""
+    shape = out.shape + m.shape
+    if not columns:
+        jac = np.zeros(shape, np.result_type(out.dtype, m.dtype))
+        return as_tensor(jac) if graph else jac
+    if graph:
+        return reshape(stack(columns, axis=-1), shape)
+    return np.stack(columns, axis=-1).reshape(shape)
 
 
 # --- second order ---------------------------------------------------------------------------

@@ -542,7 +542,7 @@ def jacobian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
         try:
             ts = [t for group, _, _ in leaves for t in group]
             outs, rebuild = flatten(out)
-            if _stacked(out, outs):
+            if stacked_output(out, outs):
                 per_out = [_jacobian_rows(as_output(out), ts, tape)]
             else:  # a tuple or dict of outputs: one Jacobian each, in its structure
                 per_out = [_jacobian_rows(as_output(o), ts, tape) for o in outs]
@@ -567,7 +567,7 @@ def jacobian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     return wrapper
 
 
-def _stacked(out: Any, outs: list) -> bool:
+def stacked_output(out: Any, outs: list) -> bool:
     """Whether ``f``'s output is one array: a tensor, or a list (or object array) of
     same-shaped parts, stacked as NumPy would; a tuple or dict, or parts of different
     shapes, are several outputs."""
