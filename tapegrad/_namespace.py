@@ -149,7 +149,10 @@ def _install_methods() -> None:
     )
     Tensor.T = property(lambda self: ns["transpose"](self))
     Tensor.flatten = lambda self: reshape_copy(self, -1)  # a copy in NumPy: no view
+    Tensor.copy = lambda self: reshape_copy(self, self.shape)  # a new handle, recorded
     Tensor.__pos__ = lambda self: self
+    # round(t) as PyTorch's and NumPy's arrays: a tensor (recorded, gradient 0)
+    Tensor.__round__ = lambda self, ndigits=None: ns["round"](self, ndigits or 0)
 
     def inplace(name: str | Callable, symbol: str) -> Any:
         fn = ns[name] if isinstance(name, str) else name

@@ -168,6 +168,31 @@ def _home(f: Any) -> str | None:
     return None
 
 
+def _into_out(
+    ufunc: np.ufunc, where: str, method: str, inputs: tuple, kwargs: dict, out: tuple
+) -> Any:
+    """A ufunc writing into ``out=`` NumPy arrays (``a += t`` with ``a`` an array is
+    ``np.add(a, t, out=(a,))``): the arrays keep only numbers. Done with the values when
+    no tensor among the inputs would lose a gradient; refused otherwise."""
+    if any(isinstance(o, Tensor) for o in out):
+        raise TypeError(
+            f"{where}: out= cannot be a tensor; assign the result instead (t = {where}(...)), "
+            "or use an in-place operator on the tensor (t += ...), which is recorded"
+        )
+    grad_on = is_grad_enabled()
+    lost = [t for t in inputs if isinstance(t, Tensor) and t.requires_grad and grad_on]
+    if lost:
+        t = lost[0]
+        raise TypeError(
+            f"{where} into a NumPy array (out=, or an augmented assignment such as a += t "
+            f"with a an array): the array would keep only the numbers of a tensor that "
+            f"requires grad (shape {t.shape}, {t.dtype}), dropping its gradient. Write "
+            "a = a + t (a new tensor), or make the array a tensor (tg.tensor(a))"
+        )
+    values = [t._value() if isinstance(t, Tensor) else t for t in inputs]
+    return getattr(ufunc, method)(*values, out=out, **kwargs)
+
+
 # ufunc -> the recording function a plain call ``ufunc(*inputs)`` runs (filled as found:
 # resolving it builds names and looks through modules, a few microseconds a call)
 UFUNC_CALLS: dict[np.ufunc, Callable] = {}
@@ -180,7 +205,7 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> An
     where = f"{home or 'ufunc'}.{ufunc.__name__}"
     out = kwargs.pop("out", None)
     if out is not None and any(o is not None for o in out):
-        raise TypeError(f"{where}: out= is not supported with tensors (tensors are immutable)")
+        return _into_out(ufunc, where, method, inputs, kwargs, out)
     tnp, _, special = _namespaces()
     if method == "__call__" and not kwargs and home in ("numpy", "scipy.special"):
         f = _lookup(ufunc.__name__, tnp if home == "numpy" else special)

@@ -168,7 +168,7 @@ def _run_hooks(hooks: list, g: np.ndarray, what: str) -> np.ndarray:
                     f"hook {name!r} on {what} returned "
                     f"a gradient of shape {r.shape}, expected {g.shape}"
                 )
-            g = r.astype(g.dtype, copy=False)
+            g = r.astype(g.dtype)  # a copy: .grad accumulates into it in place
     return g
 
 
@@ -343,7 +343,8 @@ def backward(t: Tensor, gradient: Any = None, retain_graph: bool = False) -> Non
             raise RuntimeError(FREED_MESSAGE)
         if not t.requires_grad:
             raise RuntimeError(NO_GRAD_MESSAGE)
-        accumulate_grad(t, np.ones(t.shape, t.dtype) if seed is None else seed)
+        # (a copy of the seed: .grad accumulates in place, never into the caller's array)
+        accumulate_grad(t, np.ones(t.shape, t.dtype) if seed is None else np.array(seed))
         return
     tape, slot = home
     if not tape.slot_rg(slot):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dis
 import functools
 import itertools
+import math
 import os
 import sys
 import threading
@@ -180,6 +181,7 @@ class Tensor:
         "_flags",
         "_grad",
         "_shape",
+        "_shared",  # detach(): the handles sharing a leaf's values (DETACHED_COPY: none)
         "_slot",
         "_tape",
         "_view",  # tapegrad.views: (base, kind, arg) of a view, unset otherwise
@@ -302,13 +304,15 @@ class Tensor:
             tape = current_tape()
             if tape.grad_enabled:
                 name = library_caller(2)
-                if name is not None or tape.kind != EAGER or _storing(2):
+                explicit = what == "item()" or tape.kind != EAGER  # (decided below)
+                site = None if name is not None or explicit else _implicit_site(2)
+                if name is not None or tape.kind != EAGER or site is not None:
                     if tape.kind == CAPTURE:
                         scope = "a function being captured by tg.compile"
                     elif tape.kind != EAGER:
                         scope = "a function being differentiated (tg.grad, vjp, jacobian...)"
                     else:
-                        scope = STORE_SCOPE
+                        scope = site
                     raise scalar_error(what, self.shape, self.dtype, name, suggestion(name), scope)
         v = self._value()
         if v.size != 1:
@@ -446,10 +450,25 @@ class Tensor:
     def detach(self) -> Tensor:
         """A new tensor with the same values that does not require grad.
 
-        While ``tg.compile`` captures, it is recorded (its value follows the inputs
-        on replay); otherwise it is a copy of the values."""
+        The detach of a leaf shares its values, as PyTorch's does: an in-place update
+        of either (``wd -= lr * g``, ``w -= ...`` under ``no_grad``) is seen by both,
+        and bumps the version of both, so a graph that saved the old values refuses to
+        run backward. A computed tensor's values live on the tape: its detach is a
+        copy, and an in-place write into that copy raises (it would not reach the
+        source). While ``tg.compile`` captures, it is recorded (its value follows the
+        inputs on replay)."""
         if not _CAPTURING or active_capture() is None:
-            return Tensor._external(self.numpy())
+            if self._data is None or not self.is_leaf:
+                out = Tensor._external(self.numpy())
+                out._shared = DETACHED_COPY
+                return out
+            out = Tensor._external(self._data)
+            shared = getattr(self, "_shared", None)
+            if not shared:
+                shared = self._shared = [weakref.ref(self)]
+            shared.append(weakref.ref(out))
+            out._shared = shared
+            return out
         tape = current_tape()
         while True:
             ep = tape.epoch
@@ -507,6 +526,14 @@ class Tensor:
                 f"a leaf tensor that requires grad is being used in an in-place operation "
                 f"({what}); do it under tg.no_grad() (e.g. a parameter update) or on a copy"
             )
+        if getattr(self, "_shared", None) is DETACHED_COPY:
+            raise RuntimeError(
+                f"{what} on the detach() of a computed tensor (shape {self.shape}, "
+                f"{self.dtype}): its values live on the tape, so detach() gave a copy, and "
+                "writing into it would not change the tensor it came from (PyTorch's "
+                "would). Compute the new value out of place, or write into a copy made "
+                "on purpose: t.detach().copy()"
+            )
         if _CAPTURING:
             cap = active_capture()
             if cap is not None:
@@ -524,6 +551,10 @@ class Tensor:
 
     def _inplace(self, result: Tensor, what: str) -> Tensor:
         """``self`` takes ``result``'s value in place (after :meth:`_begin_inplace`)."""
+        shared = getattr(self, "_shared", None)
+        if shared:
+            _write_shared(self, shared, result)
+            return self
         if self.requires_grad and self.is_leaf:
             # a parameter update under no_grad: the leaf keeps its identity and grad
             self._data = normalize_array(result._value(), copy=True).astype(self.dtype)
@@ -553,6 +584,27 @@ class Tensor:
     def __float__(self) -> float:
         return float(self._scalar("float()"))
 
+    def __format__(self, spec: str) -> str:
+        # f"{t:.3f}": NumPy's formatting of the values (display, as repr: no guard)
+        return format(self._peek(), spec) if spec else str(self)
+
+    # math.floor / ceil / trunc: integers, whose derivative is 0 wherever it exists, so
+    # taking the number drops no gradient (a capture still guards the value read)
+    def _integral(self, what: str, round_: Callable[[float], int]) -> int:
+        v = self._value()
+        if v.size != 1:
+            raise ValueError(f"{what}: tensor of shape {v.shape} has {v.size} elements, not 1")
+        return round_(v.reshape(()).item())
+
+    def __floor__(self) -> int:
+        return self._integral("math.floor", math.floor)
+
+    def __ceil__(self) -> int:
+        return self._integral("math.ceil", math.ceil)
+
+    def __trunc__(self) -> int:
+        return self._integral("math.trunc", math.trunc)
+
     def __int__(self) -> int:
         return int(self._scalar("int()"))
 
@@ -572,17 +624,118 @@ STORE_SCOPE = (
     "an assignment into a NumPy array (a[i] = t), which keeps only the number; make the "
     "array a tensor (tg.tensor(a), tnp.zeros_like(t)) or build it with tnp.stack"
 )
+# the calls that ask for a tensor's number explicitly (as t.item() does)
+_EXPLICIT = (float, int)
+_CALLS = frozenset(dis.opmap[n] for n in ("CALL", "CALL_FUNCTION", "CALL_METHOD") if n in dis.opmap)
+_LOADS = frozenset(
+    "LOAD_NAME LOAD_GLOBAL LOAD_FAST LOAD_DEREF LOAD_CLOSURE LOAD_ATTR LOAD_METHOD".split()
+)
 
 
-def _storing(depth: int) -> bool:
-    """Whether the frame ``depth`` levels above the caller is storing an item: there a
-    conversion to a number is the container's (a NumPy array's ``a[i] = t``), not an
-    explicit request like ``float(t)``, which that frame would be calling."""
+@functools.lru_cache(maxsize=512)
+def _instructions(code: Any) -> tuple[dict[int, int], list]:
+    ins = list(dis.get_instructions(code))
+    return {x.offset: i for i, x in enumerate(ins)}, ins
+
+
+def _callee(frame: Any) -> tuple[str, Any] | None:
+    """The name and, where it can be looked up, the object a frame is calling at its
+    current instruction; None when the frame is not at a call or the code has no
+    source positions (Python 3.10).
+
+    The call's source span starts where the callable's expression starts: walking back
+    from the call, the first instruction that starts there and ends before the call
+    does computed the callable (``float`` in ``float(t)``, ``math.exp`` in
+    ``math.exp(x[0])``, ``.fill`` in ``np.zeros(2).fill(t)``)."""
+    at, ins = _instructions(frame.f_code)
+    i = at.get(frame.f_lasti)
+    if i is None or ins[i].opcode not in _CALLS:
+        return None
+    pos = getattr(ins[i], "positions", None)
+    if pos is None or pos.lineno is None:
+        return UNKNOWN_CALLEE
+    begin, finish = (pos.lineno, pos.col_offset), (pos.end_lineno, pos.end_col_offset)
+    for k in range(i - 1, -1, -1):
+        x = ins[k]
+        p = x.positions
+        if p.lineno is None or (p.lineno, p.col_offset) != begin:
+            continue
+        if (p.end_lineno, p.end_col_offset) == finish:
+            continue  # the call's own set-up (PRECALL, KW_NAMES)
+        if x.opname not in _LOADS or not isinstance(x.argval, str):
+            return "a call", None  # a computed callable: (f or g)(t), fs[0](t)
+        name = x.argval.removeprefix("NULL + ").removesuffix(" + NULL")
+        if x.opname in ("LOAD_ATTR", "LOAD_METHOD"):
+            before = ins[k - 1] if k else None
+            bp = before.positions if before is not None else None
+            if before.opname in _LOADS and bp and (bp.lineno, bp.col_offset) == begin:
+                return f"{str(before.argval).removeprefix('NULL + ')}.{name}", None
+            return name, None
+        found = _MISSING
+        if x.opname != "LOAD_GLOBAL":
+            found = frame.f_locals.get(name, _MISSING)
+        if found is _MISSING and x.opname in ("LOAD_NAME", "LOAD_GLOBAL"):
+            found = frame.f_globals.get(name, frame.f_builtins.get(name, _MISSING))
+        return name, None if found is _MISSING else found
+    return None
+
+
+_MISSING = object()
+UNKNOWN_CALLEE = ("?", None)
+# "%f" % t: the instruction (BINARY_OP's argument 6 is %, NB_REMAINDER, from Python 3.11)
+_REMAINDER = frozenset(dis.opmap[n] for n in ("BINARY_MODULO",) if n in dis.opmap)
+_BINARY_OP = dis.opmap.get("BINARY_OP", -1)
+
+
+def _implicit_site(depth: int) -> str | None:
+    """Where a conversion of a tensor to a Python number comes from, when it is not the
+    user's explicit request: the frame ``depth`` levels above the caller storing it into
+    an array (``a[i] = t``) or calling anything but ``float`` / ``int`` on it from C
+    (``math.exp(t)``, ``np.float64(t)``, ``a.fill(t)``, ``complex(t)``), which gets the
+    number through ``__float__`` as ``float(t)`` would. None for ``float(t)``,
+    ``int(t)``; a description of the call otherwise."""
     try:
         frame = sys._getframe(depth + 1)
     except ValueError:
-        return False
-    return frame.f_code.co_code[frame.f_lasti] in _STORE_OPS
+        return None
+    op = frame.f_code.co_code[frame.f_lasti]
+    if op in _STORE_OPS:
+        return STORE_SCOPE
+    if op in _REMAINDER or (op == _BINARY_OP and frame.f_code.co_code[frame.f_lasti + 1] == 6):
+        return None  # "%.3f" % t: formatting for display, as f"{t:.3f}" (no number left)
+    callee = _callee(frame)
+    if callee is UNKNOWN_CALLEE or (callee is not None and any(callee[1] is f for f in _EXPLICIT)):
+        return None  # (Python 3.10 has no source positions: conversions are allowed there)
+    what = f"{callee[0]}()" if callee is not None else "a conversion made from C code"
+    return (
+        f"{what}, which takes the number from C code and keeps no gradient; write it "
+        "with tapegrad.numpy ops (tnp.exp, tnp.log, tnp.sum...), or ask for the number "
+        "explicitly with float(t) or t.item()"
+    )
+
+
+# detach() of a computed tensor: a copy, which refuses in-place writes (Tensor._shared)
+DETACHED_COPY: tuple = ()
+
+
+def _write_shared(t: Tensor, shared: list, result: Tensor) -> None:
+    """An in-place op on ``t``, a leaf whose values its ``detach()`` handles share (or
+    one of those): every live handle of the group takes the new values (a new array:
+    tapes that bound the old one keep reading what they recorded) and rebinds on next
+    use, and every one but ``t`` (bumped by ``_begin_inplace``) gets a new version."""
+    new = np.array(result._value(), dtype=t.dtype, order="C", copy=True)
+    live = [m for m in (r() for r in shared) if m is not None and m._data is not None]
+    shared[:] = [weakref.ref(m) for m in live]
+    for m in live:
+        if m is not t:
+            if m._tape is not None and m._epoch == m._tape.epoch:
+                m._tape.bump_version(m._slot)
+            _VERSIONS[m] = _VERSIONS.get(m, 0) + 1
+        m._data, m._shape, m._epoch = new, new.shape, -1
+    if _write_hook is not None:
+        for m in live:
+            if getattr(m, "_view", None) is not None or getattr(m, "_views", None):
+                _write_hook(m)
 
 
 _new = object.__new__
@@ -691,9 +844,10 @@ def thread_alive(ident: int) -> bool:
 
 
 def added(old: Any, g: Any) -> Any:
-    """``old + g`` as a fresh array (``g`` itself when ``old`` is None), never writing
-    into one a user may hold; ``np.add(out=)`` keeps a 0-d sum an array. A tensor on
-    either side (a ``create_graph`` gradient) gives a recorded sum."""
+    """``old + g``, accumulated into ``old`` itself when both are arrays (PyTorch's
+    rule: a ``.grad`` the user holds, zeroes in place or steps with sees every later
+    backward), ``g`` itself when ``old`` is None. A tensor on either side (a
+    ``create_graph`` gradient) gives a new recorded sum, as in PyTorch."""
     if old is None:
         return g
     if isinstance(g, Tensor):
@@ -702,7 +856,10 @@ def added(old: Any, g: Any) -> Any:
         # a plain backward into a create_graph .grad adds values (PyTorch accumulates
         # with grad mode off): recording here would bind the old graph into a new one
         old = old._value()
-    return np.add(old, g, out=np.empty_like(old))
+        return np.add(old, g, out=np.empty_like(old))
+    if not old.flags.writeable:  # an array the user assigned read-only: a new one
+        return np.add(old, g, out=np.empty_like(old))
+    return np.add(old, g, out=old)
 
 
 def add_grad(t: Tensor, g: np.ndarray) -> None:
@@ -763,6 +920,14 @@ def tensor(
 
         return to_device(data, requires_grad, dtype)
     if isinstance(data, Tensor):
+        if data.requires_grad and current_tape().grad_enabled:
+            raise TypeError(
+                f"tensor() of a tensor that requires grad (shape {data.shape}, "
+                f"{data.dtype}) makes a new leaf from its values, which would drop its "
+                "gradient. To keep the graph, use tnp.array(t) or t.copy() (a recorded "
+                "copy); for a new leaf, pass t.detach() (tg.tensor(t.detach(), "
+                "requires_grad=True))"
+            )
         data = data._value()
     elif isinstance(data, np.ndarray) and data.dtype == object:
         if any(isinstance(v, Tensor) and v.requires_grad for v in data.flat):

@@ -22,6 +22,7 @@ import numpy as _np
 from .._namespace import NAMESPACES
 from .._protocols import holds_tensor, publish
 from ..frontends.reduce import argmax, argmin  # noqa: F401  (published through the table too)
+from ..frontends.shape import reshape as reshape_copy
 from ..frontends.shape import ufunc_at
 from ..tensors import Tensor, as_tensor, is_grad_enabled, set_object_converter, tensor
 from . import linalg
@@ -130,13 +131,14 @@ isfinite = _float_test("isfinite", lambda x: (x - x) == 0)
 __all__ += ["isfinite", "isinf", "isnan"]
 
 
-def array(object: Any, dtype: Any = None, copy: bool = True) -> Tensor:
+def array(object: Any, dtype: Any = None, copy: bool | None = True) -> Tensor:
     """A tensor from ``object`` holding tensors (published: NumPy's ``array`` for any
     other). Tensors (also inside nested lists, and inside the object arrays NumPy makes
     of them, ``np.array([t0, t1])``) keep their place in the graph, as in HIPS autograd:
-    they are stacked."""
+    they are stacked. A tensor is copied (a recorded op: an in-place write to the copy
+    leaves the original alone, as NumPy's) unless ``copy`` is False or None."""
     if isinstance(object, Tensor):
-        t = object
+        t = reshape_copy(object, object.shape) if copy else object
     elif isinstance(object, _np.ndarray) and object.dtype == _np.object_:
         if not holds_tensor(object):
             return tensor(object.tolist(), dtype=dtype)
@@ -151,7 +153,13 @@ def array(object: Any, dtype: Any = None, copy: bool = True) -> Tensor:
 
 def asarray(a: Any, dtype: Any = None) -> Tensor:
     """Like :func:`array` (tensors pass through unchanged)."""
-    return array(a, dtype=dtype)
+    return array(a, dtype=dtype, copy=None)
+
+
+def copy(a: Any, order: str = "K", subok: bool = False) -> Tensor:
+    """A copy of ``a``: of a tensor, a recorded op (its gradient flows back to ``a``),
+    which in-place writes change alone (``t.copy()`` is the same)."""
+    return array(a, copy=True)
 
 
 set_object_converter(array)
