@@ -40,12 +40,14 @@ What a program depends on is made explicit while it is captured:
   of ``numpy.random``'s global state during capture is warned about once.
 
 A compiled step called on tensors that require grad is one node of the caller's graph
-(its backward replays the program); called while another function is being captured it
-is inlined, as nested ``jax.jit`` is. A signature keeps up to ``MAX_PROGRAMS`` programs
-(least recently used dropped first); a step that captured more than ``RECAPTURE_WARNING``
-programs warns once, saying why it keeps capturing. ``check=True`` re-records on every
-call and raises when the recording differs from the program that ran (slow, for
-debugging). Custom functions (``tg.Function``) and gradient hooks cannot be captured.
+(its backward replays the program; differentiated again or in forward mode, it records
+``fn`` eagerly from the node's inputs, since the program's kernels are first-order);
+called while another function is being captured it is inlined, as nested ``jax.jit`` is.
+A signature keeps up to ``MAX_PROGRAMS`` programs (least recently used dropped first); a
+step that captured more than ``RECAPTURE_WARNING`` programs warns once, saying why it
+keeps capturing. ``check=True`` re-records on every call and raises when the recording
+differs from the program that ran (slow, for debugging). Custom functions
+(``tg.Function``) and gradient hooks cannot be captured.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ from ._jit import entry_point
 from .boundary import user_line
 from .engine import accumulate_grad, has_hooks, is_anomaly_enabled, raise_backward_error
 from .function import Function
-from .higher import inner_product
+from .higher import inner_product, recorded_jvp, recorded_vjp, same_as_forward
 from .layout import (
     E_CALLBACK_HOOK,
     E_CALLBACK_PY,
@@ -116,6 +118,7 @@ from .tensors import (
     capture_started,
     is_grad_enabled,
     serial,
+    slot_handle,
     tensor,
 )
 
@@ -440,7 +443,10 @@ def _is_generator(obj: Any) -> bool:
 
 class _StepNode(Function):
     """A compiled step inside a recorded graph: one node whose forward is the replayed
-    loss and whose backward replays the program's backward (see ``Compiled.__call__``)."""
+    loss and whose backward replays the program's backward (see ``Compiled.__call__``).
+    Differentiated again (``create_graph``, ``tg.hessian``, ``tg.hvp``) or in forward
+    mode (``tg.jacfwd``), it records ``fn`` eagerly from the node's inputs on the graph's
+    tape (``vjp_graph``, ``jvp_graph``): the program's kernels are first-order only."""
 
     @staticmethod
     def forward(ctx: Any, call: tuple, *values: Any) -> np.ndarray:
@@ -449,7 +455,7 @@ class _StepNode(Function):
 
     @staticmethod
     def backward(ctx: Any, g: np.ndarray) -> tuple:
-        _, step, program, arrays, outside, grad_at = ctx.call
+        _, step, program, arrays, outside, grad_at = ctx.call[:6]
         with step._lock:
             result = program.run(arrays, outside, True)
         if result is None:  # the same values as the forward: guards cannot fail
@@ -461,6 +467,107 @@ class _StepNode(Function):
         for j, where in enumerate(grad_at):
             out[1 + j] = found[where]
         return tuple(out)
+
+    @staticmethod
+    def _rerun(ctx: Any) -> tuple[Callable, list, str]:
+        """``fn`` as a function of the program's inputs (flat, each a value as the call
+        gave it), those values, and how errors name the step. Raises when what ``fn``
+        reads from outside changed since the call: the recording would be another
+        function than the one whose value the graph holds."""
+        _, step, program, arrays, values, _, call, args, outside = ctx.call
+        where = f"tg.compile({getattr(step.fn, '__name__', 'fn')})"
+        with step._lock:
+            same = not program.plain or _plain_hold(step.reach, program, args)
+            now = step._outside_now(program, args) if same and program.outside else []
+        same = same and now is not None and all(a is b for a, b in zip(now, outside))
+        if not (same and all(np.array_equal(t._value(), v) for t, v in zip(outside, values))):
+            raise RuntimeError(
+                f"{where}: something the function reads from outside (a tensor, a number, "
+                "an array) was replaced or modified between the call and its second "
+                "derivative (or forward-mode derivative), which records the function again. "
+                "Differentiate before changing it"
+            )
+        flat = [float(a) if k in call.scalar else a for k, a in enumerate(arrays)]
+
+        def again(*inputs: Any) -> Any:
+            out = step.fn(*_arguments(call.entries, inputs))
+            return out[0] if step.has_aux else out
+
+        return again, flat, where
+
+    @staticmethod
+    def vjp_graph(ctx: Any, tape: Tape, k: int, needs: list, gs: list) -> list:
+        """Recorded gradients of the node's inputs: ``fn`` recorded again on ``tape``
+        from the differentiated arguments' tensors; the tensors it reads from outside
+        that require grad are found where it reads them."""
+        loss, _, program, _, _, grad_at, call, _, outside = ctx.call
+        again, flat, where = _StepNode._rerun(ctx)
+        ins, _ = tape.node_links(k)
+        n_diff = len(call.diff_inputs)
+        rg_outside = [t for t, i in zip(outside, program.outside) if i.rg]
+        nums, others, at, others_at = [], [], [], []
+        for j, w in enumerate(grad_at):
+            if not needs[j]:
+                continue
+            if w < n_diff:
+                kk = call.diff_inputs[w]
+                flat[kk] = slot_handle(tape, ins[j])
+                nums.append(kk)
+                at.append(j)
+            else:
+                others.append(rg_outside[w - n_diff])
+                others_at.append(j)
+        out, grads = recorded_vjp(again, flat, nums, others, gs[0], where)
+        same_as_forward(np.asarray(out._value()).reshape(loss.shape), loss, where)
+        found: list[Any] = [None] * len(ins)
+        for j, g in zip(at + others_at, grads):
+            found[j] = g
+        return found
+
+    @staticmethod
+    def jvp_graph(ctx: Any, tape: Tape, k: int, tangents: list) -> list:
+        """Forward mode: the loss's tangent, ``fn`` recorded again (on the graph's tape
+        when forward mode records)."""
+        loss, _, _, _, _, grad_at, call, _, _ = ctx.call
+        again, flat, where = _StepNode._rerun(ctx)
+        ins, _ = tape.node_links(k)
+        graph = is_grad_enabled()
+        n_diff = len(call.diff_inputs)
+        nums, ts = [], []
+        for j, w in enumerate(grad_at):
+            if w >= n_diff:
+                if tangents[j] is not None:  # (a leaf read from outside: no tangent flows)
+                    raise NotImplementedError(
+                        f"forward mode through {where}: a tangent on a tensor the function "
+                        "reads from outside; pass that tensor as an argument"
+                    )
+                continue
+            kk = call.diff_inputs[w]
+            if graph:
+                flat[kk] = slot_handle(tape, ins[j])
+            if tangents[j] is not None:
+                nums.append(kk)
+                ts.append(tangents[j])
+        if not nums:
+            return [None]
+        out, tangent = recorded_jvp(again, flat, nums, ts)
+        value = out._value() if isinstance(out, Tensor) else np.asarray(out)
+        same_as_forward(value.reshape(loss.shape), loss, where)
+        return [tangent]
+
+
+def _arguments(entries: list[tuple], inputs: Sequence[Any]) -> list[Any]:
+    """The arguments of a call rebuilt from its entries (``_Call``) with ``inputs`` for
+    the program's inputs."""
+
+    def rebuild(entry: tuple) -> Any:
+        if entry[0] == "const":
+            return entry[1]
+        if entry[0] == "input":
+            return inputs[entry[1]]
+        return entry[1]([rebuild(e) for e in entry[2]])
+
+    return [rebuild(e) for e in entries]
 
 
 class _Call:
@@ -654,16 +761,9 @@ class Compiled:
             # the arrays the input slots point at (fn may replace an argument in place)
             arrays = [t._data for t in inputs]
 
-            def rebuild(entry: tuple) -> Any:
-                if entry[0] == "const":
-                    return entry[1]
-                if entry[0] == "input":
-                    return inputs[entry[1]]
-                return entry[1]([rebuild(e) for e in entry[2]])
-
             # before fn runs: what it was captured with
             plain = _plain_values(self.reach, args, call)
-            out = self.fn(*[rebuild(e) for e in call.entries])
+            out = self.fn(*_arguments(call.entries, inputs))
             aux = None
             if self.has_aux:
                 if not (isinstance(out, tuple) and len(out) == 2):
@@ -932,7 +1032,8 @@ class Compiled:
         loss = np.full(program.tape.slot_shape(program.root), value)
         loss = loss.astype(program.tape.slot_dtype(program.root))
         arrays = [a.copy() for a in call.arrays]
-        node = (loss, self, program, arrays, [v.copy() for v in values], grad_at)
+        kept = [v.copy() for v in values]
+        node = (loss, self, program, arrays, kept, grad_at, call, args, list(outside))
         out = _StepNode.apply(node, *node_inputs)
         return (out, aux) if self.has_aux else out
 

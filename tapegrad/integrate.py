@@ -647,10 +647,35 @@ def _times(name: str, t: Any) -> np.ndarray:
     return np.ascontiguousarray(ts)
 
 
+def _refusal(name: str, mode: str) -> str:
+    """The error for second-order or forward-mode derivatives through a solve (by the
+    public function's name): the solve is one node whose backward runs compiled."""
+    if mode == "reverse":
+        return (
+            f"second derivatives (tg.hessian, tg.hvp, tg.grad of tg.grad, "
+            f"backward(create_graph=True)) through tapegrad.integrate.{name} are not "
+            "supported: the solve is one node whose backward (the discrete reverse pass "
+            "or the adjoint) runs compiled, not as recorded ops. To differentiate twice, "
+            "write the time steps with tapegrad.numpy ops (a fixed-step RK4 loop, as "
+            f"examples/lotka_volterra_uncertainty.py does), or take finite differences "
+            f"of {name}'s gradients"
+        )
+    return (
+        f"forward mode (tg.jvp, tg.jacfwd) through tapegrad.integrate.{name} is not "
+        "supported: the solve has no tangent rule. Use reverse mode (tg.grad, "
+        "tg.jacobian, tg.vjp) for its first derivatives"
+    )
+
+
 class _SolveNode(Function):
     """The whole solve as one node: its inputs are y0, the time arrays, the parameters
     and the outside tensors that require grad; its backward runs the reverse pass or the
-    adjoint (``_Solve.gradients``)."""
+    adjoint (``_Solve.gradients``). Not differentiated again, nor in forward mode: the
+    error names the solver (``refusal``, see ``tapegrad.graphwalk``)."""
+
+    @staticmethod
+    def refusal(ctx: Any, mode: str) -> str:
+        return _refusal(ctx.call[0].name, mode)
 
     @staticmethod
     def forward(ctx: Any, call: tuple, *values: Any) -> np.ndarray:
@@ -946,6 +971,10 @@ class _NoStepNode(Function):
     """The solution over an interval of no length, ``[y0, y0]``, with its first
     derivatives: ``f(t0, y0)`` in t1, ``-f`` in t0, the identity in y0 (and 0 in what
     f reads). Like a solve, it is not differentiated twice."""
+
+    @staticmethod
+    def refusal(ctx: Any, mode: str) -> str:
+        return _refusal("solve_ivp", mode)
 
     @staticmethod
     def forward(ctx: Any, f: np.ndarray, y0: np.ndarray, t_span: Any) -> np.ndarray:
