@@ -352,3 +352,19 @@ def test_unchanged_containers_replay_without_capturing():
                 b -= 0.01 * b.grad
                 W.grad = b.grad = None
     assert step.stats["captures"] == 1
+
+
+def test_named_tuples_and_dict_subclasses_of_numbers_are_guards():
+    """A named tuple or a defaultdict of numbers read from outside is compared whole
+    (capturing used to fail on rebuilding a named tuple from its items)."""
+    from collections import defaultdict, namedtuple
+
+    Cfg = namedtuple("Cfg", "a b")
+    holder = Box(cfg=Cfg(1.0, 2.0))
+    table = defaultdict(float, {"k": 3.0})
+    step = tg.compile(lambda w: tnp.sum(w) * holder.cfg.a * table["k"])
+    assert step(W0) == pytest.approx(-1.5)
+    holder.cfg = Cfg(5.0, 2.0)
+    assert step(W0) == pytest.approx(-7.5)
+    table["k"] = 1.0
+    assert step(W0) == pytest.approx(-2.5)
