@@ -16,8 +16,8 @@ tuple items, dict values, ``functools.partial``'s function and arguments, and th
 attributes of a global module that the code names (plain values only: ``cfg.K``);
 modules and classes are not entered otherwise. tapegrad's own objects are not entered (a compiled
 step leads only to the function it wraps) and its functions only through their closure
-cells (``tg.grad(f)`` leads to ``f``). The search stops at depth ``DEPTH`` or after
-``BUDGET`` objects.
+cells (``tg.grad(f)`` leads to ``f``), and do not count toward the depth. The search
+stops at depth ``DEPTH`` or after ``BUDGET`` objects.
 """
 
 from __future__ import annotations
