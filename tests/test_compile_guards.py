@@ -368,3 +368,12 @@ def test_named_tuples_and_dict_subclasses_of_numbers_are_guards():
     assert step(W0) == pytest.approx(-7.5)
     table["k"] = 1.0
     assert step(W0) == pytest.approx(-2.5)
+
+
+def test_hvp_reads_argument_objects_anew():
+    b = Box(s=2.0, A=np.array([1.0, 3.0]))
+    step = tg.compile(lambda x, b: tnp.sum(x**3 * b.A) * b.s)
+    x, v = np.array([1.0, 2.0]), np.array([1.0, -0.5])
+    for change in (lambda: None, lambda: setattr(b, "s", 5.0), lambda: b.A.fill(2.0)):
+        change()
+        np.testing.assert_allclose(step.hvp(x, b, v), 6 * x * b.A * b.s * v)
