@@ -10,13 +10,14 @@ the path again later.
 
 Roots: the function's closure cells, the globals its code names (nested functions
 included), its defaults, ``self`` of a bound method, and the call's arguments. Steps go
-into functions (their closures and globals), attributes of plain objects, list and tuple
-items, dict values, ``functools.partial``'s function and arguments, and the attributes
-of a global module that the code names (plain values only: ``cfg.K``); modules and
-classes are not entered otherwise. tapegrad's own objects are not entered (a compiled
+into functions (their closures and globals), attributes of plain objects, the methods
+their class defines (``obj.forward`` reads ``self.W`` and globals of its own), list and
+tuple items, dict values, ``functools.partial``'s function and arguments, and the
+attributes of a global module that the code names (plain values only: ``cfg.K``);
+modules and classes are not entered otherwise. tapegrad's own objects are not entered (a compiled
 step leads only to the function it wraps) and its functions only through their closure
-cells (``tg.grad(f)`` leads to ``f``). The search stops at depth ``DEPTH`` or after
-``BUDGET`` objects.
+cells (``tg.grad(f)`` leads to ``f``), and do not count toward the depth. The search
+stops at depth ``DEPTH`` or after ``BUDGET`` objects.
 """
 
 from __future__ import annotations
@@ -129,6 +130,56 @@ def _steps(obj: Any) -> Iterator[tuple[tuple, Any]]:
         call = vars(type(obj)).get("__call__")
         if isinstance(call, types.FunctionType):  # a callable object: its __call__ reads
             yield ("call",), call
+        # the methods its class defines: ``obj.forward(x)`` reads ``self.W`` (and globals)
+        # that no code on the way to ``obj`` names; a walk that filters attributes by the
+        # names code reads (tapegrad.compile) follows only the methods some code names
+        for name, method in _methods(type(obj)).items():
+            yield ("meth", name), method
+
+
+def _user_classes(cls: type) -> Iterator[type]:
+    """``cls`` and its bases, less ``object``'s, builtins' and tapegrad's own."""
+    for klass in cls.__mro__:
+        module = klass.__module__ or ""
+        if module not in ("builtins", "abc", "typing") and module.split(".")[0] != "tapegrad":
+            yield klass
+
+
+def _plain_function(v: Any) -> types.FunctionType | None:
+    """The function behind a class attribute: a method, a static or class method's
+    function, a property's getter; None for anything else."""
+    if isinstance(v, staticmethod | classmethod):
+        v = v.__func__
+    elif isinstance(v, property):
+        v = v.fget
+    return v if isinstance(v, types.FunctionType) else None
+
+
+def _methods(cls: type) -> dict[str, types.FunctionType]:
+    """The methods a user class and its bases define (:func:`_plain_function`), by name,
+    the nearest definition first; dunder methods are left out (code calls them without
+    naming them, and ``__call__`` has its own step)."""
+    out: dict[str, types.FunctionType] = {}
+    seen: set[str] = set()
+    for klass in _user_classes(cls):
+        for name, v in vars(klass).items():
+            if name in seen or name.startswith("__"):
+                continue
+            seen.add(name)  # the nearest definition wins, as attribute lookup's
+            f = _plain_function(v)
+            if f is not None:
+                out[name] = f
+    return out
+
+
+def _method(cls: type, name: str) -> Any:
+    """:func:`_methods`'s entry ``name`` now (``_MISSING`` if there is none)."""
+    for klass in _user_classes(cls):
+        v = vars(klass).get(name, _MISSING)
+        if v is not _MISSING:
+            f = _plain_function(v)
+            return _MISSING if f is None else f
+    return _MISSING
 
 
 def roots(fn: Callable, args: tuple) -> list[tuple[tuple, Any]]:
@@ -144,8 +195,22 @@ MAX_PATHS = 8  # routes kept to one tensor (tied parameters: self.enc is self.de
 def walk(fn: Callable, args: tuple) -> Iterator[tuple[tuple, Any]]:
     """Every ``(path, object)`` reachable from ``fn`` and ``args`` (breadth first, each
     object entered once but reported on every route that reaches it)."""
+    return walk_from(roots(fn, args))
+
+
+def _is_wrapper(obj: Any) -> bool:
+    return type(obj).__module__.split(".")[0] == "tapegrad" or (
+        isinstance(obj, types.FunctionType) and (obj.__module__ or "").split(".")[0] == "tapegrad"
+    )
+
+
+def walk_from(
+    starts: list[tuple[tuple, Any]], follow: Callable[[tuple], bool] | None = None
+) -> Iterator[tuple[tuple, Any]]:
+    """:func:`walk` from the given ``(path, object)`` starting points, taking only the
+    steps ``follow`` accepts (all of them without it)."""
     seen: set[int] = set()
-    queue = deque((path, obj, 0) for path, obj in roots(fn, args))
+    queue = deque((path, obj, 0) for path, obj in starts)
     visited = 0
     while queue and visited < BUDGET:
         path, obj, depth = queue.popleft()
@@ -154,9 +219,14 @@ def walk(fn: Callable, args: tuple) -> Iterator[tuple[tuple, Any]]:
             continue
         seen.add(id(obj))
         visited += 1
+        # tapegrad's own wrappers (tg.grad(f), the right-hand side's holder in
+        # tapegrad.integrate, a compiled step) are no step of the user's: f is as deep as
+        # it would be unwrapped
+        below = depth + (0 if _is_wrapper(obj) else 1)
         try:
             for step, child in _steps(obj):
-                queue.append(((*path, step), child, depth + 1))
+                if follow is None or follow(step):
+                    queue.append(((*path, step), child, below))
         except Exception:  # an object whose attributes cannot be listed: not entered
             continue
 
@@ -214,6 +284,8 @@ def _step(obj: Any, step: tuple) -> Any:
         return vars(obj).get(step[1], _MISSING)
     if kind == "call":
         return vars(type(obj))["__call__"]
+    if kind == "meth":
+        return _method(type(obj), step[1])
     raise ValueError(step)
 
 
@@ -244,7 +316,7 @@ def describe(path: tuple) -> str:
             out = f"{step[1]}.{step[2]}"
         elif kind == "pkw":
             out += f".keywords[{step[1]!r}]"
-        elif kind == "attr":
+        elif kind in ("attr", "meth"):
             out += f".{step[1]}"
         elif kind == "item":
             out += f"[{step[1]!r}]"

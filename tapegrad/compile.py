@@ -18,15 +18,18 @@ What a program depends on is made explicit while it is captured:
   gradient accumulated into ``.grad`` by ``value_and_grad`` (PyTorch-style parameters);
   ``step(*args)`` then returns a tensor, so ``step(x).backward()`` does the same.
 * **Plain values from outside** (numbers, strings, NumPy arrays, containers of numbers
-  in closures, globals, attributes of ``self``, module attributes the code names) are
-  constants of the recording, and functions it calls are what they were. Each call
+  in closures, globals, attributes of ``self`` or of an object passed as an argument, at
+  any depth and through the methods fn calls on them, module attributes the code names)
+  are constants of the recording, and functions it calls are what they were. Each call
   compares them with what the capture saw (arrays by bytes, functions by identity) and
-  captures again when one changed, so ``k = 3.0`` or ``A[:] = 0`` between calls is never
-  replayed with the old value. Large data compared on every call costs as much as
-  passing it as an argument. State fn changes itself while captured (a counter) is a
-  side effect that replay does not repeat: not guarded, warned about once. tapegrad's
-  own objects reachable from ``fn`` (another compiled step) are not walked, except to
-  the function a compiled step wraps.
+  captures again when one changed, so ``k = 3.0``, ``A[:] = 0`` or ``b.X = Y`` between
+  calls is never replayed with the old value. So is the length of every other list and
+  tuple on the way, and a dict's keys in order: fn may iterate over them, so a layer
+  appended to ``self.layers`` or a key added to a dict of tensors captures again.
+  Large data compared on every call costs as much as passing it as an argument. State
+  fn changes itself while captured (a counter) is a side effect that replay does not
+  repeat: not guarded, warned about once. tapegrad's own objects reachable from ``fn``
+  (another compiled step) are not walked, except to the function a compiled step wraps.
 * **Guards.** A value Python reads during capture (``bool`` of a comparison,
   ``float()``, ``int()``, an index, ``.numpy()``) decides something the program takes for
   granted. Each read is a guard the compiled replay checks as soon as the value is
@@ -37,16 +40,19 @@ What a program depends on is made explicit while it is captured:
   of ``numpy.random``'s global state during capture is warned about once.
 
 A compiled step called on tensors that require grad is one node of the caller's graph
-(its backward replays the program); called while another function is being captured it
-is inlined, as nested ``jax.jit`` is. A signature keeps up to ``MAX_PROGRAMS`` programs
-(least recently used dropped first); a step that captured more than ``RECAPTURE_WARNING``
-programs warns once, saying why it keeps capturing. ``check=True`` re-records on every
-call and raises when the recording differs from the program that ran (slow, for
-debugging). Custom functions (``tg.Function``) and gradient hooks cannot be captured.
+(its backward replays the program; differentiated again or in forward mode, it records
+``fn`` eagerly from the node's inputs, since the program's kernels are first-order);
+called while another function is being captured it is inlined, as nested ``jax.jit`` is.
+A signature keeps up to ``MAX_PROGRAMS`` programs (least recently used dropped first); a
+step that captured more than ``RECAPTURE_WARNING`` programs warns once, saying why it
+keeps capturing. ``check=True`` re-records on every call and raises when the recording
+differs from the program that ran (slow, for debugging). Custom functions
+(``tg.Function``) and gradient hooks cannot be captured.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
 import threading
@@ -62,7 +68,7 @@ from ._jit import entry_point
 from .boundary import user_line
 from .engine import accumulate_grad, has_hooks, is_anomaly_enabled, raise_backward_error
 from .function import Function
-from .higher import inner_product
+from .higher import inner_product, recorded_jvp, recorded_vjp, same_as_forward
 from .layout import (
     E_CALLBACK_HOOK,
     E_CALLBACK_PY,
@@ -112,6 +118,7 @@ from .tensors import (
     capture_started,
     is_grad_enabled,
     serial,
+    slot_handle,
     tensor,
 )
 
@@ -436,7 +443,10 @@ def _is_generator(obj: Any) -> bool:
 
 class _StepNode(Function):
     """A compiled step inside a recorded graph: one node whose forward is the replayed
-    loss and whose backward replays the program's backward (see ``Compiled.__call__``)."""
+    loss and whose backward replays the program's backward (see ``Compiled.__call__``).
+    Differentiated again (``create_graph``, ``tg.hessian``, ``tg.hvp``) or in forward
+    mode (``tg.jacfwd``), it records ``fn`` eagerly from the node's inputs on the graph's
+    tape (``vjp_graph``, ``jvp_graph``): the program's kernels are first-order only."""
 
     @staticmethod
     def forward(ctx: Any, call: tuple, *values: Any) -> np.ndarray:
@@ -445,7 +455,7 @@ class _StepNode(Function):
 
     @staticmethod
     def backward(ctx: Any, g: np.ndarray) -> tuple:
-        _, step, program, arrays, outside, grad_at = ctx.call
+        _, step, program, arrays, outside, grad_at = ctx.call[:6]
         with step._lock:
             result = program.run(arrays, outside, True)
         if result is None:  # the same values as the forward: guards cannot fail
@@ -457,6 +467,107 @@ class _StepNode(Function):
         for j, where in enumerate(grad_at):
             out[1 + j] = found[where]
         return tuple(out)
+
+    @staticmethod
+    def _rerun(ctx: Any) -> tuple[Callable, list, str]:
+        """``fn`` as a function of the program's inputs (flat, each a value as the call
+        gave it), those values, and how errors name the step. Raises when what ``fn``
+        reads from outside changed since the call: the recording would be another
+        function than the one whose value the graph holds."""
+        _, step, program, arrays, values, _, call, args, outside = ctx.call
+        where = f"tg.compile({getattr(step.fn, '__name__', 'fn')})"
+        with step._lock:
+            same = not program.plain or _plain_hold(step.reach, program, args)
+            now = step._outside_now(program, args) if same and program.outside else []
+        same = same and now is not None and all(a is b for a, b in zip(now, outside))
+        if not (same and all(np.array_equal(t._value(), v) for t, v in zip(outside, values))):
+            raise RuntimeError(
+                f"{where}: something the function reads from outside (a tensor, a number, "
+                "an array) was replaced or modified between the call and its second "
+                "derivative (or forward-mode derivative), which records the function again. "
+                "Differentiate before changing it"
+            )
+        flat = [float(a) if k in call.scalar else a for k, a in enumerate(arrays)]
+
+        def again(*inputs: Any) -> Any:
+            out = step.fn(*_arguments(call.entries, inputs))
+            return out[0] if step.has_aux else out
+
+        return again, flat, where
+
+    @staticmethod
+    def vjp_graph(ctx: Any, tape: Tape, k: int, needs: list, gs: list) -> list:
+        """Recorded gradients of the node's inputs: ``fn`` recorded again on ``tape``
+        from the differentiated arguments' tensors; the tensors it reads from outside
+        that require grad are found where it reads them."""
+        loss, _, program, _, _, grad_at, call, _, outside = ctx.call
+        again, flat, where = _StepNode._rerun(ctx)
+        ins, _ = tape.node_links(k)
+        n_diff = len(call.diff_inputs)
+        rg_outside = [t for t, i in zip(outside, program.outside) if i.rg]
+        nums, others, at, others_at = [], [], [], []
+        for j, w in enumerate(grad_at):
+            if not needs[j]:
+                continue
+            if w < n_diff:
+                kk = call.diff_inputs[w]
+                flat[kk] = slot_handle(tape, ins[j])
+                nums.append(kk)
+                at.append(j)
+            else:
+                others.append(rg_outside[w - n_diff])
+                others_at.append(j)
+        out, grads = recorded_vjp(again, flat, nums, others, gs[0], where)
+        same_as_forward(np.asarray(out._value()).reshape(loss.shape), loss, where)
+        found: list[Any] = [None] * len(ins)
+        for j, g in zip(at + others_at, grads):
+            found[j] = g
+        return found
+
+    @staticmethod
+    def jvp_graph(ctx: Any, tape: Tape, k: int, tangents: list) -> list:
+        """Forward mode: the loss's tangent, ``fn`` recorded again (on the graph's tape
+        when forward mode records)."""
+        loss, _, _, _, _, grad_at, call, _, _ = ctx.call
+        again, flat, where = _StepNode._rerun(ctx)
+        ins, _ = tape.node_links(k)
+        graph = is_grad_enabled()
+        n_diff = len(call.diff_inputs)
+        nums, ts = [], []
+        for j, w in enumerate(grad_at):
+            if w >= n_diff:
+                if tangents[j] is not None:  # (a leaf read from outside: no tangent flows)
+                    raise NotImplementedError(
+                        f"forward mode through {where}: a tangent on a tensor the function "
+                        "reads from outside; pass that tensor as an argument"
+                    )
+                continue
+            kk = call.diff_inputs[w]
+            if graph:
+                flat[kk] = slot_handle(tape, ins[j])
+            if tangents[j] is not None:
+                nums.append(kk)
+                ts.append(tangents[j])
+        if not nums:
+            return [None]
+        out, tangent = recorded_jvp(again, flat, nums, ts)
+        value = out._value() if isinstance(out, Tensor) else np.asarray(out)
+        same_as_forward(value.reshape(loss.shape), loss, where)
+        return [tangent]
+
+
+def _arguments(entries: list[tuple], inputs: Sequence[Any]) -> list[Any]:
+    """The arguments of a call rebuilt from its entries (``_Call``) with ``inputs`` for
+    the program's inputs."""
+
+    def rebuild(entry: tuple) -> Any:
+        if entry[0] == "const":
+            return entry[1]
+        if entry[0] == "input":
+            return inputs[entry[1]]
+        return entry[1]([rebuild(e) for e in entry[2]])
+
+    return [rebuild(e) for e in entries]
 
 
 class _Call:
@@ -522,13 +633,14 @@ class Compiled:
         result, program, _, outside, _ = self._run(args, want_grad, self._diff(len(args)))
         return result, program, list(outside)
 
-    def current_reads(self, program: Program) -> list[Tensor] | None:
+    def current_reads(self, program: Program, args: tuple = ()) -> list[Tensor] | None:
         """The tensors ``program`` would read from outside now, or None when a plain value
         it took as a constant changed or one of those tensors is gone (hold :attr:`lock`;
-        for code that reuses a program without replaying it, ``tapegrad.integrate``)."""
-        if program.plain and not _plain_hold(self.reach, program):
+        for code that reuses a program without replaying it, ``tapegrad.integrate``).
+        ``args``: the call's arguments, where the function found some of them."""
+        if program.plain and not _plain_hold(self.reach, program, args):
             return None
-        return self._outside_now(program, ()) if program.outside else []
+        return self._outside_now(program, args) if program.outside else []
 
     @property
     def stats(self) -> dict[str, int]:
@@ -649,15 +761,9 @@ class Compiled:
             # the arrays the input slots point at (fn may replace an argument in place)
             arrays = [t._data for t in inputs]
 
-            def rebuild(entry: tuple) -> Any:
-                if entry[0] == "const":
-                    return entry[1]
-                if entry[0] == "input":
-                    return inputs[entry[1]]
-                return entry[1]([rebuild(e) for e in entry[2]])
-
-            plain = _plain_values(self.reach)  # before fn runs: what it was captured with
-            out = self.fn(*[rebuild(e) for e in call.entries])
+            # before fn runs: what it was captured with
+            plain = _plain_values(self.reach, args, call)
+            out = self.fn(*_arguments(call.entries, inputs))
             aux = None
             if self.has_aux:
                 if not (isinstance(out, tuple) and len(out) == 2):
@@ -724,7 +830,7 @@ class Compiled:
                 "the program (the same on every replay). Pass random draws as arguments.",
             )
         paths = closures.locate(self.reach, args, [i.tensor for i in program.outside])
-        program.plain = self._own_state_left_out(plain)
+        program.plain = self._own_state_left_out(plain, args)
         for inp, found in zip(program.outside, paths):
             inp.paths = found
             if not found:
@@ -739,14 +845,14 @@ class Compiled:
         self._stats["captures"] += 1
         return program
 
-    def _own_state_left_out(self, plain: list[tuple]) -> list[tuple]:
+    def _own_state_left_out(self, plain: list[tuple], args: tuple) -> list[tuple]:
         """The plain values as the capture found them, less those fn itself changed while
         it ran (a call counter, ``C += 1``): a side effect, which a replay does not
         repeat; guarding it would capture again on every call. Warned about once."""
         kept, changed = [], []
         for guard in plain:
-            path, obj, copy = guard
-            same = _same_plain(closures.resolve(self.reach, (), path), obj, copy)
+            path, obj, kept_value = guard
+            same = _same_plain(closures.resolve(self.reach, args, path), obj, kept_value)
             (kept if same else changed).append(guard if same else path)
         if changed:
             where = ", ".join(closures.describe(p) for p in changed[:3])
@@ -811,7 +917,7 @@ class Compiled:
             and len(chain) == 1
             and not chain[0].outside
             and not self.check
-            and (not chain[0].plain or _plain_hold(self.reach, chain[0]))
+            and (not chain[0].plain or _plain_hold(self.reach, chain[0], args))
         ):
             # the common case: one program, nothing from outside
             result = chain[0].run(call.arrays, (), want_grad)
@@ -825,7 +931,7 @@ class Compiled:
             chain = self.programs[call.key] = []
         self._used[call.key] = self._clock  # the least recently used are evicted first
         for i, program in enumerate(chain):
-            if program.plain and not _plain_hold(self.reach, program):
+            if program.plain and not _plain_hold(self.reach, program, args):
                 self._stats["guard_failures"] += 1
                 reason = program.failed
                 continue
@@ -926,7 +1032,8 @@ class Compiled:
         loss = np.full(program.tape.slot_shape(program.root), value)
         loss = loss.astype(program.tape.slot_dtype(program.root))
         arrays = [a.copy() for a in call.arrays]
-        node = (loss, self, program, arrays, [v.copy() for v in values], grad_at)
+        kept = [v.copy() for v in values]
+        node = (loss, self, program, arrays, kept, grad_at, call, args, list(outside))
         out = _StepNode.apply(node, *node_inputs)
         return (out, aux) if self.has_aux else out
 
@@ -1064,43 +1171,126 @@ def _identity(o: Any) -> bool:
     )
 
 
-def _plain_values(fn: Callable) -> list[tuple[tuple, Any, Any]]:
-    """``(path, object, what to compare)`` of every plain value ``fn`` reaches from outside
-    (numbers, strings, NumPy arrays, containers of numbers: ``closures.is_plain``) and of
-    every function or compiled step it reaches (compared by identity), on every route
-    (``tapegrad.closures``), through attributes some code on the way names. The
-    recording took each as a constant; a replay is valid only while they hold (``k =
-    3.0`` or ``A[:] = 0`` after capture means capturing again, never replaying the old
-    value, as torch.compile guards on globals)."""
-    found = list(closures.walk(fn, ()))
-    # an attribute no code on the way names (self.step_count beside self.w) is not read:
-    # guarding it would capture again whenever a training loop bumps it
+class _Layout:
+    """What a guard on a container the function reaches (and may iterate over or take
+    ``len()`` of) keeps: its type and length, and a dict's keys in order. Its items have
+    guards of their own (tensors are found again by route, plain values compared)."""
+
+    __slots__ = ("keys", "kind", "size")
+
+    def __init__(self, obj: list | tuple | dict) -> None:
+        self.kind = type(obj)
+        self.size = len(obj)
+        # the order too: a loop over the values stacks or sums them in that order
+        self.keys = list(obj) if isinstance(obj, dict) else None
+
+    def holds(self, now: Any) -> bool:
+        if type(now) is not self.kind or len(now) != self.size:
+            return False
+        return self.keys is None or list(now) == self.keys
+
+    def what(self) -> str:
+        return "the keys of" if self.keys is not None else "the length of"
+
+
+_NAMED_STEPS = ("attr", "meth")  # steps taken only when some code on the way names them
+
+
+def _leaf_paths(tree: Any, path: tuple) -> list[tuple[tuple, Any]]:
+    """``(path, leaf)`` of a pytree argument's leaves, in ``pytree.flatten``'s order."""
+    if isinstance(tree, list | tuple):
+        return [lp for i, v in enumerate(tree) for lp in _leaf_paths(v, (*path, ("item", i)))]
+    if isinstance(tree, dict):
+        return [lp for k in tree for lp in _leaf_paths(tree[k], (*path, ("item", k)))]
+    return [(path, tree)]
+
+
+def _constant_arguments(args: tuple, call: _Call | None) -> list[tuple[tuple, Any]]:
+    """``(path, value)`` of the arguments (and pytree leaves) that are constants of the
+    signature rather than inputs: an object passed in (``step(w, model)``), whose
+    attributes fn reads as it reads ``self``'s."""
+    if call is None:
+        return []
+    out: list[tuple[tuple, Any]] = []
+    for i, (a, entry) in enumerate(zip(args, call.entries)):
+        if entry[0] == "const":
+            out.append(((("arg", i),), a))
+        elif entry[0] == "tree":
+            for (path, leaf), e in zip(_leaf_paths(a, (("arg", i),)), entry[2]):
+                if e[0] == "const":
+                    out.append((path, leaf))
+    return out
+
+
+def _reached(starts: list[tuple[tuple, Any]]) -> list[tuple[tuple, Any]]:
+    """Everything reachable from ``starts`` through attributes and methods that some
+    code on the way names (and any other step), on every route. An attribute no code
+    names (``self.step_count`` beside the ``self.w`` the loss reads) is not read:
+    guarding it would capture again whenever a training loop bumps it. The names grow
+    as the walk finds more code (``model.forward`` names ``W``), so it runs until they
+    stop growing."""
     used = {"__wrapped__"}
-    for _, obj in found:
-        if isinstance(obj, types.FunctionType):
-            used |= closures.code_names(obj)
+
+    def follow(step: tuple) -> bool:
+        return step[0] not in _NAMED_STEPS or step[1] in used
+
+    found: list[tuple[tuple, Any]] = []
+    for _ in range(2 * closures.DEPTH + 2):  # (one more method level per round at most)
+        found = list(closures.walk_from(starts, follow))
+        names = set(used)
+        for _, obj in found:
+            if isinstance(obj, types.FunctionType):
+                names |= closures.code_names(obj)
+        if names == used:
+            break
+        used = names
+    return found
+
+
+def _plain_values(
+    fn: Callable, args: tuple = (), call: _Call | None = None
+) -> list[tuple[tuple, Any, Any]]:
+    """``(path, object, what to compare)`` of every plain value ``fn`` reaches from outside
+    (numbers, strings, NumPy arrays, containers of numbers: ``closures.is_plain``), of
+    every function or compiled step it reaches (compared by identity), and of every
+    other container on the way (its length or keys, :class:`_Layout`), on every route
+    (``tapegrad.closures``) from ``fn`` and from the arguments that are constants of the
+    signature (an object passed in), through attributes some code on the way names. The
+    recording took each as a constant; a replay is valid only while they hold (``k =
+    3.0``, ``A[:] = 0``, ``obj.X = other`` or ``layers.append(layer)`` after capture
+    means capturing again, never replaying the old value, as torch.compile guards on
+    globals)."""
+    starts = [((("fn",),), fn), *_constant_arguments(args, call)]
+    # the starting points themselves are fn and constants of the signature (its key)
+    skip = {path for path, _ in starts}
     out: list[tuple[tuple, Any, Any]] = []
     whole: set[tuple] = set()  # containers compared whole: their items need no guard
-    for path, obj in found:
-        if len(path) < 2 or path[:-1] in whole:
-            continue
-        if any(step[0] == "attr" and step[1] not in used for step in path[1:]):
+    for path, obj in _reached(starts):
+        if path in skip or path[:-1] in whole:
             continue
         if closures.is_plain(obj):
             if isinstance(obj, np.ndarray):  # (type, shape, dtype, bytes): the cheapest check
                 kept: Any = (type(obj), obj.shape, obj.dtype, obj.tobytes())
-            elif isinstance(obj, list | tuple | dict):
-                kept = type(obj)(obj)
+            elif isinstance(obj, tuple):  # immutable (a named tuple too): itself
+                kept = obj
+                whole.add(path)
+            elif isinstance(obj, list | dict):
+                kept = copy.copy(obj)  # (a dict subclass stays one)
                 whole.add(path)
             else:
                 kept = obj
             out.append((path, obj, kept))
-        elif _identity(obj):
+        elif isinstance(obj, list | tuple | dict):
+            out.append((path, obj, _Layout(obj)))
+        elif _identity(obj) and path[-1][0] != "meth":
+            # (a method is its class's: the same on every instance a loop reaches)
             out.append((path, obj, obj))
     return out
 
 
 def _same_plain(now: Any, obj: Any, kept: Any) -> bool:
+    if type(kept) is _Layout:
+        return kept.holds(now)
     if isinstance(obj, np.ndarray):
         return (
             type(now) is kept[0]
@@ -1123,12 +1313,16 @@ def _same_plain(now: Any, obj: Any, kept: Any) -> bool:
     return now == kept
 
 
-def _plain_hold(fn: Callable, program: Program) -> bool:
+def _plain_hold(fn: Callable, program: Program, args: tuple = ()) -> bool:
     """Whether every plain value the program took as a constant is unchanged (else
-    ``program.failed`` says which changed)."""
-    for path, obj, copy in program.plain:
-        now = closures.resolve(fn, (), path)
-        if not _same_plain(now, obj, copy):
-            program.failed = f"{closures.describe(path)} (a value read from outside) changed"
+    ``program.failed`` says which changed). ``args``: the call's arguments."""
+    for path, obj, kept in program.plain:
+        now = closures.resolve(fn, args, path)
+        if not _same_plain(now, obj, kept):
+            where = closures.describe(path)
+            if type(kept) is _Layout:
+                program.failed = f"{kept.what()} {where} (read from outside) changed"
+            else:
+                program.failed = f"{where} (a value read from outside) changed"
             return False
     return True

@@ -13,6 +13,12 @@ The rules come from the op table (``Op.vjp`` / ``Op.jvp``, attached by
 backward, this walk, and forward mode. A node a rule cannot handle (a custom function
 whose backward is NumPy code, a compiled user kernel) raises; nothing is skipped.
 
+tapegrad's own custom functions (``tg.checkpoint``, a compiled step called in a graph, an
+ODE solve) may carry what a user's cannot: a recorded rule, ``vjp_graph(ctx, tape, k,
+needs, gs)`` for this walk (one gradient per input, recorded ops on ``tape``; they
+re-run their function), and ``refusal(ctx, mode)``, the error that names the public
+function a node without one came from and what to do instead.
+
 First-order ``backward()`` never comes here: it stays one compiled call.
 """
 
@@ -191,12 +197,11 @@ def reverse(
             continue
         code = tape.node_field(N_OP, k)
         if code >= len(ROWS):
-            raise NotImplementedError(
-                f"create_graph / higher-order derivatives through custom function "
-                f"'{node_name(tape, k)}': its backward computes on NumPy arrays, so the "
-                "gradients it returns cannot be differentiated again. Write it with "
-                "tapegrad.numpy ops instead of a Function, or differentiate once"
-            )
+            gs = [g if g is None else full(g, tape.slot_shape(s)) for g, s in zip(gs, outs)]
+            for s, n, g in zip(ins, needs, _custom_vjp(tape, k, needs, gs)):
+                if n and g is not None:
+                    _accumulate(grads, s, g)
+            continue
         op = ROWS[code]
         if not op.differentiable:
             continue
@@ -214,6 +219,37 @@ def reverse(
             if n and g is not None:
                 _accumulate(grads, s, g)
     return {s: full(g, tape.slot_shape(s)) for s, g in grads.items()}
+
+
+def custom_rules(tape: Tape, k: int) -> tuple[type, Any] | None:
+    """``(class, ctx)`` of custom-function node ``k`` (a Python backward); None for a
+    compiled user kernel."""
+    if tape.node_field(N_OP, k) != len(ROWS):
+        return None
+    cls, ctx, _, _ = tape.custom_entry(k)
+    if ctx is None:
+        raise RuntimeError(FREED_MESSAGE)
+    return cls, ctx
+
+
+def _custom_vjp(tape: Tape, k: int, needs: list, gs: list) -> list:
+    """The recorded gradients of custom node ``k``'s inputs (its ``vjp_graph``), or the
+    error that says why there are none."""
+    found = custom_rules(tape, k)
+    if found is not None:
+        cls, ctx = found
+        rule = getattr(cls, "vjp_graph", None)
+        if rule is not None:
+            return rule(ctx, tape, k, needs, gs)
+        refusal = getattr(cls, "refusal", None)
+        if refusal is not None:
+            raise NotImplementedError(refusal(ctx, "reverse"))
+    raise NotImplementedError(
+        f"create_graph / higher-order derivatives through custom function "
+        f"'{node_name(tape, k)}': its backward computes on NumPy arrays, so the "
+        "gradients it returns cannot be differentiated again. Write it with "
+        "tapegrad.numpy ops instead of a Function, or differentiate once"
+    )
 
 
 def forward(

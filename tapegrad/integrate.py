@@ -17,11 +17,16 @@ whose backward is
   to the solver's tolerance rather than exact for the discrete solution.
 
 Gradients flow to ``y0``, the times ``t``, the parameters passed after ``t`` (or in
-``args``; a list of tensors is stacked, recorded) and tensors that require grad read from
-the function's closure, globals or ``self`` (found as ``tg.compile`` finds them). Integer
-parameters are constants (indices, counts). Plain values the function reads from outside
-(numbers, arrays, attributes) are compared on every solve, and a change captures again;
-anything it reads that changes between a solve and its backward raises. Higher-order
+``args``) and tensors that require grad read from the function's closure, globals,
+``self`` or attributes of a parameter object (found as ``tg.compile`` finds them). A
+list or tuple parameter that is one regular array (``[k1, k2]``) is stacked, recorded;
+any other container (nested lists, tuples and dicts: HIPS autograd's ``ode_net`` passes
+``[(W, b), ...]``) is a pytree, passed to the function in its structure, each leaf a
+parameter. Integer parameters are constants (indices, counts), and so are other objects
+(``p`` in ``odeint(f, y0, t, p)``). Plain values the function reads from outside
+(numbers, arrays, attributes, ``p.k`` included) are compared on every solve, and a
+change captures again; anything it reads that changes between a solve and its backward
+raises. Higher-order
 derivatives and forward mode through a solve raise (the node's backward is not
 recorded).
 
@@ -66,6 +71,7 @@ from .odesolve import (
     reverse,
     reverse_compiled,
 )
+from .pytree import flatten, structure
 from .tensors import Tensor, is_grad_enabled, no_grad, tensor
 
 __all__ = ["IntegrationError", "odeint", "solve_ivp"]
@@ -91,6 +97,7 @@ class _System:
         tfirst: bool,
         y_shape: tuple,
         layout: list[tuple],
+        trees: list[tuple[int, Callable | None]],
         dtype: np.dtype,
         name: str,
     ) -> None:
@@ -100,20 +107,24 @@ class _System:
         # the closure holds only what the function needs: tg.compile finds the tensors
         # ``fun`` reads from outside by walking from here
         def vjp_form(t: Tensor, y: Tensor, a: Tensor, p: Tensor) -> tuple:
-            params, off = [], 0
+            leaves, off = [], 0
             for kind, what in layout:
                 if kind == "const":
-                    params.append(what)
+                    leaves.append(what)
                     continue
                 size = math.prod(what)
                 # one node per parameter: a scalar is one item, an array one slice
                 if what == ():
-                    params.append(p[off])
+                    leaves.append(p[off])
                 elif len(what) == 1:
-                    params.append(p[off : off + size])
+                    leaves.append(p[off : off + size])
                 else:
-                    params.append(p[off : off + size].reshape(what))
+                    leaves.append(p[off : off + size].reshape(what))
                 off += size
+            params, i = [], 0
+            for count, rebuild in trees:  # each parameter in the structure it came in
+                params.append(leaves[i] if rebuild is None else rebuild(leaves[i : i + count]))
+                i += count
             Y = y if len(y_shape) == 1 else y.reshape(y_shape)
             try:
                 dy = fun(t, Y, *params) if tfirst else fun(Y, t, *params)
@@ -154,8 +165,10 @@ class _System:
         self._contexts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.last: tuple | None = None  # (program, tensors read from outside) of a solve
         # what fun reads from outside (tensors, and the plain values the program takes as
-        # constants) is found from fun itself, not through this wrapper
-        self.step.reach = fun
+        # constants) is found from fun itself and from the constant parameters (an object
+        # passed as an argument: odeint(rhs, y0, t, p) reading p.k), not through this
+        # wrapper: a change of p.k captures again, a tensor put at p.W is read anew
+        self.step.reach = _reach(fun, tuple(what for kind, what in layout if kind == "const"))
 
     def context(self, program: Any, m: int, dtype: np.dtype) -> tuple:
         """The compiled solvers' view of ``program`` (``odesolve.feval``), rebuilt only
@@ -168,6 +181,18 @@ class _System:
         return cached[1]
 
 
+def _reach(fun: Callable, constants: tuple) -> Callable:
+    """Where ``tg.compile`` looks for what the right-hand side reads from outside: a
+    function (never called) whose closure holds ``fun`` and the constant parameters, so
+    that the walk reaches both (``tapegrad.closures``)."""
+
+    def reach() -> tuple:
+        return fun, constants
+
+    reach.__name__ = getattr(fun, "__name__", "fun")  # (named in compile's warnings)
+    return reach
+
+
 _systems: OrderedDict[tuple, _System] = OrderedDict()
 # a backward-only plan run (odesolve.vjp_saved): no forward kernels, no guards
 _NO_FORWARD = np.empty(0, np.int64)
@@ -175,20 +200,31 @@ _NO_GUARDS = np.empty((4, 0), np.int64)
 _NO_EXPECT = np.empty(0, np.uint8)
 
 
-def _system(fun: Callable, tfirst: bool, y_shape: tuple, layout: list, dtype, name: str):
-    """The captured system for this function and these shapes (an LRU of the last few)."""
+def _system(
+    fun: Callable,
+    tfirst: bool,
+    y_shape: tuple,
+    layout: list,
+    trees: list,
+    structures: tuple,
+    dtype,
+    name: str,
+):
+    """The captured system for this function and these shapes (an LRU of the last few);
+    ``structures``: each parameter's containers (``pytree.structure``)."""
+    make = (fun, tfirst, y_shape, layout, trees, np.dtype(dtype), name)
     try:
         consts = tuple(
             ("array", w.shape, w.dtype.str, w.tobytes()) if isinstance(w, np.ndarray) else w
             for _, w in layout
         )
-        key = (fun, tfirst, y_shape, consts, np.dtype(dtype).str)
+        key = (fun, tfirst, y_shape, consts, structures, np.dtype(dtype).str)
         hash(key)
     except TypeError:
-        return _System(fun, tfirst, y_shape, layout, np.dtype(dtype), name)
+        return _System(*make)
     system = _systems.get(key)
     if system is None:
-        system = _systems[key] = _System(fun, tfirst, y_shape, layout, np.dtype(dtype), name)
+        system = _systems[key] = _System(*make)
         while len(_systems) > _CACHE_SIZE:
             _systems.popitem(last=False)
     else:
@@ -341,8 +377,21 @@ class _Solve:
         y0v = y0._value() if isinstance(y0, Tensor) else np.asarray(y0)
         if y0v.dtype.kind not in "fiub":
             raise TypeError(f"{name}: y0 must be real, got dtype {y0v.dtype}")
+        # each parameter's leaves: itself, or a pytree's (nested lists, tuples and dicts
+        # of arrays, as HIPS autograd's odeint takes args), each leaf one parameter
+        self.leaves, trees, structures = [], [], []
+        for q in params:
+            if _is_tree(q):
+                leaves, rebuild = flatten(q)
+                trees.append((len(leaves), rebuild))
+                structures.append(structure(q))
+            else:
+                leaves = [q]
+                trees.append((1, None))
+                structures.append(None)
+            self.leaves += leaves
         layout, floats, values = [], [y0v.dtype], []
-        for k, q in enumerate(params):
+        for k, q in enumerate(self.leaves):
             v = q._value() if isinstance(q, Tensor) else q
             kind = np.asarray(v).dtype.kind if _is_numeric(v) else ""
             if kind == "c":
@@ -382,7 +431,9 @@ class _Solve:
             if step is not None:
                 raise ValueError(f"{name}: step= is for the fixed-step method 'RK4'")
             self.nsub = np.zeros(max(self.ts.size - 1, 1), np.int64)
-        self.system = _system(fun, tfirst, self.y_shape, layout, dtype, name)
+        self.system = _system(
+            fun, tfirst, self.y_shape, layout, trees, tuple(structures), dtype, name
+        )
 
     # --- running the core, compiled or driven ------------------------------------------
     def _prepare(self) -> tuple:
@@ -517,6 +568,28 @@ def _is_numeric(v: Any) -> bool:
     return isinstance(v, int | float | complex | np.ndarray | np.generic | list | tuple)
 
 
+def _is_tree(q: Any) -> bool:
+    """A parameter passed to the function as a pytree, leaf by leaf: a dict, or a list or
+    tuple that is not one regular array (``[(W1, b1), (W2, b2)]``, HIPS autograd's
+    ``ode_net``; a list of objects). A regular one (``[k1, k2]``, ``(1.0, 2.0)``) is one
+    array parameter, as NumPy and SciPy read it."""
+    if isinstance(q, dict):
+        return True
+    if not isinstance(q, list | tuple):
+        return False
+    try:
+        v = _values(q)
+    except (ValueError, TypeError):  # ragged
+        return True
+    return v.dtype.kind not in "fiub"
+
+
+def _parameter(q: Any) -> Any:
+    """A parameter after ``t``: a pytree as it is (:func:`_is_tree`), a regular container
+    of tensors as one recorded tensor."""
+    return q if _is_tree(q) else _recorded(q)
+
+
 def _recorded(v: Any) -> Any:
     """A container holding tensors (``[x0, v0]``) as one recorded tensor, so that their
     gradients flow; anything else as it is."""
@@ -546,7 +619,8 @@ def _no_times(
     if y0v.dtype.kind not in "fiub":
         raise TypeError(f"{name}: y0 must be real, got dtype {y0v.dtype}")
     # the solvers' dtype: y0's and the array parameters' (float32 stays float32)
-    arrays = [y0v, *(_values(q) for q in params if isinstance(q, Tensor | np.ndarray))]
+    leaves = [v for q in params for v in (flatten(q)[0] if _is_tree(q) else [q])]
+    arrays = [y0v, *(_values(q) for q in leaves if isinstance(q, Tensor | np.ndarray))]
     dtype = np.result_type(*[a.dtype if a.dtype.kind == "f" else np.float64 for a in arrays])
     dtype = dtype if dtype.kind == "f" and dtype.itemsize >= 4 else np.dtype(np.float64)
     y0 = _recorded(y0)
@@ -558,7 +632,7 @@ def _no_times(
 
 
 def _times(name: str, t: Any) -> np.ndarray:
-    ts = np.asarray(t._value() if isinstance(t, Tensor) else t, np.float64)
+    ts = np.asarray(_values(t), np.float64)
     if ts.ndim != 1 or ts.size < 1:
         raise ValueError(f"{name}: the times must be a 1-D array, got shape {ts.shape}")
     if not np.all(np.isfinite(ts)):
@@ -573,10 +647,35 @@ def _times(name: str, t: Any) -> np.ndarray:
     return np.ascontiguousarray(ts)
 
 
+def _refusal(name: str, mode: str) -> str:
+    """The error for second-order or forward-mode derivatives through a solve (by the
+    public function's name): the solve is one node whose backward runs compiled."""
+    if mode == "reverse":
+        return (
+            f"second derivatives (tg.hessian, tg.hvp, tg.grad of tg.grad, "
+            f"backward(create_graph=True)) through tapegrad.integrate.{name} are not "
+            "supported: the solve is one node whose backward (the discrete reverse pass "
+            "or the adjoint) runs compiled, not as recorded ops. To differentiate twice, "
+            "write the time steps with tapegrad.numpy ops (a fixed-step RK4 loop, as "
+            f"examples/lotka_volterra_uncertainty.py does), or take finite differences "
+            f"of {name}'s gradients"
+        )
+    return (
+        f"forward mode (tg.jvp, tg.jacfwd) through tapegrad.integrate.{name} is not "
+        "supported: the solve has no tangent rule. Use reverse mode (tg.grad, "
+        "tg.jacobian, tg.vjp) for its first derivatives"
+    )
+
+
 class _SolveNode(Function):
     """The whole solve as one node: its inputs are y0, the time arrays, the parameters
     and the outside tensors that require grad; its backward runs the reverse pass or the
-    adjoint (``_Solve.gradients``)."""
+    adjoint (``_Solve.gradients``). Not differentiated again, nor in forward mode: the
+    error names the solver (``refusal``, see ``tapegrad.graphwalk``)."""
+
+    @staticmethod
+    def refusal(ctx: Any, mode: str) -> str:
+        return _refusal(ctx.call[0].name, mode)
 
     @staticmethod
     def forward(ctx: Any, call: tuple, *values: Any) -> np.ndarray:
@@ -591,7 +690,7 @@ class _SolveNode(Function):
         out: list[Any] = [None, gy0.reshape(solve.y_shape)]
         out += [to_input(gts, gys) for to_input in time_maps]
         off = 0
-        for kind, shape in solve.layout:
+        for kind, shape in solve.layout:  # one gradient per parameter leaf
             if kind == "const":
                 out.append(None)
                 continue
@@ -622,7 +721,7 @@ def _run(
         raise TypeError(f"{name}: the right-hand side must be callable, got {type(fun).__name__}")
     solve = _Solve(name, fun, tfirst, y0, ts, params, **options)
     solve.result = solve.solve()
-    inputs = [y0, *(t for t, _ in times), *params, *solve.outside]
+    inputs = [y0, *(t for t, _ in times), *solve.leaves, *solve.outside]
     if is_grad_enabled() and any(isinstance(v, Tensor) and v.requires_grad for v in inputs):
         call = (solve, [to_input for _, to_input in times])
         return solve, _SolveNode.apply(call, *inputs)
@@ -663,7 +762,10 @@ def odeint(
         Output times, strictly increasing or decreasing; ``t[0]`` is the initial time.
     *params, args
         Extra arguments passed to ``func`` after ``y`` and ``t`` (arrays, tensors and
-        floats are differentiable; other values are constants).
+        floats are differentiable; other values are constants). A nested list, tuple or
+        dict of them that is not one regular array is passed as it is, every leaf
+        differentiable (HIPS autograd's ``odeint``); an object's attributes that
+        ``func`` reads are checked on every solve.
     method : {'RK45', 'RK4'}
         Adaptive Dormand-Prince 5(4) (``'dopri5'`` too), or classic RK4 with fixed
         steps: ``step`` is the largest step (default: one step per output interval).
@@ -696,7 +798,7 @@ def odeint(
         method=method, rtol=rtol, atol=atol, step=step, first_step=first_step,
         max_step=max_step, max_steps=max_steps, use_adjoint=adjoint,
     )  # fmt: skip
-    params = tuple(_recorded(q) for q in (*params, *args))
+    params = tuple(_parameter(q) for q in (*params, *args))
     t = _recorded(t)
     times = [(t, lambda g, _: g)]
     _, ys = _run("odeint", func, tfirst, _recorded(y0), ts, times, params, **options)
@@ -737,7 +839,8 @@ def solve_ivp(
     name = "solve_ivp"
     if dense_output or events is not None:
         raise NotImplementedError(f"{name}: dense_output and events are not implemented")
-    span = np.asarray(t_span._value() if isinstance(t_span, Tensor) else t_span, np.float64)
+    # (0.0, T) with T a tensor: its values here; the span is recorded (stacked) below
+    span = np.asarray(_values(t_span), np.float64)
     if span.shape != (2,):
         raise ValueError(f"{name}: t_span must be (t0, t1), got shape {span.shape}")
     y0v = y0._value() if isinstance(y0, Tensor) else np.asarray(y0)
@@ -757,7 +860,7 @@ def solve_ivp(
     )  # fmt: skip
 
     y0, t_span, t_eval = _recorded(y0), _recorded(t_span), _recorded(t_eval)
-    params = tuple(_recorded(q) for q in params)
+    params = tuple(_parameter(q) for q in params)
     # t_eval[0] == t_span[0]: one time in the solve, two inputs. Moving t_eval[0] alone
     # moves that output along the solution (<g_0, f(t_0, y_0)>); t_span[0] gets the rest
     # of the joint derivative
@@ -868,6 +971,10 @@ class _NoStepNode(Function):
     """The solution over an interval of no length, ``[y0, y0]``, with its first
     derivatives: ``f(t0, y0)`` in t1, ``-f`` in t0, the identity in y0 (and 0 in what
     f reads). Like a solve, it is not differentiated twice."""
+
+    @staticmethod
+    def refusal(ctx: Any, mode: str) -> str:
+        return _refusal("solve_ivp", mode)
 
     @staticmethod
     def forward(ctx: Any, f: np.ndarray, y0: np.ndarray, t_span: Any) -> np.ndarray:

@@ -335,7 +335,7 @@ def test_higher_order_raises():
     def first(c):
         return tnp.sum(odeint(lambda y, t, c: -c * y, np.ones(1), [0.0, 1.0], c))
 
-    with pytest.raises(Exception, match=r"create_graph|custom function|differentiated again"):
+    with pytest.raises(NotImplementedError, match=r"through tapegrad\.integrate\.odeint"):
         tg.grad(tg.grad(first))(tg.tensor(1.0))
 
 
@@ -534,7 +534,7 @@ def test_solve_ivp_over_equal_ends_is_scipys():
     g_span, g_y0 = tg.grad(loss, argnums=(0, 1))(span, Y0)
     np.testing.assert_allclose(g_span, central(lambda s: scipy_loss(s, Y0), span), rtol=1e-6)
     np.testing.assert_allclose(g_y0, central(lambda y: scipy_loss(span, y), Y0), rtol=1e-6)
-    with pytest.raises(NotImplementedError, match="differentiated again"):
+    with pytest.raises(NotImplementedError, match=r"second derivatives.*integrate\.solve_ivp"):
         tg.grad(tg.grad(lambda t1: loss(tnp.stack([0.7, t1]), Y0)))(0.7)
     with pytest.raises(ValueError, match="t_eval must lie within"):
         solve_ivp(_f_tg, (0.7, 0.7), Y0, args=(1.5,), t_eval=[0.8])

@@ -1,0 +1,379 @@
+"""tg.compile never replays a stale number read through an argument object or a
+container: attributes and items of objects passed as arguments are guarded (or found
+again, for tensors) as those of ``self`` and closures are, and the length (a dict's
+keys) of every container fn reaches is a guard, so a layer appended after capture is
+seen. Each test tries to make a replay return the first call's numbers quietly."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+import tapegrad.numpy as tnp
+
+from .helpers import central, run_in_threads
+
+
+class Box:
+    """A plain object passed as an argument (or held in a closure)."""
+
+    def __init__(self, **attrs):
+        self.__dict__.update(attrs)
+
+
+W0 = np.array([0.5, -1.0])
+
+
+# --- B: what fn reads through an argument object -----------------------------------------
+def test_argument_attributes_reassigned_refilled_or_changed_are_seen():
+    b = Box(X=np.array([1.0, 2.0]), s=2.0, counter=0)
+
+    def f(w, b):
+        return tnp.sum(tnp.sin(w * b.X)) * b.s
+
+    step = tg.compile(f)
+
+    def changes():
+        yield "first call"
+        b.X = np.array([3.0, -1.0])  # reassigned
+        yield "reassigned"
+        b.X[:] = [0.25, 4.0]  # refilled in place
+        yield "refilled"
+        b.s = 3.0  # a float attribute
+        yield "float"
+        b.s = -0.0  # equal to 0.0, but not the same number
+        yield "negative zero"
+        b.s = 1.5
+        b.X[1] = 7.0
+        yield "both"
+
+    for what in changes():
+        value, grad = step.value_and_grad(W0, b)
+        assert value == pytest.approx(np.sum(np.sin(W0 * b.X)) * b.s, abs=1e-15), what
+        np.testing.assert_allclose(grad, np.cos(W0 * b.X) * b.X * b.s, err_msg=what)
+        assert step(W0, b) == pytest.approx(value, abs=1e-15), what
+    captures = step.stats["captures"]
+    for _ in range(5):  # an attribute no code names: no guard, no capture
+        b.counter += 1
+        step(W0, b)
+    assert step.stats["captures"] == captures
+
+
+def test_tensor_replaced_on_an_argument_is_read_and_gets_its_gradient():
+    b = Box(W=tg.tensor(np.array([0.3, -0.7]), requires_grad=True))
+
+    def f(w, b):
+        return tnp.sum(tnp.tanh(w * b.W) ** 2)
+
+    def plain(w, W):
+        return np.sum(np.tanh(w * W) ** 2)
+
+    step = tg.compile(f)
+    first = b.W
+    step.value_and_grad(W0, b)
+    for values in ([1.2, 0.4], [-2.0, 0.1]):
+        b.W = tg.tensor(np.array(values), requires_grad=True)  # an optimizer's new tensor
+        value, gw = step.value_and_grad(W0, b)
+        W = np.array(values)
+        assert value == pytest.approx(plain(W0, W))
+        np.testing.assert_allclose(gw, central(lambda w, W=W: plain(w, W), W0), rtol=1e-7)
+        np.testing.assert_allclose(b.W.grad, central(lambda v: plain(W0, v), W), rtol=1e-7)
+    g_first = first.grad.copy()
+    b.W = tg.tensor(np.array([1.0, 1.0]), requires_grad=True)
+    step(W0, b).backward()  # as a node of the graph, too
+    np.testing.assert_allclose(b.W.grad, central(lambda v: plain(W0, v), np.ones(2)), rtol=1e-7)
+    np.testing.assert_array_equal(first.grad, g_first)  # the old tensor is left alone
+    assert step.stats["captures"] == 1
+
+
+def test_nested_objects_dicts_and_objects_inside_list_and_dict_arguments():
+    inner = Box(X=np.array([1.0, 2.0]), k=0.5)
+    b = Box(inner=Box(deeper=inner), cfg={"A": np.array([2.0, 3.0]), "c": 1.0})
+
+    def f(w, b, objs, named):
+        d = b.inner.deeper
+        total = tnp.sum(w * d.X) * d.k + tnp.sum(w * b.cfg["A"]) * b.cfg["c"]
+        for o in objs:
+            total = total + tnp.sum(w**2) * o.k
+        return total + tnp.sum(w) * named["o"].k
+
+    def expect(w, b, objs, named):
+        d = b.inner.deeper
+        total = np.sum(w * d.X) * d.k + np.sum(w * b.cfg["A"]) * b.cfg["c"]
+        total += sum(np.sum(w**2) * o.k for o in objs)
+        return total + np.sum(w) * named["o"].k
+
+    objs = [Box(k=1.0), Box(k=2.0)]
+    named = {"o": Box(k=3.0)}
+    step = tg.compile(f)
+    for change in (
+        lambda: None,
+        lambda: setattr(inner, "k", 4.0),  # three attributes deep
+        lambda: inner.X.__setitem__(0, -3.0),  # in place, three deep
+        lambda: setattr(b.inner, "deeper", Box(X=np.array([5.0, 6.0]), k=0.25)),
+        lambda: b.cfg.__setitem__("c", 10.0),  # a dict item
+        lambda: b.cfg["A"].fill(-1.0),
+        lambda: setattr(objs[1], "k", -5.0),  # an object inside a list argument
+        lambda: setattr(named["o"], "k", 0.125),  # inside a dict argument
+    ):
+        change()
+        value, grad = step.value_and_grad(W0, b, objs, named)
+        assert value == pytest.approx(expect(W0, b, objs, named))
+        fd = central(lambda w: expect(w, b, objs, named), W0)
+        np.testing.assert_allclose(grad, fd, rtol=1e-7)
+
+
+GAIN = 2.0
+
+
+class Model:
+    """Read through a method the function calls: ``self.W`` is named by no code on the
+    way to the model, only by its method."""
+
+    def __init__(self):
+        self.W = tg.tensor(np.array([[1.0, 0.5], [-0.5, 2.0]]), requires_grad=True)
+        self.bias = np.array([0.1, -0.2])
+        self.scale = 1.0
+
+    def forward(self, x):
+        return self._hidden(x) * self.scale
+
+    def _hidden(self, x):
+        return tnp.tanh(self.W @ x + self.bias) * GAIN
+
+
+def test_attributes_read_inside_methods_of_arguments_and_closures():
+    global GAIN
+    model = Model()
+    by_argument = tg.compile(lambda x, m: tnp.sum(m.forward(x) ** 2))
+    by_closure = tg.compile(lambda x: tnp.sum(model.forward(x) ** 2))
+
+    def expect(x):
+        W = model.W.numpy()
+        return np.sum((np.tanh(W @ x + model.bias) * GAIN * model.scale) ** 2)
+
+    try:
+        for change in (
+            lambda: None,
+            lambda: setattr(model, "scale", 3.0),  # read by forward
+            lambda: model.bias.fill(1.0),  # read by the method forward calls
+            lambda: setattr(model, "W", tg.tensor(np.eye(2) * 0.3, requires_grad=True)),
+            lambda: globals().__setitem__("GAIN", -1.0),  # a global of the method
+        ):
+            change()
+            for step, args in ((by_argument, (W0, model)), (by_closure, (W0,))):
+                model.W.grad = None
+                value, grad = step.value_and_grad(*args)
+                assert value == pytest.approx(expect(W0))
+                np.testing.assert_allclose(grad, central(expect, W0), rtol=1e-6)
+                W = model.W.numpy()
+
+                def in_w(v, W=W):
+                    saved = model.W
+                    model.W = tg.tensor(v.reshape(2, 2))
+                    try:
+                        return expect(W0)
+                    finally:
+                        model.W = saved
+
+                np.testing.assert_allclose(model.W.grad, central(in_w, W), rtol=1e-6)
+    finally:
+        GAIN = 2.0
+
+
+@pytest.mark.filterwarnings("ignore:tapegrad.compile.*has captured")
+def test_argument_objects_from_several_threads():
+    """Each thread passes its own object and changes it between calls: every replay
+    must use the object's current values, never another thread's or an earlier one."""
+    step = tg.compile(lambda w, b: tnp.sum(w * b.X) * b.s)
+    wrong = []
+
+    def work(k):
+        rng = np.random.default_rng(k)
+        b = Box(X=rng.standard_normal(2), s=float(k))
+        for i in range(30):
+            if i % 3 == 0:
+                b.X[:] = rng.standard_normal(2)
+            elif i % 3 == 1:
+                b.s = float(rng.standard_normal())
+            else:
+                b.X = rng.standard_normal(2)
+            value, grad = step.value_and_grad(W0, b)
+            if not (np.isclose(value, np.sum(W0 * b.X) * b.s) and np.allclose(grad, b.X * b.s)):
+                wrong.append((k, i))
+
+    run_in_threads(work)
+    assert not wrong
+
+
+# --- C: the length and keys of containers fn iterates over --------------------------------
+def test_appended_to_a_closure_list_of_tensors():
+    Xs = [tg.tensor(np.array([[1.0, 2.0], [0.0, 1.0]]))]
+
+    def loss(w):
+        return sum(tnp.sum((X @ w) ** 2) for X in Xs)
+
+    def expect(w):
+        return sum(np.sum((X.numpy() @ w) ** 2) for X in Xs)
+
+    step = tg.compile(loss)
+    for X in (None, np.array([[2.0, 0.0], [1.0, 1.0]]), np.array([[0.5, 0.5], [3.0, -1.0]])):
+        if X is not None:
+            Xs.append(tg.tensor(X))
+        value, grad = step.value_and_grad(W0)
+        assert value == pytest.approx(expect(W0))
+        np.testing.assert_allclose(grad, central(expect, W0), rtol=1e-7)
+    Xs.pop()
+    assert step(W0) == pytest.approx(expect(W0))  # shorter again: the older program
+    arrays = [np.ones(2)]  # NumPy arrays in a list: each compared by bytes, and the length
+    step2 = tg.compile(lambda w: sum(tnp.sum(w * a) for a in arrays))
+    assert step2(W0) == pytest.approx(-0.5)
+    arrays.append(np.full(2, 2.0))
+    assert step2(W0) == pytest.approx(-1.5)
+
+
+class Net:
+    def __init__(self, sizes, seed=0):
+        rng = np.random.default_rng(seed)
+        self.layers = [
+            (
+                tg.tensor(rng.standard_normal((m, n)) * 0.5, requires_grad=True),
+                tg.tensor(rng.standard_normal(m) * 0.1, requires_grad=True),
+            )
+            for n, m in itertools.pairwise(sizes)
+        ]
+        self.sizes = tuple(sizes)
+
+    def loss(self, x):
+        for W, b in self.layers:
+            x = tnp.tanh(W @ x + b)
+        return tnp.sum(x**2)
+
+
+def _net_loss(layers, x):
+    for W, b in layers:
+        x = np.tanh(W @ x + b)
+    return np.sum(x**2)
+
+
+def test_a_layer_appended_to_a_list_of_parameters():
+    for where in ("self", "argument"):
+        net = Net([2, 3, 2])
+        step = tg.compile(net.loss) if where == "self" else tg.compile(lambda x, n: n.loss(x))
+        args = () if where == "self" else (net,)
+        step.value_and_grad(W0, *args)
+        new = Net([2, 2], seed=1).layers[0]
+        net.layers.append(new)  # a layer appended after capture
+        for W, b in net.layers:
+            W.grad = b.grad = None
+        value, grad = step.value_and_grad(W0, *args)
+        layers = [(W.numpy(), b.numpy()) for W, b in net.layers]
+        assert value == pytest.approx(_net_loss(layers, W0)), where
+        fd = central(lambda x, layers=layers: _net_loss(layers, x), W0)
+        np.testing.assert_allclose(grad, fd, rtol=1e-6)
+        W_new = new[0].numpy()
+
+        def in_new(v, W_new=W_new, layers=layers):
+            return _net_loss([*layers[:-1], (v.reshape(W_new.shape), layers[-1][1])], W0)
+
+        assert new[0].grad is not None, where  # the new layer's parameters get gradients
+        np.testing.assert_allclose(new[0].grad, central(in_new, W_new), rtol=1e-6)
+        net.layers[1:] = []  # and removed again
+        value, _ = step.value_and_grad(W0, *args)
+        assert value == pytest.approx(_net_loss(layers[:1], W0)), where
+
+
+PARAMS = {"a": tg.tensor(np.array([1.0, 2.0]))}
+
+
+def test_a_new_key_in_a_dict_of_tensors():
+    def loss(w):
+        weights = np.arange(len(PARAMS))[:, None]
+        return tnp.sum(tnp.stack([w * v for v in PARAMS.values()]) * weights)
+
+    def expect(w):
+        vals = [w * v.numpy() for v in PARAMS.values()]
+        return np.sum(np.stack(vals) * np.arange(len(PARAMS))[:, None])
+
+    step = tg.compile(loss)
+    try:
+        for change in (
+            lambda: None,
+            lambda: PARAMS.__setitem__("b", tg.tensor(np.array([3.0, -1.0]))),  # a new key
+            lambda: PARAMS.__setitem__("c", tg.tensor(np.array([0.5, 0.5]))),
+            # the same keys in another order: the stack (and the loss) changes
+            lambda: PARAMS.update({k: PARAMS.pop(k) for k in ("b", "a")}),
+            lambda: PARAMS.pop("c"),  # a key removed
+        ):
+            change()
+            value, grad = step.value_and_grad(W0)
+            assert value == pytest.approx(expect(W0))
+            np.testing.assert_allclose(grad, central(expect, W0), rtol=1e-7)
+    finally:
+        PARAMS.clear()
+        PARAMS["a"] = tg.tensor(np.array([1.0, 2.0]))
+
+
+def test_len_of_containers_reached_every_way():
+    objs = [object()]
+    empty: list = []
+    holder = Box(items=[Box(), Box()], shape=(1, 2))
+    step = tg.compile(lambda w, h: tnp.sum(w) * (len(objs) + 10 * len(empty) + 100 * len(h.items)))
+    closure_tuple = (np.ones(2),)
+
+    def by_tuple(w):
+        return sum(tnp.sum(w * a) for a in closure_tuple)
+
+    tstep = tg.compile(by_tuple)
+    s = np.sum(W0)
+    assert step(W0, holder) == pytest.approx(s * 201)
+    objs.append(object())  # len(list) of a closure list of objects
+    assert step(W0, holder) == pytest.approx(s * 202)
+    empty.append(1)  # a list empty when captured
+    assert step(W0, holder) == pytest.approx(s * 212)
+    holder.items.append(Box())  # a list on an argument object
+    assert step(W0, holder) == pytest.approx(s * 312)
+    assert tstep(W0) == pytest.approx(s)
+    closure_tuple = (np.ones(2), np.full(2, 3.0))  # rebound to a longer tuple
+    assert tstep(W0) == pytest.approx(4 * s)
+
+
+def test_unchanged_containers_replay_without_capturing():
+    net = Net([2, 4, 3, 1])
+    step = tg.compile(net.loss)
+    for _ in range(20):
+        step.value_and_grad(W0)
+        with tg.no_grad():
+            for W, b in net.layers:  # an optimizer step: new values, same containers
+                W -= 0.01 * W.grad
+                b -= 0.01 * b.grad
+                W.grad = b.grad = None
+    assert step.stats["captures"] == 1
+
+
+def test_named_tuples_and_dict_subclasses_of_numbers_are_guards():
+    """A named tuple or a defaultdict of numbers read from outside is compared whole
+    (capturing used to fail on rebuilding a named tuple from its items)."""
+    from collections import defaultdict, namedtuple
+
+    Cfg = namedtuple("Cfg", "a b")
+    holder = Box(cfg=Cfg(1.0, 2.0))
+    table = defaultdict(float, {"k": 3.0})
+    step = tg.compile(lambda w: tnp.sum(w) * holder.cfg.a * table["k"])
+    assert step(W0) == pytest.approx(-1.5)
+    holder.cfg = Cfg(5.0, 2.0)
+    assert step(W0) == pytest.approx(-7.5)
+    table["k"] = 1.0
+    assert step(W0) == pytest.approx(-2.5)
+
+
+def test_hvp_reads_argument_objects_anew():
+    b = Box(s=2.0, A=np.array([1.0, 3.0]))
+    step = tg.compile(lambda x, b: tnp.sum(x**3 * b.A) * b.s)
+    x, v = np.array([1.0, 2.0]), np.array([1.0, -0.5])
+    for change in (lambda: None, lambda: setattr(b, "s", 5.0), lambda: b.A.fill(2.0)):
+        change()
+        np.testing.assert_allclose(step.hvp(x, b, v), 6 * x * b.A * b.s * v)
