@@ -672,3 +672,36 @@ def test_scipys_blas_by_environment():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "True"
+
+
+def _cofactors(a: np.ndarray) -> np.ndarray:
+    """The cofactor matrix by its definition (minors)."""
+    n = a.shape[0]
+    c = np.empty_like(a)
+    for i in range(n):
+        for j in range(n):
+            minor = np.delete(np.delete(a, i, 0), j, 1)
+            c[i, j] = (-1) ** (i + j) * np.linalg.det(minor)
+    return c
+
+
+@pytest.mark.parametrize(
+    "a",
+    [
+        np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]]),  # rank 2
+        np.array([[1.0, 2.0], [2.0, 4.0]]),
+        np.array([[1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [2.0, 2.0, 2.0]]),  # rank 1: adj = 0
+        np.zeros((3, 3)),
+    ],
+    ids=["rank 2 of 3", "rank 1 of 2", "rank 1 of 3", "zero"],
+)
+def test_det_gradient_at_a_singular_matrix_is_the_cofactor_matrix(a):
+    # d det(A)/dA = adj(A)^T, which exists where A^-1 does not
+    np.testing.assert_allclose(tg.grad(tnp.linalg.det)(a), _cofactors(a), atol=1e-12)
+    stack = np.stack([a, a + np.eye(len(a))])  # a stack: one singular, one not
+    g = tg.grad(lambda s: tnp.sum(tnp.linalg.det(s)))(stack)
+    np.testing.assert_allclose(g[0], _cofactors(a), atol=1e-12)
+    np.testing.assert_allclose(g[1], _cofactors(stack[1]), rtol=1e-10, atol=1e-12)
+    f32 = tg.grad(tnp.linalg.det)(a.astype(np.float32))
+    assert f32.dtype == np.float32
+    np.testing.assert_allclose(f32, _cofactors(a), atol=1e-5)

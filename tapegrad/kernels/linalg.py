@@ -273,19 +273,44 @@ def det_fwd(dt, node, tp):
 
 
 @jit
+def _cofactors(a):
+    """The cofactor matrix adj(A)^T = d det(A) / dA, also where A is singular (where
+    det(A) A^-T is 0 times infinity): from A = U S V^T, adj(A)^T = det(U) det(V^T)
+    U diag(prod_{j != i} s_j) V^T."""
+    u, s, vh = np.linalg.svd(a)
+    n = s.shape[0]
+    c = np.ones(n, a.dtype)
+    for i in range(n):
+        for j in range(n):
+            if j != i:
+                c[i] *= s[j]
+    return (np.linalg.det(u) * np.linalg.det(vh)) * np.dot(u * c, vh)
+
+
+@jit
 def det_bwd(dt, node, tp):
-    """d det(A) = det(A) tr(A^-1 dA)  =>  gA = g det(A) A^-T (A must be invertible)."""
+    """d det(A) = tr(adj(A) dA)  =>  gA = g adj(A)^T: g det(A) A^-T where A is
+    invertible and its determinant is not 0, the cofactors (by the SVD) otherwise."""
     h = header(tp)
     batch, n = _stack(h, node)
     x = in_data(h, node, 0, dt)
     out = out_data(h, node, 0, dt)
     g = out_grad(h, node, 0, dt)
     gx = in_grad(h, node, 0, dt)
-    try:
-        for b in range(batch):
-            _mat(gx, b, n, n)[:, :] += g[b] * out[b] * np.linalg.inv(_mat(x, b, n, n)).T
-    except Exception:
-        return E_LINALG
+    for b in range(batch):
+        a = _mat(x, b, n, n)
+        done = False
+        if out[b] != 0.0:
+            try:
+                _mat(gx, b, n, n)[:, :] += g[b] * out[b] * np.linalg.inv(a).T
+                done = True
+            except Exception:  # singular to LAPACK although det(A) rounded to nonzero
+                done = False
+        if not done:
+            try:
+                _mat(gx, b, n, n)[:, :] += g[b] * _cofactors(a)
+            except Exception:
+                return E_LINALG
     return OK
 
 
