@@ -3,6 +3,11 @@ PyTorch and HIPS autograd, on the same workloads in the same run.
 
     python asv_bench/compare.py [--json results.json] [--repeat 15] [--second-order] [--ode]
                                 [--eager [--steady]] [--elementwise] [--threads N]
+                                [--cold [--warmup]]
+
+``--cold`` times whole processes on an empty kernel cache (a machine that never
+compiled this version) against the same on the warm cache: the README's first snippet,
+``examples/lotka_volterra.py``, and with ``--warmup`` ``python -m tapegrad.warmup``.
 
 Every implementation's gradient is checked against the hand-written one first; the
 table gives medians and ratios to hand-written NumPy. Missing peers are skipped.
@@ -39,6 +44,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from benchmarks.bench_cold import README_SNIPPET, process_seconds
 from benchmarks.workloads import (
     backward_seconds,
     chain_grad_tapegrad,
@@ -560,7 +566,18 @@ def main() -> None:
     parser.add_argument(
         "--no-peers", action="store_true", help="ODE rows without PyTorch and HIPS autograd"
     )
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="whole processes on an empty kernel cache against the warm cache",
+    )
+    parser.add_argument(
+        "--warmup", action="store_true", help="with --cold: also python -m tapegrad.warmup"
+    )
     args = parser.parse_args()
+    if args.cold:
+        _print(_cold_rows(args.repeat, args.warmup), args.json)
+        return
     if args.second_order:
         _print(_second_order_rows(args.repeat), args.json)
         return
@@ -642,6 +659,40 @@ def main() -> None:
     rows += _second_order_rows(args.repeat)
     rows += _ode_rows(args.repeat)
     _print(rows, args.json)
+
+
+def _cold_rows(repeat: int, warmup: bool) -> list[dict]:
+    """Whole processes, empty cache (a new temporary directory each run) and warm."""
+    import tempfile
+
+    py = sys.executable
+    root = Path(__file__).resolve().parent.parent
+    runs = {
+        "README first snippet": [py, "-c", README_SNIPPET],
+        "examples/lotka_volterra.py": [
+            py,
+            str(root / "examples" / "lotka_volterra.py"),
+            "--no-progress",
+            "--out",
+            str(Path(tempfile.gettempdir()) / "lotka_volterra_cold.png"),
+        ],
+    }
+    if warmup:
+        runs["python -m tapegrad.warmup --jobs 2"] = [py, "-m", "tapegrad.warmup", "--jobs", "2"]
+    rows = []
+    for label, argv in runs.items():
+        warm, cold = [], []
+        n = 1 if "warmup" in label else max(1, min(repeat, 3))
+        for _ in range(n):  # interleaved: cold, then warm (the warm cache is this one)
+            cold.append(process_seconds(argv, True))
+            if "warmup" not in label:
+                warm.append(process_seconds(argv, False))
+        for impl, seconds in (("empty cache", cold), ("warm cache", warm)):
+            if seconds:
+                rows.append(
+                    {"workload": label, "impl": impl, "median_ms": 1e3 * np.median(seconds)}
+                )
+    return rows
 
 
 def _ratio_rows(label: str, medians: dict, base: str) -> list[dict]:

@@ -7,17 +7,17 @@ direction; ``tapegrad.dispatch`` compiles them lazily into C callbacks.
 # ruff: noqa: I001
 import numpy as np
 
-from tapegrad._jit import (
+from ._jit import (
     StaticRef,
 )
-from tapegrad.kernels.elementwise import (
+from .kernels.elementwise import (
     binary_bwd,
     binary_fwd,
     compare_fwd,
     unary_bwd,
     unary_fwd,
 )
-from tapegrad.kernels.linalg import (
+from .kernels.linalg import (
     cholesky_bwd,
     cholesky_fwd,
     convolve_bwd,
@@ -47,7 +47,7 @@ from tapegrad.kernels.linalg import (
     svd_bwd,
     svd_fwd,
 )
-from tapegrad.kernels.reduce import (
+from .kernels.reduce import (
     cumprod_bwd,
     cumprod_fwd,
     cumsum_bwd,
@@ -62,7 +62,7 @@ from tapegrad.kernels.reduce import (
     sum_bwd,
     sum_fwd,
 )
-from tapegrad.kernels.shape import (
+from .kernels.shape import (
     cast_bwd,
     cast_fwd,
     concatenate_bwd,
@@ -78,7 +78,7 @@ from tapegrad.kernels.shape import (
     where_bwd,
     where_fwd,
 )
-from tapegrad.ops.special import (
+from .ops.special import (
     betainc_bwd,
     betainc_fwd,
 )

@@ -39,7 +39,12 @@ from numba.core.imputils import lower_constant
 from numba.extending import intrinsic, register_jitable, register_model, typeof_impl
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-DISABLE_JIT: bool = bool(config.DISABLE_JIT)
+# The interpreted tier (``tapegrad.tiers``) imports the compiled layers a second time,
+# as the package ``tapegrad._interpreted``: the same source, run by Python. There every
+# decorator below hands back the Python function itself, as under NUMBA_DISABLE_JIT,
+# and nothing is registered with numba.
+INTERPRETED: bool = __name__ != "tapegrad._jit"
+DISABLE_JIT: bool = bool(config.DISABLE_JIT) or INTERPRETED
 
 # ---------------------------------------------------------------------------------
 # cache location keyed on the package's sources
@@ -206,7 +211,7 @@ def _fallback_locator() -> type:
 
 
 _impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl
-for _cls in (_fallback_locator(), _TapegradCacheLocator):
+for _cls in (_fallback_locator(), _TapegradCacheLocator) if not INTERPRETED else ():
     if _cls not in _impl._locator_classes:
         _impl._locator_classes.insert(0, _cls)
 
@@ -283,6 +288,8 @@ JIT_OPTIONS: dict[str, Any] = {
 def jit(fn: Callable | None = None, **options: Any):
     """``numba.jit`` with tapegrad's options (nopython, cached, nogil, numpy errors)."""
     opts = {**JIT_OPTIONS, **options}
+    if DISABLE_JIT:
+        return (lambda f: f) if fn is None else fn
     if fn is None:
         return lambda f: numba.jit(**opts)(f)
     return numba.jit(**opts)(fn)
@@ -307,12 +314,14 @@ def entry_point(fn: Any, *example_args: Any) -> Callable:
 def overload(fn: Callable, inline: str = "never") -> Callable:
     """``numba.extending.overload`` with tapegrad's options (compiled code only);
     ``inline="always"`` inlines the chosen implementation into its callers (numba IR)."""
+    if DISABLE_JIT:  # the Python function is the implementation
+        return lambda impl: impl
     return numba.extending.overload(fn, jit_options=dict(JIT_OPTIONS, nopython=True), inline=inline)
 
 
 def jitable(fn: Callable) -> Callable:
     """A plain Python function that compiled code may also call (compiled into the caller)."""
-    return register_jitable(fn)
+    return fn if DISABLE_JIT else register_jitable(fn)
 
 
 class StaticRef:
@@ -341,17 +350,17 @@ class StaticRefType(types.Dummy):
         super().__init__(name=f"StaticRef[{ref}]")
 
 
-@typeof_impl.register(StaticRef)
-def _typeof_static_ref(val, c):
-    return StaticRefType(val.ref)
+if not INTERPRETED:
 
+    @typeof_impl.register(StaticRef)
+    def _typeof_static_ref(val, c):
+        return StaticRefType(val.ref)
 
-register_model(StaticRefType)(models.OpaqueModel)
+    register_model(StaticRefType)(models.OpaqueModel)
 
-
-@lower_constant(StaticRefType)
-def _lower_static_ref(context, builder, ty, pyval):
-    return context.get_dummy_value()
+    @lower_constant(StaticRefType)
+    def _lower_static_ref(context, builder, ty, pyval):
+        return context.get_dummy_value()
 
 
 KERNEL_SIGNATURE = "int64(int64, int64)"
@@ -375,7 +384,7 @@ def serial_loops() -> None:
         numba.set_num_threads(1)
 
 
-if hasattr(os, "register_at_fork"):
+if hasattr(os, "register_at_fork") and not INTERPRETED:
     os.register_at_fork(after_in_child=serial_loops)
 
 
@@ -434,8 +443,17 @@ def _as_pointer_ol(addr, dtype):
     return lambda addr, dtype: _as_pointer(addr, dtype)
 
 
+# The interpreted tier's caller of kernels by C address (set by ``tapegrad.tiers`` in
+# its copy of this module): there the table holds compiled kernels' addresses and those
+# of Python kernels made callable from C. Under NUMBA_DISABLE_JIT, None: the table holds
+# indices into _PY_KERNELS.
+KERNEL_CALLER: Callable[[int, int, int], int] | None = None
+
+
 def call_kernel(fn: int, node: int, tape: int) -> int:
     """Call the kernel at address ``fn`` as ``fn(node, tape)``; returns its status."""
+    if KERNEL_CALLER is not None:
+        return KERNEL_CALLER(fn, node, tape)
     return _PY_KERNELS[fn](node, tape)
 
 

@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 
 from . import graphwalk
-from ._jit import entry_point
 from .layout import (
     DTYPE_CODE,
     DTYPE_NAMES,
@@ -39,6 +38,7 @@ from .layout import (
     E_LINALG,
     E_NO_BWD,
     E_NONFINITE,
+    E_PYTHON,
     E_VERSION,
     H_ANOMALY,
     H_ERR_A,
@@ -84,6 +84,7 @@ from .tensors import (
     thread_alive,
     values_of,
 )
+from .tiers import Unbound, current, entry_point, on_switch, raise_pending
 
 # --- hooks -------------------------------------------------------------------------------
 
@@ -248,12 +249,20 @@ _last = threading.local()  # header of this thread's last backward pass, for its
 
 # the scheduler's compiled entry point (see ``_jit.entry_point``: no dispatcher on each
 # backward), once the first backward has compiled or loaded it
-_run_backward: Any = run_backward
+_run_backward: Any = Unbound(run_backward, lambda: _bind_scheduler())
 
 
 def _use_backward_entry_point(h: np.ndarray) -> None:
     global _run_backward
     _run_backward = entry_point(run_backward, h, 0, 0, False)
+
+
+def _bind_scheduler() -> None:
+    global _run_backward
+    _run_backward = current(run_backward)  # (its interpreted twin on a cold cache)
+
+
+on_switch(_bind_scheduler)
 
 
 def _drive(tape: Tape, root: int, seed: np.ndarray | None, retain_graph: bool, user: bool) -> None:
@@ -294,10 +303,10 @@ def _drive(tape: Tape, root: int, seed: np.ndarray | None, retain_graph: bool, u
             k = tape.h[H_ERR_A]
             if st == E_CALLBACK_PY:
                 _run_python_node(tape, k, retain_graph)
-                st = resume(h, k - 1, retain_graph, False)
+                st = current(resume)(h, k - 1, retain_graph, False)
             elif st == E_CALLBACK_HOOK:
                 _run_node_hooks(tape, k)
-                st = resume(h, k, retain_graph, True)
+                st = current(resume)(h, k, retain_graph, True)
             else:
                 raise_backward_error(tape, st)
                 raise RuntimeError(f"tapegrad: backward status {st}")
@@ -727,6 +736,8 @@ def raise_backward_error(tape: Tape, st: int) -> None:
     """Raise the exception for a failed backward status (statuses that ``Tape.fix``
     can repair -- a kernel to compile, a bigger gradient arena -- return)."""
     h = tape.h
+    if st == E_PYTHON:  # a kernel running as Python raised (tapegrad.tiers)
+        raise_pending()
     if st == E_FREED:
         raise RuntimeError(FREED_MESSAGE)
     if st == E_NO_BWD:

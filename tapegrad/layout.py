@@ -230,6 +230,7 @@ E_CALLBACK_HOOK = -12  # outputs of node H_ERR_A have hooks: run them, resume at
 E_NONFINITE = -13  # anomaly mode: node H_ERR_A produced NaN/Inf for its input H_ERR_B
 E_GUARD = -14  # replay: guard H_ERR_A of a captured program does not hold (tapegrad.replay)
 E_FRONT_END = -15  # a compiled front end (record.record_reduce...) declines: Python's records
+E_PYTHON = -16  # a kernel running as Python (tapegrad.tiers) raised: Python raises it again
 
 # record_reduce's axis for a reduction over all axes (axis=None)
 ALL_AXES = -(1 << 62)

@@ -41,12 +41,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import dispatch
-from ._jit import blas_addresses, entry_point, serial_loops
+from ._jit import blas_addresses, serial_loops
 from .layout import (
     ALIGN,
     DTYPE_CODE,
     E_GRAD_SPACE,
     E_NO_KERNEL,
+    E_PYTHON,
     E_SPACE,
     F32,
     F64,
@@ -130,6 +131,7 @@ from .layout import (
     SLOT_RG,
 )
 from .record import import_slot, reachable
+from .tiers import Unbound, current, entry_point, missing_kernel, on_switch, raise_pending
 
 if TYPE_CHECKING:
     from .tensors import Tensor
@@ -238,13 +240,22 @@ def _aligned_buffer(nbytes: int) -> tuple[np.ndarray, int]:
 
 
 # import_slot's compiled entry point (skipping numba's dispatcher, ~200 ns a call; see
-# ``_jit.entry_point``) once the first import has compiled or loaded it.
-_import_slot: Any = import_slot
+# ``_jit.entry_point``) once the first import has compiled or loaded it; its
+# interpreted twin while the kernel cache lacks it (``tapegrad.tiers``).
+_import_slot: Any = Unbound(import_slot, lambda: _bind_import())
+
+
+def _bind_import() -> None:
+    global _import_slot
+    _import_slot = current(import_slot)
 
 
 def _use_import_entry_point(h: np.ndarray) -> None:
     global _import_slot
     _import_slot = entry_point(import_slot, h, 0, 0, 0, 0, 0)
+
+
+on_switch(_bind_import)
 
 
 def data_address(arr: np.ndarray) -> int:
@@ -487,7 +498,9 @@ class Tape:
                 else:
                     self._new_chunk(max(2 * h[H_ARENA_CAP], need + ALIGN))
         elif status == E_NO_KERNEL:
-            dispatch.ensure(h[H_ERR_A], h[H_ERR_B], h[H_ERR_C])
+            missing_kernel(h[H_ERR_A], h[H_ERR_B], h[H_ERR_C])
+        elif status == E_PYTHON:
+            raise_pending()
         elif status == E_GRAD_SPACE:
             need = h[H_NEED]
             self.grad_buf, h[H_GRAD] = _aligned_buffer(max(2 * h[H_GRAD_CAP], need))
@@ -872,7 +885,7 @@ class Tape:
         ``live`` reach (``record.reachable``)."""
         mark = np.zeros(self.h[H_NSLOTS], np.uint8)
         roots = np.array(list(self._graph_slots(live)), np.int64)
-        return reachable(self.header, roots, mark), mark
+        return current(reachable)(self.header, roots, mark), mark
 
     def _graph_slots(self, live: list):
         """The slots of handles in ``live`` whose graph (in this tape) may still run

@@ -34,7 +34,6 @@ from typing import Any
 
 import numpy as np
 
-from ._jit import entry_point
 from .boundary import array_error, library_caller, scalar_error, suggestion
 from .layout import (
     DEFERRED,
@@ -73,6 +72,7 @@ from .tape import (
     tape_stack,
     worker_count,
 )
+from .tiers import Unbound, current, entry_point, on_switch
 
 FLAG_RG = 1  # external tensor requires grad
 FLAG_FREED = 2  # external copy of a non-leaf whose graph was freed by a backward
@@ -475,7 +475,7 @@ class Tensor:
             s = bind_operand(tape, ep, self)[0]
             if tape.epoch != ep:
                 continue
-            r = alias_slot(tape.header, s, 0)
+            r = current(alias_slot)(tape.header, s, 0)
             if r >= 0:
                 return result_handle(tape, r, ep)
             tape.fix(r)
@@ -1170,7 +1170,7 @@ def elementwise(op: Any, x: Any, y: Any = None, out: Any = None) -> Tensor:
         if a == SCALAR and b < 0:
             r = E_NOFLOAT
         else:
-            r = record_elementwise(h, code, a, b, fa, fb, compare)
+            r = current(record_elementwise)(h, code, a, b, fa, fb, compare)
         if r >= 0:
             if _record_tensors is record_tensors:
                 _use_entry_points(h)
@@ -1190,10 +1190,19 @@ def elementwise(op: Any, x: Any, y: Any = None, out: Any = None) -> Tensor:
 
 # The eager fast paths call the recorder's compiled entry points, skipping numba's
 # dispatcher (about 150 ns of the ~1 us an op costs; see ``_jit.entry_point``). They are
-# the dispatchers themselves until the first op has compiled or loaded the recorder.
-_record_tensors: Any = record_tensors
-_record_scalar: Any = record_elementwise
-_record_general: Any = record_general
+# the dispatchers themselves until the first op has compiled or loaded the recorder, or
+# its interpreted twins while the kernel cache lacks it (``tapegrad.tiers``).
+_record_tensors: Any = Unbound(record_tensors, lambda: _bind_recorders())
+_record_scalar: Any = Unbound(record_elementwise, lambda: _bind_recorders())
+_record_general: Any = Unbound(record_general, lambda: _bind_recorders())
+
+
+def _bind_recorders() -> None:
+    global _record_tensors, _record_scalar, _record_general
+    _record_tensors = current(record_tensors)
+    _record_scalar = current(record_elementwise)
+    _record_general = current(record_general)
+    _FRONT_ENDS.clear()
 
 
 def _use_entry_points(h: np.ndarray) -> None:
@@ -1423,6 +1432,7 @@ def general(
 # compiled front end (record.record_reduce...) -> its entry point, once a first call
 # has compiled or loaded it
 _FRONT_ENDS: dict[Any, Any] = {}
+on_switch(_bind_recorders)
 
 
 def front_end(fn: Any, op: Any, operands: tuple, params: tuple) -> Tensor | None:
@@ -1452,7 +1462,7 @@ def front_end(fn: Any, op: Any, operands: tuple, params: tuple) -> Tensor | None
             break
     else:
         h = tape.header
-        rec = _FRONT_ENDS.get(fn, fn)
+        rec = _FRONT_ENDS.get(fn) or current(fn)
         r = rec(h, op.code, op.differentiable, *slots, *params)
     if r < 0:
         if mark is not None:  # a constant imported for this op: not kept twice

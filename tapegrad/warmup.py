@@ -10,6 +10,7 @@ kernels and numba writes them to the shared cache.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -19,10 +20,11 @@ import numpy as np
 
 import tapegrad as tg
 
-from . import dispatch
+from . import dispatch, tiers
 from ._jit import FIRST_USE_NOTICE, cache_root
 from .layout import BWD, FWD
-from .ops import ROWS, Kind
+from .ops import BY_NAME, ROWS, Kind
+from .tape import current_tape
 
 
 def kernels() -> list[tuple[int, int, int]]:
@@ -36,9 +38,11 @@ def kernels() -> list[tuple[int, int, int]]:
     ]
 
 
-def _compile_share(share: list[tuple[int, int, int]], engine: bool) -> int:
+def _compile_share(share: list[tuple[int, int, int]], engine: bool, ode: bool = True) -> int:
     FIRST_USE_NOTICE.said = True  # compiling is what was asked for: no notice
+    tiers.disable()  # compiled here, never interpreted
     if engine:  # the recorder and the scheduler: small forwards and backwards
+        tiers.compile_engine(current_tape().header)  # (what tapegrad.tiers looks for)
         x = tg.tensor(np.ones(3), requires_grad=True)
         w = tg.tensor(np.ones((3, 2)), requires_grad=True)
         tg.numpy.sum(tg.numpy.tanh(x @ w) ** 2).backward()
@@ -48,7 +52,8 @@ def _compile_share(share: list[tuple[int, int, int]], engine: bool) -> int:
         for _ in range(2):
             y = tg.special.log_softmax(m @ w, axis=1)
             tg.numpy.mean(tg.numpy.sum(y, axis=0)).backward()
-        _ode_solvers()
+        if ode:
+            _ode_solvers()
     for op, sig, d in share:
         dispatch.ensure(op, sig, d)
     return len(share)
@@ -90,12 +95,62 @@ def warmup(jobs: int | None = None) -> int:
         return sum(t.result() for t in tasks)
 
 
+def background(idle: float = 2.0) -> int:
+    """The background compiler (``tapegrad.tiers``): compile what processes queued for
+    this cache (``engine``, then each ``kernel <row> <sig> <direction>``), newest
+    requests included, until the queue has been done for ``idle`` seconds; one per cache
+    (a lock), at low priority. Returns how many items it compiled."""
+    import fcntl
+
+    root = cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    lock = open(root / tiers.LOCK, "a")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return 0  # another compiler serves this cache
+    (root / tiers.LOCK).write_text(f"{os.getpid()}\n")  # who it is (benchmarks stop it)
+    with contextlib.suppress(OSError):
+        os.nice(10)
+    tiers.disable()
+    FIRST_USE_NOTICE.said = True
+    done: set[str] = set()
+    quiet_since = time.monotonic()
+    while time.monotonic() - quiet_since < idle:
+        todo = [item for item in tiers.queued(root) if item not in done]
+        todo.sort(key=lambda item: item != "engine")  # the engine first
+        if not todo:
+            time.sleep(0.2)
+            continue
+        for item in todo:
+            done.add(item)
+            with contextlib.suppress(Exception):  # one that fails compiles on first use
+                if item == "engine":
+                    _compile_share([], True, ode=False)
+                else:
+                    _, name, sig, direction = item.split()
+                    dispatch.ensure(BY_NAME[name].code, int(sig), int(direction))
+        quiet_since = time.monotonic()
+    return len(done)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--jobs", "-j", type=int, default=None, help="worker processes (default: CPU count)"
     )
+    parser.add_argument(
+        "--background",
+        action="store_true",
+        help="compile what tapegrad processes queued for this cache, then exit "
+        "(started by tapegrad itself on a cold cache)",
+    )
     args = parser.parse_args()
+    if args.background:
+        background()
+        return
+    tiers.disable()
+    os.environ["TAPEGRAD_TIERS"] = "0"  # (the workers too)
     t = time.perf_counter()
     print(f"tapegrad: compiling every kernel into {cache_root()}...", flush=True)
     n = warmup(args.jobs)

@@ -52,6 +52,7 @@ from ..tensors import (
     is_grad_enabled,
     result_handle,
 )
+from ..tiers import current
 
 
 def astype(x: Any, dtype: Any) -> Tensor:
@@ -70,7 +71,7 @@ def astype(x: Any, dtype: Any) -> Tensor:
         a, _ = bind_operand(tape, ep, t)
         if tape.epoch != ep:
             continue
-        r = cast_slot(tape.header, a, dst)
+        r = current(cast_slot)(tape.header, a, dst)
         if r >= 0:
             return result_handle(tape, r, ep) if r != a else t
         tape.fix(r)

@@ -19,7 +19,16 @@ from .table import ROWS, Kind, Op
 
 TARGET = Path(__file__).resolve().parent.parent / "_generated.py"
 NP_NAMES = ("np.float64", "np.float32", "np.int64", "np.bool_")
-ADAPTERS = "tapegrad.kernels.elementwise"
+# the package these modules belong to: "tapegrad" (or the interpreted tier's copy of it,
+# tapegrad.tiers); the generated file imports relatively, so each copy imports its own
+ROOT = __package__.rsplit(".", 1)[0]
+ADAPTERS = f"{ROOT}.kernels.elementwise"
+JIT = f"{ROOT}._jit"
+
+
+def _relative(module: str) -> str:
+    """``.kernels.elementwise`` for ``tapegrad.kernels.elementwise``."""
+    return "." + module.removeprefix(ROOT + ".")
 
 
 def sig_name(sig: int) -> str:
@@ -59,10 +68,10 @@ def _bodies(op: Op, sig: int) -> list[tuple[int, str, set[tuple[str, str]]]]:
     kind = op.kind.value
     adapter = "compare_fwd" if op.kind is Kind.COMPARE else f"{kind}_fwd"
     ref = f"OP_{op.name}"
-    imports = {(ADAPTERS, adapter), ("tapegrad._jit", "StaticRef")}
+    imports = {(ADAPTERS, adapter), (JIT, "StaticRef")}
     out.append((0, f"{adapter}({ref}, {dt}, node, tp)", imports))
     if op.bwd is not None:
-        imports = {(ADAPTERS, f"{kind}_bwd"), ("tapegrad._jit", "StaticRef")}
+        imports = {(ADAPTERS, f"{kind}_bwd"), (JIT, "StaticRef")}
         out.append((1, f"{kind}_bwd({ref}, {dt}, node, tp)", imports))
     return out
 
@@ -93,7 +102,7 @@ def render(rows: list[Op]) -> str:
     ]
     for mod in sorted(by_module):
         names = sorted(by_module[mod])
-        lines.append(f"from {mod} import (")
+        lines.append(f"from {_relative(mod)} import (")
         lines += [f"    {n}," for n in names]
         lines.append(")")
     lines += ["", ""]

@@ -22,6 +22,7 @@ leaves this vocabulary fails loudly in the recorded modes, never silently.
 
 from __future__ import annotations
 
+import numbers
 import types
 from collections.abc import Callable
 from typing import Any
@@ -106,6 +107,8 @@ def first_order(name: str, compiled: Callable, arity: int, what: str) -> Callabl
     naming ``what``, instead of returning a number that could not be differentiated."""
 
     def face(*args: Any) -> Any:
+        if all(isinstance(a, numbers.Number) for a in args):
+            return compiled(*args)  # numbers: a kernel run as Python (tapegrad.tiers)
         raise NotImplementedError(
             f"{what} is computed only inside the compiled backward kernel: second "
             "derivatives through it and forward mode (tg.jvp) are not implemented"
@@ -128,11 +131,14 @@ def first_order(name: str, compiled: Callable, arity: int, what: str) -> Callabl
 
 def row_function(name: str, compiled: Callable, arity: int) -> Callable:
     """A word with two faces: compiled code calls ``compiled`` (a scalar kernel); Python
-    calls row ``name``'s public function, which records (so a formula that calls it,
+    calls it with numbers (a kernel run as Python), else row ``name``'s public function,
+    which records (so a formula that calls it,
     such as ``gammaln``'s backward ``g * digamma(x)``, records ``digamma``)."""
     if arity == 1:
 
         def face(x):
+            if isinstance(x, numbers.Number):  # a kernel run as Python (tapegrad.tiers)
+                return compiled(x)
             return BY_NAME[name].front(x)
 
         def typing(x):
@@ -141,6 +147,8 @@ def row_function(name: str, compiled: Callable, arity: int) -> Callable:
     else:
 
         def face(x, y):
+            if isinstance(x, numbers.Number) and isinstance(y, numbers.Number):
+                return compiled(x, y)
             return BY_NAME[name].front(x, y)
 
         def typing(x, y):

@@ -1,0 +1,439 @@
+"""Compilation tiers: a cold kernel cache answers at once, compiled code takes over.
+
+numba compiles the recorder, the scheduler and every kernel on first use, and caches
+them on disk (``tapegrad._jit``). On a machine that has never compiled this version of
+tapegrad (every fresh install, every upgrade, every CI container) the first gradient
+would wait for that: tens of seconds for three ops. So the engine has two tiers, from
+one source:
+
+* **compiled**: numba's machine code, loaded from the cache (what a warm process runs);
+* **interpreted**: the same modules imported a second time, as the package
+  ``tapegrad._interpreted``, where ``_jit``'s decorators hand back the Python
+  functions (as under ``NUMBA_DISABLE_JIT``). It records into, and runs backward over,
+  the same tapes: the tape is typed arrays, whichever code writes them.
+
+**The engine.** A process whose cache holds the compiled recorder and scheduler uses
+them (this module is then never consulted again on a hot path). Otherwise the Python
+layers call the interpreted engine (:func:`current`) until a background process has
+compiled it into the cache; the next call after that switches (:func:`on_switch`
+callbacks reset the entry points the layers keep).
+
+**Kernels.** The dispatch table holds C addresses. An entry still 0 (``E_NO_KERNEL``)
+that the cache cannot fill at once gets the address of a *shim*: the Python kernel
+made callable from C (``ctypes``), which the compiled engine calls like any kernel. A
+shim runs the Python kernel for small work (``TAPEGRAD_INTERPRET_MAX`` elements, by the
+largest array of the node), compiles in this process for large work (interpreting a
+million elements would take seconds), and hands over to the compiled kernel, in the
+table too, once a background compile has put it in the cache. A Python kernel's
+exception comes back as ``E_PYTHON`` and is raised again by the caller.
+
+**The background compiler.** ``python -m tapegrad.warmup --background``, started once
+per cache (a lock file), nice'd, compiles what processes queued (the engine, and each
+kernel a shim ran) into the cache and exits when the queue is empty. ``TAPEGRAD_TIERS=0``
+turns tiers off (compile in this process, as ``tapegrad.warmup`` does);
+``TAPEGRAD_BACKGROUND=0`` keeps the tiers but starts no compiler.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import subprocess
+import sys
+import threading
+import time
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from numba.core import caching
+
+from . import _generated, dispatch
+from ._jit import DISABLE_JIT, PACKAGE_DIR, cache_root, kernel_cfunc
+from ._jit import entry_point as compiled_entry_point
+from .layout import E_PYTHON, N_LINK, N_NIN, N_NOUT, S_SIZE
+from .ops import ROWS
+from .ops.codegen import wrapper_name
+from .record import import_slot, record_elementwise, record_general, record_tensors
+from .scheduler import run_backward
+
+# Largest array (elements) a Python kernel takes on; above it, compile in this process.
+INTERPRET_MAX = int(os.environ.get("TAPEGRAD_INTERPRET_MAX", str(1 << 16)))
+# The compiled functions a process needs before it leaves the interpreted engine.
+ENGINE = (record_elementwise, record_tensors, record_general, import_slot, run_backward)
+INTERPRETED_PACKAGE = "tapegrad._interpreted"
+# How often (seconds) an interpreted process looks for what the background compiled.
+POLL = 0.25
+
+_lock = threading.RLock()
+_state: dict[str, Any] = {"enabled": None, "compiled": None, "next_poll": 0.0}
+_switch_callbacks: list[Callable[[], None]] = []
+
+
+def enabled() -> bool:
+    """Whether tiers are on: not under ``TAPEGRAD_TIERS=0`` nor ``NUMBA_DISABLE_JIT``
+    (read once, at the first decision)."""
+    if _state["enabled"] is None:
+        _state["enabled"] = not DISABLE_JIT and os.environ.get("TAPEGRAD_TIERS", "1") != "0"
+    return _state["enabled"]
+
+
+def disable() -> None:
+    """Compile everything in this process from now on (``tapegrad.warmup``)."""
+    _state["enabled"] = False
+    _state["compiled"] = True
+
+
+# --- what the cache holds ---------------------------------------------------------------
+
+
+_index_files: dict[Any, Path] = {}
+
+
+def _index_file(py_func: Callable) -> Path:
+    """Where numba keeps the index of ``py_func``'s compiled versions: a file that exists
+    once one was compiled into this version's cache (a ``cfunc``'s is named alike)."""
+    path = _index_files.get(py_func)
+    if path is None:
+        found = caching.CompileResultCacheImpl(py_func)  # names files; compiles nothing
+        path = Path(found.locator.get_cache_path()) / f"{found.filename_base}.nbi"
+        _index_files[py_func] = path
+    return path
+
+
+def is_cached(fn: Any) -> bool:
+    """Whether compiled function ``fn`` (a dispatcher) is in the disk cache."""
+    return _index_file(fn.py_func).exists()
+
+
+def kernel_cached(op: int, sig: int, direction: int) -> bool:
+    """Whether the wrapper of row ``op``'s kernel is in the disk cache."""
+    return _index_file(getattr(_generated, wrapper_name(ROWS[op], sig, direction))).exists()
+
+
+def compile_engine(h: Any) -> None:
+    """Compile (or load) the engine functions the Python layers call, for the argument
+    types they pass (``h`` a tape header): what :func:`compiled` looks for."""
+    compiled_entry_point(record_elementwise, h, 0, 0, 0, 0.0, 0.0, False)
+    compiled_entry_point(record_tensors, h, 0, 0, 0)
+    compiled_entry_point(record_general, h, 0, 0, False)
+    compiled_entry_point(import_slot, h, 0, 0, 0, 0, 0)
+    compiled_entry_point(run_backward, h, 0, 0, False)
+
+
+def compiled() -> bool:
+    """Whether the Python layers call the compiled engine (decided at the first call:
+    compiled when tiers are off or the cache holds the engine)."""
+    state = _state["compiled"]
+    if state is None:
+        with _lock:
+            if _state["compiled"] is None:
+                cold = enabled() and not all(is_cached(f) for f in ENGINE)
+                _state["compiled"] = not cold
+                if cold:
+                    _interpreted()
+                    request(["engine"])
+            state = _state["compiled"]
+    return state
+
+
+def on_switch(callback: Callable[[], None]) -> None:
+    """Call ``callback()`` when the process moves to the compiled engine (a layer resets
+    the entry points it keeps)."""
+    _switch_callbacks.append(callback)
+
+
+def _poll() -> None:
+    """In an interpreted process: switch to the compiled engine once the cache holds it."""
+    now = time.monotonic()
+    if now < _state["next_poll"]:
+        return
+    _state["next_poll"] = now + POLL
+    if all(is_cached(f) for f in ENGINE):
+        with _lock:
+            if not _state["compiled"]:
+                _state["compiled"] = True
+                for callback in _switch_callbacks:
+                    callback()
+
+
+def current(fn: Any) -> Any:
+    """What to call for compiled engine function ``fn`` now: ``fn`` itself, or its
+    interpreted twin (the same source, run by Python) while the cache lacks the engine."""
+    if _state["compiled"] or compiled():
+        return fn
+    _poll()
+    if _state["compiled"]:
+        return fn
+    return interpreted_twin(fn)
+
+
+class Unbound:
+    """What a layer keeps for an engine function before the first call decides the tier:
+    calling it runs ``bind()`` (which replaces it by :func:`current`'s choice in the
+    layer's globals), then the call. Importing tapegrad decides nothing, so a process
+    that only imports it (``python -m tapegrad.warmup``) starts no background compiler."""
+
+    __slots__ = ("bind", "fn")
+
+    def __init__(self, fn: Any, bind: Callable[[], None]) -> None:
+        self.fn, self.bind = fn, bind
+
+    def __call__(self, *args: Any) -> Any:
+        self.bind()
+        return current(self.fn)(*args)
+
+
+def entry_point(fn: Any, *example_args: Any) -> Any:
+    """``_jit.entry_point`` for a compiled function, the function itself for an
+    interpreted twin (what :func:`current` gave)."""
+    if hasattr(fn, "compile"):
+        return compiled_entry_point(fn, *example_args)
+    return fn
+
+
+# --- the interpreted engine ----------------------------------------------------------------
+
+
+def _interpreted() -> types.ModuleType:
+    """The package ``tapegrad._interpreted``: the compiled layers imported again from the
+    same files, run by Python (``_jit.INTERPRETED``). It calls kernels by the addresses
+    in the one dispatch table (:func:`call_address`)."""
+    pkg = sys.modules.get(INTERPRETED_PACKAGE)
+    if pkg is not None and hasattr(pkg, "ready"):
+        return pkg
+    with _lock:
+        pkg = sys.modules.get(INTERPRETED_PACKAGE)
+        if pkg is None:
+            pkg = types.ModuleType(INTERPRETED_PACKAGE)
+            pkg.__path__ = [str(PACKAGE_DIR)]
+            pkg.__package__ = INTERPRETED_PACKAGE
+            sys.modules[INTERPRETED_PACKAGE] = pkg
+        if not hasattr(pkg, "ready"):
+            import importlib
+
+            for name in ("_jit", "layout", "record", "scheduler", "_generated"):
+                importlib.import_module(f"{INTERPRETED_PACKAGE}.{name}")
+            sys.modules[f"{INTERPRETED_PACKAGE}._jit"].KERNEL_CALLER = call_address
+            pkg.ready = True
+    return pkg
+
+
+def interpreted_twin(fn: Any) -> Callable:
+    """The interpreted engine's function of the same module and name as compiled ``fn``."""
+    py = getattr(fn, "py_func", fn)
+    module = py.__module__
+    if module.startswith(INTERPRETED_PACKAGE):
+        return fn
+    _interpreted()
+    twin = module.replace("tapegrad", INTERPRETED_PACKAGE, 1)
+    return getattr(sys.modules[twin], py.__name__)
+
+
+_C_KERNEL = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
+_c_calls: dict[int, Any] = {}  # address -> ctypes function (compiled kernels)
+
+
+def call_address(addr: int, node: int, tp: int) -> int:
+    """The interpreted engine's ``call_kernel``: a shim's Python kernel directly, a
+    compiled kernel through ctypes."""
+    shim = _SHIMS_BY_ADDRESS.get(addr)
+    if shim is not None:
+        return shim(node, tp)
+    f = _c_calls.get(addr)
+    if f is None:
+        f = _c_calls[addr] = _C_KERNEL(int(addr))
+    return f(node, tp)
+
+
+# --- kernels: shims in the table ------------------------------------------------------------
+
+_SHIMS: dict[tuple[int, int, int], _Shim] = {}
+_SHIMS_BY_ADDRESS: dict[int, _Shim] = {}
+_errors: dict[int, BaseException] = {}  # thread -> what a Python kernel raised
+
+
+def _largest(node: int, tp: int) -> int:
+    """Elements in the largest array node ``node`` reads or writes."""
+    L = sys.modules[f"{INTERPRETED_PACKAGE}.layout"]
+    h = L.header(tp)
+    N, S, K = L.nodes(h), L.slots(h), L.links(h)
+    base = N[N_LINK, node]
+    return max(
+        (int(S[S_SIZE, K[0, base + i]]) for i in range(N[N_NIN, node] + N[N_NOUT, node])),
+        default=0,
+    )
+
+
+class _Shim:
+    """Table entry ``(op, sig, direction)`` while its compiled kernel is not loaded: a C
+    callable (ctypes) running the Python kernel, or the compiled one once it exists."""
+
+    def __init__(self, op: int, sig: int, direction: int) -> None:
+        self.key = (op, sig, direction)
+        self.name = wrapper_name(ROWS[op], sig, direction)
+        gen = sys.modules[f"{INTERPRETED_PACKAGE}._generated"]
+        self.python = getattr(gen, self.name)
+        self.compiled: Any = None
+        self.next_poll = 0.0
+        self.thunk = _C_KERNEL(self)  # kept alive here: the table holds its address
+        self.address = ctypes.cast(self.thunk, ctypes.c_void_p).value
+
+    def _load(self) -> Any:
+        """The compiled kernel (from the cache, else compiled now), entered in the table
+        in place of this shim."""
+        with _lock:
+            if self.compiled is None:
+                addr = load_kernel(*self.key)
+                self.compiled = _C_KERNEL(int(addr))
+        return self.compiled
+
+    def __call__(self, node: int, tp: int) -> int:
+        try:
+            if self.compiled is not None:
+                return self.compiled(node, tp)
+            now = time.monotonic()
+            if now >= self.next_poll:
+                self.next_poll = now + POLL
+                if kernel_cached(*self.key):
+                    return self._load()(node, tp)
+            if _largest(node, tp) > INTERPRET_MAX:
+                return self._load()(node, tp)
+            return self.python(node, tp)
+        except BaseException as e:  # (a C caller cannot take an exception: a status)
+            _errors[threading.get_ident()] = e
+            return E_PYTHON
+
+
+_keep: list[Any] = []
+
+
+def load_kernel(op: int, sig: int, direction: int) -> int:
+    """Load (or compile) the compiled kernel of a row into the dispatch table, over a
+    shim if one stands there; its address."""
+    tab = dispatch.ktable()
+    wrapper = getattr(_generated, wrapper_name(ROWS[op], sig, direction))
+    with _lock:
+        addr, keep = kernel_cfunc(wrapper)
+        _keep.append(keep)
+        tab[op, sig, direction] = addr
+    return addr
+
+
+def missing_kernel(op: int, sig: int, direction: int) -> None:
+    """A table entry a record or a backward found 0: loaded from the cache, a shim (and
+    a background compile) on a cold cache, compiled here with tiers off."""
+    if op >= len(ROWS) or not enabled() or kernel_cached(op, sig, direction):
+        dispatch.ensure(op, sig, direction)
+        return
+    _interpreted()
+    with _lock:
+        shim = _SHIMS.get((op, sig, direction))
+        if shim is None:
+            shim = _SHIMS[op, sig, direction] = _Shim(op, sig, direction)
+            _SHIMS_BY_ADDRESS[shim.address] = shim
+        tab = dispatch.ktable()
+        if tab[op, sig, direction] == 0:
+            tab[op, sig, direction] = shim.address
+    request([f"kernel {ROWS[op].name} {sig} {direction}"])
+
+
+def raise_pending() -> None:
+    """Raise what a Python kernel of this thread raised (it returned ``E_PYTHON``)."""
+    e = _errors.pop(threading.get_ident(), None)
+    if e is None:
+        raise RuntimeError("tapegrad: a kernel failed (E_PYTHON) and left no exception")
+    raise e
+
+
+# --- the background compiler -----------------------------------------------------------------
+
+QUEUE = "compile-queue"
+LOCK = "compiler.lock"
+
+
+def _background_enabled() -> bool:
+    return enabled() and os.environ.get("TAPEGRAD_BACKGROUND", "1") != "0"
+
+
+def request(items: list[str]) -> None:
+    """Queue work for the background compiler (``engine``; ``kernel <row> <sig> <dir>``)
+    and start one if none runs for this cache."""
+    if not _background_enabled():
+        return
+    root = cache_root()
+    with contextlib.suppress(OSError):
+        root.mkdir(parents=True, exist_ok=True)
+        with open(root / QUEUE, "a") as fh:  # one short append: atomic between processes
+            fh.write("".join(f"{item}\n" for item in items))
+        if not compiler_running(root):
+            _start_compiler()
+
+
+def compiler_running(root: Path) -> bool:
+    """Whether a background compiler holds this cache's lock."""
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): no background compiler
+        return True
+    try:
+        with open(root / LOCK, "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fh, fcntl.LOCK_UN)
+        return False
+    except OSError:
+        return True
+
+
+_started = False
+
+
+def _start_compiler() -> None:
+    global _started
+    if _started:
+        return
+    _started = True
+    env = dict(os.environ, TAPEGRAD_TIERS="0")
+    subprocess.Popen(
+        [sys.executable, "-m", "tapegrad.warmup", "--background"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # outlives this process: the cache fills for the next
+        cwd=str(PACKAGE_DIR.parent),
+    )
+    print(
+        "tapegrad: this version's kernels are not compiled on this machine yet; small work "
+        f"runs interpreted while a background process compiles them into {cache_root()}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def queued(root: Path) -> list[str]:
+    """The background compiler's queue, in order, without repeats."""
+    try:
+        lines = (root / QUEUE).read_text().splitlines()
+    except OSError:
+        return []
+    return list(dict.fromkeys(line.strip() for line in lines if line.strip()))
+
+
+__all__ = [
+    "ENGINE",
+    "compile_engine",
+    "compiled",
+    "current",
+    "entry_point",
+    "interpreted_twin",
+    "is_cached",
+    "kernel_cached",
+    "load_kernel",
+    "missing_kernel",
+    "on_switch",
+    "raise_pending",
+    "request",
+]

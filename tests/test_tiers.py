@@ -1,0 +1,235 @@
+"""Compilation tiers (``tapegrad.tiers``): on an empty kernel cache a process answers at
+once, running the same engine source as Python, and gives the numbers compiled code
+gives.
+
+Each test runs a program in a new process with a temporary ``TAPEGRAD_CACHE_DIR`` (a
+machine that never compiled this version) and ``TAPEGRAD_BACKGROUND=0`` (no background
+compiler: what runs is only the interpreted tier), and compares it with the same
+program on this process's warm cache.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Counts numba compilations of tapegrad's own functions (cache loads are not compiles).
+COUNT_COMPILES = """
+import atexit, sys
+from numba.core import event
+compiles = []
+class _Count(event.Listener):
+    def on_start(self, ev):
+        f = getattr(ev.data.get("dispatcher"), "py_func", None)
+        if getattr(f, "__module__", "").startswith("tapegrad"):
+            compiles.append(f.__qualname__)
+    def on_end(self, ev):
+        pass
+event.register("numba:compile", _Count())
+atexit.register(lambda: print("compiles", len(compiles), file=sys.stderr))
+"""
+
+
+def _run(code: str, cache: Path | None, timeout: float = 300, **env: str) -> tuple[str, str]:
+    full = dict(os.environ, **env)
+    if cache is not None:
+        full.update(TAPEGRAD_CACHE_DIR=str(cache), TAPEGRAD_BACKGROUND="0")
+    out = subprocess.run(
+        [sys.executable, "-c", COUNT_COMPILES + textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env=full,
+        cwd=ROOT,
+        timeout=timeout,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout, out.stderr
+
+
+def _compiles(stderr: str) -> int:
+    return int(stderr.rsplit("compiles", 1)[1].split()[0])
+
+
+README_SNIPPET = """
+import numpy as np
+import tapegrad as tg
+import tapegrad.numpy as tnp
+
+x = tg.tensor(np.ones(3), requires_grad=True)
+w = tg.tensor(np.ones((3, 2)), requires_grad=True)
+loss = tnp.sum(tnp.tanh(x @ w) ** 2)
+loss.backward()
+print(repr(loss.item()), x.grad.tolist(), w.grad.tolist())
+"""
+
+
+def test_the_first_snippet_on_an_empty_cache_compiles_nothing(tmp_path):
+    started = time.perf_counter()
+    cold, err = _run(README_SNIPPET, tmp_path)
+    elapsed = time.perf_counter() - started
+    warm, _ = _run(README_SNIPPET, None)
+    assert cold == warm
+    assert _compiles(err) == 0, err
+    # (seconds on this shared machine, not a benchmark: a compile would take tens)
+    assert elapsed < 60
+
+
+# Every op family, values and gradients: elementwise (unary, binary, broadcast, with a
+# Python scalar), reductions, shape and indexing, linear algebra, special functions,
+# cumulative and softmax rows, where, float32, and a custom function's Python backward.
+FAMILIES = """
+import json
+import numpy as np
+import tapegrad as tg
+import tapegrad.numpy as tnp
+from tapegrad.special import gammaln, log_softmax, logsumexp
+from tests.custom_ops import Cube  # a Python backward
+
+rng = np.random.default_rng(0)
+a = tg.tensor(rng.random((3, 4)) + 0.5, requires_grad=True)
+b = tg.tensor(rng.random(4) + 0.5, requires_grad=True)
+s = tg.tensor(rng.random((3, 3)) + 3 * np.eye(3), requires_grad=True)
+f = tg.tensor(rng.random(5).astype(np.float32), requires_grad=True)
+
+terms = [
+    tnp.sum(tnp.exp(a) * tnp.sin(b) - tnp.log(a) / b + a ** 1.5),
+    tnp.sum(tnp.maximum(a, 0.9) + tnp.arctan2(a, b) + tnp.hypot(a, 2.0)),
+    tnp.sum(tnp.mean(a, axis=0) * tnp.std(a, axis=1)[:1] + tnp.max(a, axis=1)[1]),
+    tnp.sum(tnp.prod(a, axis=0) + tnp.cumsum(b) * tnp.cumprod(b)),
+    tnp.sum(a.T[::-1, 1:] ** 2) + tnp.sum(tnp.concatenate([a, a * 2])[[0, 2, 2]]),
+    tnp.sum(tnp.where(a > 1.0, a, -a) + tnp.reshape(a, (4, 3)).sum(axis=0)[0]),
+    tnp.sum(a @ tnp.transpose(a)) + tnp.linalg.det(s) + tnp.trace(tnp.linalg.inv(s)),
+    tnp.sum(tnp.linalg.solve(s, a[:, :2])) + tnp.sum(tnp.linalg.cholesky(s @ s.T)),
+    tnp.sum(tnp.linalg.eigh(s + s.T)[0]) + tnp.linalg.norm(a),
+    tnp.sum(gammaln(a) + log_softmax(a, axis=1)) + logsumexp(b),
+    tnp.sum(tnp.einsum("ij,j->i", a, b)) + tnp.sum(Cube.apply(b)),
+    tnp.sum(tnp.tanh(f) * 3.0).astype(np.float64),
+]
+loss = terms[0]
+for t in terms[1:]:
+    loss = loss + t
+loss.backward()
+grads = [[str(t.grad.dtype), t.grad.tolist()] for t in (a, b, s, f)]
+print(json.dumps([repr(loss.item())] + grads))
+"""
+
+
+def test_every_op_family_gives_the_compiled_numbers_when_interpreted(tmp_path):
+    """The same source, so the same numbers up to rounding: Python rounds ``fma`` twice
+    (``_jit.fma``) and float32 formulas round where compiled code keeps a register."""
+    cold, err = _run(FAMILIES, tmp_path)
+    warm, _ = _run(FAMILIES, None)
+    cold, warm = json.loads(cold), json.loads(warm)
+    assert float(cold[0]) == pytest.approx(float(warm[0]), rel=1e-13)
+    for (dtype, c), (dtype_w, w) in zip(cold[1:], warm[1:]):
+        assert dtype == dtype_w
+        tol = 1e-13 if dtype == "float64" else 4 * np.finfo(np.float32).eps
+        np.testing.assert_allclose(c, w, rtol=tol, atol=tol)
+    assert _compiles(err) == 0, err
+
+
+def test_large_work_compiles_its_kernel_and_a_failing_python_kernel_raises(tmp_path):
+    code = """
+        import numpy as np
+        import tapegrad as tg, tapegrad.numpy as tnp
+        from tapegrad import tiers
+        from tapegrad.ops import BY_NAME
+
+        x = tg.tensor(np.linspace(0.1, 1.0, 50), requires_grad=True)
+        y = tnp.sum(tnp.sin(x))          # 50 elements: above TAPEGRAD_INTERPRET_MAX=10
+        y.backward()
+        print(np.allclose(x.grad, np.cos(x.numpy())))
+        print(tiers.kernel_cached(BY_NAME["sin"].code, 0, 0))
+        small = tg.tensor([0.5, 0.25], requires_grad=True)
+        tnp.sum(tnp.exp(small)).backward()  # 2 elements: interpreted
+        for key, shim in tiers._SHIMS.items():
+            if tiers.ROWS[key[0]].name == "exp":
+                shim.python = lambda node, tp: 1 // 0
+        try:
+            tnp.sum(tnp.exp(small)).backward()
+        except ZeroDivisionError:
+            print("raised")
+        print(np.allclose(small.grad, np.exp([0.5, 0.25])))  # the first backward's
+        small.grad = None
+        tnp.sum(small * 3.0).backward()  # the tape goes on
+        print(small.grad.tolist() == [3.0, 3.0])
+    """
+    out, _ = _run(code, tmp_path, TAPEGRAD_INTERPRET_MAX="10")
+    assert out.split() == ["True", "True", "raised", "True", "True"]
+
+
+def test_interpreted_backward_in_threads(tmp_path):
+    code = """
+        import numpy as np
+        import tapegrad as tg, tapegrad.numpy as tnp
+        from tests.helpers import run_in_threads
+
+        results, errors = {}, []
+        def work(k):
+            try:
+                x = tg.tensor(np.arange(3.0) + k, requires_grad=True)
+                for _ in range(5):
+                    x.grad = None
+                    tnp.sum(tnp.tanh(x) ** 2 * k).backward()
+                results[k] = x.grad.tolist()
+            except BaseException as e:
+                errors.append(e)
+        run_in_threads(work)
+        assert not errors, errors
+        for k, g in sorted(results.items()):
+            x = np.arange(3.0) + k
+            assert np.allclose(g, 2 * k * np.tanh(x) / np.cosh(x) ** 2), (k, g)
+        print("ok")
+    """
+    out, err = _run(code, tmp_path)
+    assert out.strip() == "ok"
+    assert _compiles(err) == 0, err
+
+
+@pytest.mark.slow
+def test_a_background_compile_hands_over_to_compiled_code(tmp_path):
+    """A cold process starts the background compiler, which fills the cache; a process
+    started afterwards runs compiled code, and a process that was running interpreted
+    switches to it at a call once the cache holds the engine."""
+    code = """
+        import sys, time
+        import numpy as np
+        import tapegrad as tg, tapegrad.numpy as tnp
+        from tapegrad import tiers
+
+        x = tg.tensor(np.ones(3), requires_grad=True)
+        tnp.sum(tnp.tanh(x) ** 2).backward()
+        print(tiers.compiled())
+        time.sleep(1)
+        deadline = time.monotonic() + 600
+        while tiers.compiler_running(tiers.cache_root()) and time.monotonic() < deadline:
+            time.sleep(1)
+        time.sleep(tiers.POLL * 2)
+        x.grad = None
+        tnp.sum(tnp.tanh(x) ** 2).backward()  # the switch happens at a call
+        print(tiers.compiled(), x.grad.tolist())
+    """
+    env = dict(os.environ, TAPEGRAD_CACHE_DIR=str(tmp_path))
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=900,
+    )
+    assert out.returncode == 0, out.stderr
+    first, second = out.stdout.splitlines()
+    assert first == "False" and second.startswith("True")
+    _, err = _run(README_SNIPPET, None, TAPEGRAD_CACHE_DIR=str(tmp_path))
+    assert "not compiled on this machine" not in err
