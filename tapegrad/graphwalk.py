@@ -253,15 +253,32 @@ def _custom_vjp(tape: Tape, k: int, needs: list, gs: list) -> list:
 
 
 def forward(
-    tape: Tape, tangents: dict[int, Any], hi: int, custom_jvp: Callable | None = None
+    tape: Tape,
+    tangents: dict[int, Any],
+    hi: int,
+    custom_jvp: Callable | None = None,
+    targets: set[int] | None = None,
 ) -> dict[int, Any]:
     """Push ``tangents`` (slot -> tangent) through the nodes of ``tape`` recorded before
     node ``hi``, in recording order; returns the tangents of every slot reached.
 
     ``custom_jvp(tape, k, tangents_in) -> tangents_out`` handles custom-function nodes.
+    ``targets``: only nodes some of these slots depend on are pushed through (a value
+    read for a decision and then detached, such as ``logsumexp``'s shifting max, is
+    not, so its tangent rule is never asked for).
     """
     lo = max(0, min(producer(tape, s) + 1 for s in tangents))
+    needed = None
+    if targets is not None:
+        needed, wanted = set(), set(targets)
+        for k in range(hi - 1, lo - 1, -1):
+            ins, outs = tape.node_links(k)
+            if not wanted.isdisjoint(outs):
+                needed.add(k)
+                wanted.update(ins)
     for k in range(lo, hi):
+        if needed is not None and k not in needed:
+            continue
         ins, outs = tape.node_links(k)
         ts = [tangents.get(s) for s in ins]
         if all(t is None for t in ts):

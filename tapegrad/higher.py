@@ -163,9 +163,15 @@ class _Recording:
                 "it as an argument, or .detach() it"
             )
 
-    def push(self, tangents: dict[int, Any], hi: int) -> dict[int, Any]:
+    def push(self, tangents: dict[int, Any], hi: int, outs: list | None = None) -> dict[int, Any]:
+        """Tangents pushed from ``tangents`` through nodes before ``hi`` (only through
+        those the tensors ``outs`` depend on, when given)."""
+        targets = None
+        if outs is not None:
+            homes = [home_of(o) for o in outs if isinstance(o, Tensor)]
+            targets = {h[1] for h in homes if h is not None and h[0] is self.tape}
         with enable_grad() if self.graph else no_grad():
-            return graphwalk.forward(self.tape, tangents, hi, _custom_jvp)
+            return graphwalk.forward(self.tape, tangents, hi, _custom_jvp, targets)
 
 
 def _out_tangents(outs: list, pushed: dict[int, Any], graph: bool) -> list:
@@ -219,7 +225,7 @@ def jvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[A
             t_leaves += leaves
         for m, tv in zip(made, t_leaves):
             seeds[m.slot] = _tangent(tv, m, "jvp")
-        pushed = rec.push(seeds, hi)
+        pushed = rec.push(seeds, hi, outs)
         found = _out_tangents(outs, pushed, rec.graph)
         if rec.graph:
             return out, rebuild(found)
@@ -256,7 +262,7 @@ def jacfwd(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
                 for idx in np.ndindex(m.shape):
                     e = np.zeros(m.shape, m.dtype)
                     e[idx] = 1
-                    pushed = rec.push({m.slot: e}, hi)
+                    pushed = rec.push({m.slot: e}, hi, outs)
                     for col, t in zip(columns, _out_tangents(outs, pushed, rec.graph)):
                         col.append(t)
                 for j, (out, col) in enumerate(zip(outs, columns)):

@@ -806,3 +806,51 @@ def test_newton_maximum_likelihood_through_grad_of_grad():
         assert abs(float(d1(r)) - differences(score, r)) <= 1e-6 * abs(float(d1(r)))
         d2 = float(tg.grad(tg.grad(score))(r))
         assert abs(d2 - differences(d1, r)) <= 1e-5 * abs(d2)
+
+
+# --- found by the differential test against JAX (tests/test_jax_differential.py) -----------
+
+
+def test_mixed_second_derivatives_where_a_select_guards_zero():
+    # pow's d/dx and xlogy's d/dy select 0 where the product would be 0 * inf; only
+    # there: at y == 0 (pow) or x == 0 (xlogy) alone, their derivative in the other
+    # variable survives, and the Hessians are symmetric
+    from tapegrad.special import xlog1py, xlogy
+
+    def pw(p):
+        return (1 + p[0] * p[0]) ** p[1]
+
+    def xl(p):
+        return xlogy(p[1], 1 + p[0] * p[0]) + xlog1py(p[1], p[0] * p[0])
+
+    p = np.array([0.5, 0.0])
+    for f in (pw, xl):
+        h = tg.hessian(f)(p)
+        np.testing.assert_allclose(h, _hessian_by_differences(f, p), rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(h, h.T, rtol=1e-12)
+    assert float(tg.grad(lambda y: tg.grad(lambda x: 0.0**y + x**y)(0.5))(0.0)) == 2.0
+
+
+def test_einsum_broadcasts_a_summed_axis_of_length_1_with_gradients():
+    x, y = np.array([-1.0, 0.5]), np.array([0.5])
+    f = lambda a, b: tnp.einsum("...i,...i->...", a, b) ** 2  # noqa: E731
+    gx, gy = tg.grad(f, argnums=(0, 1))(x, y)
+    v = np.einsum("i,i->", x, y)
+    np.testing.assert_allclose(gx, 2 * v * np.broadcast_to(y, x.shape))
+    np.testing.assert_allclose(gy, [2 * v * x.sum()])
+
+
+def test_compiled_forward_mode_through_logsumexp():
+    # logsumexp shifts by its max, detached: forward mode never asks max for a tangent
+    from tapegrad.special import logsumexp
+
+    t = np.array([0.3, -1.0, 2.0])
+
+    def directional(x):
+        return tg.jvp(lambda v: logsumexp(v) ** 2, (x,), (t,))[1]
+
+    step = tg.compile(directional)
+    x = np.array([1.0, 0.5, -0.2])
+    value, grad = step.value_and_grad(x)
+    np.testing.assert_allclose(value, directional(x), rtol=1e-12)
+    np.testing.assert_allclose(grad, numeric_grad(directional, x), rtol=1e-6)

@@ -96,36 +96,11 @@ def _reference(program: jp.Program) -> jp.Reference:
 
 # --- what disagrees today ----------------------------------------------------------------------
 #
-# Each cause has minimal programs in REGRESSIONS below; KNOWN lists the random programs it
-# makes fail, by seed and order ("first": value, gradient, JVP, compiled value_and_grad;
-# "second": the rest). Fixing the library makes these strict xfails pass: remove them.
-
-BROADCAST = (
-    "a reduction right after a broadcasting op: its recorded derivatives miss the "
-    "broadcast count (derivatives.sum_to)"
-)
-EINSUM = "einsum refuses to broadcast a labelled axis of length 1 when an operand requires grad"
-LSE_JVP = "tg.compile refuses forward mode through logsumexp (its recorded JVP uses max)"
-AT_ZERO = (
-    "a recorded derivative that selects on x == 0 (pow's exponent, xlogy's x) loses its "
-    "derivative in that variable there"
-)
-
+# (seed, "first" | "second") -> the cause, for random programs a known library bug makes
+# fail (strict xfails, each with minimal programs in REGRESSIONS below). Empty: every
+# program agrees with JAX.
 
 KNOWN: dict[tuple[int, str], str] = {}
-
-
-def _known(cause: str, order: str, seeds: str) -> None:
-    for seed in map(int, seeds.split()):
-        KNOWN[seed, order] = f"{KNOWN[seed, order]}; {cause}" if (seed, order) in KNOWN else cause
-
-
-# seeds 0 .. 167 (CI)
-_known(BROADCAST, "second", "10 21 23 29 48 55 60 75 76 77 80 84 105 127 130 131 156 166")
-_known(LSE_JVP, "second", "19 31 37 44 55 60 74 119 128 130 148 158")
-_known(EINSUM, "first", "129")
-_known(EINSUM, "second", "129")
-_known(AT_ZERO, "second", "36 153")
 
 
 def _params(seeds: range) -> list:
@@ -240,14 +215,14 @@ def _regression(f, inputs, xfail=None, kinks=False):
 
 
 REGRESSIONS = [
-    _regression(sum_of_broadcast_0d, [0.7], BROADCAST),
-    _regression(sum_of_broadcast_both_args, [0.5, [0.5, -1.0]], BROADCAST),
-    _regression(sum_of_broadcast_axis_keepdims, [0.5], BROADCAST),
-    _regression(mean_of_broadcast_size1, [[1.0, -1.0]], BROADCAST, kinks=True),
-    _regression(einsum_broadcasts_length_1, [[-1.0, 0.5], [0.5]], EINSUM),
-    _regression(logsumexp_forward_mode_compiled, [1.0], LSE_JVP),
-    _regression(pow_exponent_zero, [0.5, 0.0], AT_ZERO),
-    _regression(xlogy_x_zero, [0.5, 0.0], AT_ZERO),
+    _regression(sum_of_broadcast_0d, [0.7]),
+    _regression(sum_of_broadcast_both_args, [0.5, [0.5, -1.0]]),
+    _regression(sum_of_broadcast_axis_keepdims, [0.5]),
+    _regression(mean_of_broadcast_size1, [[1.0, -1.0]], kinks=True),
+    _regression(einsum_broadcasts_length_1, [[-1.0, 0.5], [0.5]]),
+    _regression(logsumexp_forward_mode_compiled, [1.0]),
+    _regression(pow_exponent_zero, [0.5, 0.0]),
+    _regression(xlogy_x_zero, [0.5, 0.0]),
 ]
 
 

@@ -330,7 +330,14 @@ def _contract(a: Tensor, la: str, b: Tensor, lb: str, keep: str) -> tuple[Tensor
     free_b = [c for c in lb if c not in la]
     sa = dict(zip(la, a.shape))
     sb = dict(zip(lb, b.shape))
-    for c in summed:
+    for c in summed:  # NumPy broadcasts a summed letter of length 1 against the other's
+        if sa[c] != sb[c] and 1 in (sa[c], sb[c]):
+            if sa[c] == 1:
+                sa[c] = sb[c]
+                a = broadcast_to(a, tuple(sa[d] for d in la))
+            else:
+                sb[c] = sa[c]
+                b = broadcast_to(b, tuple(sb[d] for d in lb))
         if sa[c] != sb[c]:
             raise ValueError(f"einsum: size of {c!r} differs ({sa[c]} and {sb[c]})")
     if not free_a and not free_b and a.dtype.kind == b.dtype.kind == "f":

@@ -82,8 +82,10 @@ def pow_fwd(x, y):
 
 @jit
 def pow_bwd_x(g, x, y, out):
-    # d/dx x^y = y x^(y-1); the y == 0 case is 0 (not 0 * inf at x == 0), as in PyTorch.
-    return select(y == 0, 0.0 * g, g * y * power_less_one(x, y, out))
+    # d/dx x^y = y x^(y-1); 0 at y == 0 and x == 0 (not 0 * inf), as in PyTorch. Only
+    # there: at y == 0 elsewhere the product is 0 by itself, and its derivative in y,
+    # x^(y-1) (the mixed second derivative), must survive.
+    return select((y == 0) & (x == 0), 0.0 * g, g * y * power_less_one(x, y, out))
 
 
 @jit

@@ -221,7 +221,9 @@ def xlogy_bwd_x(g, x, y, out):
 
 @jit
 def xlogy_bwd_y(g, x, y, out):
-    return select(x == 0, 0.0 * g, g * x / y)
+    # x / y, 0 where both are 0; at x == 0 alone x / y is 0 by itself, and its
+    # derivative in x (the mixed second derivative, 1 / y) must survive
+    return select((x == 0) & (y == 0), 0.0 * g, g * x / y)
 
 
 # --- normal distribution functions, inverses, gamma and beta (issue 22) ----------------------
@@ -593,7 +595,7 @@ def xlog1py_bwd_x(g, x, y, out):
 
 @jit
 def xlog1py_bwd_y(g, x, y, out):
-    return select(x == 0, 0.0 * g, g * x / (1 + y))
+    return select((x == 0) & (y == -1), 0.0 * g, g * x / (1 + y))  # as xlogy's
 
 
 # --- modified Bessel functions of orders 0 and 1, incomplete gamma (issue 22) ------------------
