@@ -3,11 +3,16 @@ PyTorch and HIPS autograd, on the same workloads in the same run.
 
     python asv_bench/compare.py [--json results.json] [--repeat 15] [--second-order] [--ode]
                                 [--eager [--steady]] [--elementwise] [--threads N]
-                                [--cold [--warmup]]
+                                [--cold [--warmup]] [--busy [--hogs K]]
 
 ``--cold`` times whole processes on an empty kernel cache (a machine that never
 compiled this version) against the same on the warm cache: the README's first snippet,
 ``examples/lotka_volterra.py``, and with ``--warmup`` ``python -m tapegrad.warmup``.
+
+``--busy`` times the eager rows on a quiet machine, then while ``--hogs`` (default 2)
+CPU-bound processes run beside them (a shared CI runner, a laptop, one MPI rank per
+core), then busy again with numba's loops on one thread; every library keeps its
+default thread count (all CPUs) unless ``--threads`` is given.
 
 Every implementation's gradient is checked against the hand-written one first; the
 table gives medians and ratios to hand-written NumPy. Missing peers are skipped.
@@ -23,7 +28,8 @@ import os
 # ufunc threads all share the machine; interleaved timing makes idle spinning workers of
 # one slow down the next. --threads N (read before NumPy is imported) gives every pool N
 # threads; 1 is the reproducible single-core comparison.
-_THREADS = "1"
+# --busy measures the libraries' own defaults: no pool is set unless --threads is given.
+_THREADS = None if "--busy" in os.sys.argv else "1"
 for _i, _a in enumerate(os.sys.argv):
     if _a == "--threads" and _i + 1 < len(os.sys.argv):
         _THREADS = os.sys.argv[_i + 1]
@@ -34,8 +40,8 @@ for _var in (
     "NUMBA_NUM_THREADS",
     "TAPEGRAD_THREADS",
 ):
-    os.environ[_var] = _THREADS
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if _THREADS is not None:
+        os.environ[_var] = _THREADS
 import platform
 import sys
 from pathlib import Path
@@ -72,12 +78,17 @@ from benchmarks.workloads import (
 )
 
 
+def _torch_threads(torch) -> None:
+    if _THREADS is not None:
+        torch.set_num_threads(int(_THREADS))
+
+
 def _torch_chain():
     try:
         import torch
     except ImportError:
         return None
-    torch.set_num_threads(int(_THREADS))
+    _torch_threads(torch)
 
     def run(x0, n_ops):
         x = torch.tensor(x0, requires_grad=True)
@@ -197,7 +208,7 @@ def _torch_models() -> dict:
         import torch
     except ImportError:
         return {}
-    torch.set_num_threads(int(_THREADS))
+    _torch_threads(torch)
 
     def mlp(params, x, labels):
         ps = [torch.tensor(p, requires_grad=True) for p in params]
@@ -352,7 +363,7 @@ def _second_order_rows(repeat: int) -> list[dict]:
     try:
         import torch
 
-        torch.set_num_threads(int(_THREADS))
+        _torch_threads(torch)
         wt = torch.tensor(w)
         theirs = torch.func.hessian(lambda v: smooth100(wt, v, torch))
         np.testing.assert_allclose(theirs(torch.tensor(x)).numpy(), want, rtol=1e-10, atol=1e-12)
@@ -574,7 +585,16 @@ def main() -> None:
     parser.add_argument(
         "--warmup", action="store_true", help="with --cold: also python -m tapegrad.warmup"
     )
+    parser.add_argument(
+        "--busy",
+        action="store_true",
+        help="the eager rows quiet, beside CPU-bound processes, and so with one numba thread",
+    )
+    parser.add_argument("--hogs", type=int, default=2, help="with --busy: how many processes")
     args = parser.parse_args()
+    if args.busy:
+        _print(_busy_rows(args.repeat, args.hogs), args.json)
+        return
     if args.cold:
         _print(_cold_rows(args.repeat, args.warmup), args.json)
         return
@@ -695,6 +715,65 @@ def _cold_rows(repeat: int, warmup: bool) -> list[dict]:
     return rows
 
 
+# A CPU-bound neighbour: pure Python on one core, until its deadline or until the
+# process that started it is gone (it never outlives a benchmark that crashed).
+HOG = """
+import os, sys, time
+end, parent = time.monotonic() + float(sys.argv[1]), os.getppid()
+while time.monotonic() < end and os.getppid() == parent:
+    sum(i * i for i in range(100_000))
+"""
+
+
+def _busy_rows(repeat: int, hogs: int, limit: float = 1800.0) -> list[dict]:
+    """The eager rows three times in one process: quiet; beside ``hogs`` CPU-bound
+    processes; and beside them again with numba's loops on one thread in this one
+    (``numba.set_num_threads(1)``, what ``NUMBA_NUM_THREADS=1`` gives). Each row's
+    ratio to hand-written NumPy, measured in the same condition."""
+    import subprocess
+
+    import numba
+
+    quiet = _eager_rows(repeat)
+    procs = [subprocess.Popen([sys.executable, "-c", HOG, str(limit)]) for _ in range(hogs)]
+    try:
+        busy = _eager_rows(repeat)
+        threads = numba.get_num_threads()
+        numba.set_num_threads(1)
+        try:
+            single = _eager_rows(repeat)
+        finally:
+            numba.set_num_threads(threads)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    rows = []
+    for condition, got in (
+        ("quiet", quiet),
+        (f"{hogs} busy neighbours", busy),
+        (f"{hogs} busy, 1 numba thread", single),
+    ):
+        rows += [{**r, "impl": f"{r['impl']} [{condition}]"} for r in got]
+    for q, b, s in zip(quiet, busy, single):
+        if q["impl"] == "tapegrad (eager)":
+            rows.append(
+                {
+                    "workload": q["workload"],
+                    "impl": "busy / quiet ratio",
+                    "x": b["ratio_to_numpy"] / q["ratio_to_numpy"],
+                }
+            )
+            rows.append(
+                {
+                    "workload": q["workload"],
+                    "impl": "busy / busy one-thread",
+                    "x": b["median_ms"] / s["median_ms"],
+                }
+            )
+    return rows
+
+
 def _ratio_rows(label: str, medians: dict, base: str) -> list[dict]:
     """One table row per implementation: its median and its ratio to ``base``'s."""
     return [
@@ -706,7 +785,7 @@ def _ratio_rows(label: str, medians: dict, base: str) -> list[dict]:
 def _print(rows: list[dict], json_path: str | None) -> None:
     print(
         f"\nmachine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-        f"{_THREADS} thread(s) per library; Python {platform.python_version()}, "
+        f"{_THREADS or 'default'} thread(s) per library; Python {platform.python_version()}, "
         f"NumPy {np.__version__}"
     )
     print(f"{'workload':36} {'implementation':28} {'median':>12} {'ratio':>9}")

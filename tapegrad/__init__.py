@@ -13,7 +13,8 @@ array([0.90929743, 0.90929743, 0.90929743])
 
 from __future__ import annotations
 
-from . import integrate, numpy, scipy, special
+# (_threads first: it sets the thread pool's defaults before numba reads them)
+from . import _threads, integrate, numpy, scipy, special  # noqa: F401
 from .compile import compile
 from .dispatch import compile_all
 from .engine import backward_stats, detect_anomaly, is_anomaly_enabled

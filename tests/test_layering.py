@@ -22,7 +22,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "tapegrad"
 
 LAYERS: list[tuple[str, list[str]]] = [
-    ("base: numba glue, pure rules", ["_jit", "shapes", "boundary", "pytree"]),
+    ("base: numba glue, pure rules", ["_threads", "_jit", "shapes", "boundary", "pytree"]),
     ("tape format", ["layout"]),
     (
         "compiled kernels, recorder, scheduler, replay",

@@ -4,6 +4,9 @@ serial run, and a short-lived thread's tape not kept alive by its results."""
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
+import sys
 import threading
 import tracemalloc
 import warnings
@@ -13,6 +16,7 @@ import numpy as np
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
+from tapegrad import _threads
 from tapegrad import tape as tape_module
 from tapegrad.tape import current_tape
 
@@ -285,3 +289,48 @@ def test_spawned_workers_run_parallel_backwards_after_the_parent_did():
     with multiprocessing.get_context("spawn").Pool(2) as pool:
         errors = pool.map(_large_scaled_gradient, range(2), chunksize=1)
     assert errors == [0.0, 0.0]
+
+
+_POOL = (
+    "import os, sys\n"
+    "if sys.argv[1] == 'numba-first':\n"
+    "    import numba\n"
+    "import tapegrad, numba\n"
+    "print(os.environ.get('OMP_WAIT_POLICY'), numba.config.NUMBA_NUM_THREADS,"
+    " numba.get_num_threads())\n"
+)
+
+
+def _pool(order: str = "tapegrad-first", **env: str) -> list[str]:
+    """(wait policy, threads launched, this thread's count) in a new process."""
+    clean = {k: v for k, v in os.environ.items() if k not in _CLEARED}
+    out = subprocess.run(
+        [sys.executable, "-c", _POOL, order],
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
+_CLEARED = {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "NUMBA_NUM_THREADS", *_threads.LOCAL_RANKS}
+
+
+def test_the_thread_pool_is_set_for_a_shared_machine():
+    """Importing tapegrad makes numba's OpenMP workers sleep between parallel regions
+    (spinning ones cost a time slice per region on a busy machine: 15x NumPy instead of
+    1.3x) and gives each MPI rank its share of the node's CPUs; what the user set is
+    kept."""
+    cpus = str(_threads.cpus())
+    share = str(max(1, _threads.cpus() // 2))
+    assert _pool() == ["PASSIVE", cpus, cpus]
+    assert _pool(OMP_WAIT_POLICY="ACTIVE")[0] == "ACTIVE"
+    assert _pool(GOMP_SPINCOUNT="10000")[0] == "None"  # the user's spin count decides
+    assert _pool(MPI_LOCALNRANKS="2") == ["PASSIVE", share, share]  # MPICH's launcher
+    assert _pool(OMPI_COMM_WORLD_LOCAL_SIZE="2")[1:] == [share, share]  # Open MPI's
+    assert _pool(MPI_LOCALNRANKS="2", NUMBA_NUM_THREADS="1")[1:] == ["1", "1"]
+    assert _pool(MPI_LOCALNRANKS="1")[1:] == [cpus, cpus]
+    # numba imported (its configuration read) before tapegrad: this thread's count
+    assert _pool("numba-first", MPI_LOCALNRANKS="2") == ["PASSIVE", cpus, share]
