@@ -377,3 +377,63 @@ def test_hvp_reads_argument_objects_anew():
     for change in (lambda: None, lambda: setattr(b, "s", 5.0), lambda: b.A.fill(2.0)):
         change()
         np.testing.assert_allclose(step.hvp(x, b, v), 6 * x * b.A * b.s * v)
+
+
+# --- items of one container checked together ----------------------------------------------
+def _mixed_containers():
+    """Containers of numbers that also hold something else (so not compared whole: each
+    number is a guard of its own, checked together with its neighbours)."""
+    tensor = tg.tensor(np.array([1.0, 2.0]))
+    return {
+        "list": [0.5, 1.5, -2.0, 3.0, tensor],
+        "list-in-object": Box(c=[0.5, 1.5, -2.0, 3.0, None]),
+        "dict": {0: 0.5, 1: 1.5, "two": -2.0, 3: 3.0, "t": tensor},
+    }
+
+
+@pytest.mark.filterwarnings("ignore:tapegrad.compile.*keeps capturing")
+@pytest.mark.parametrize("kind", ["list", "list-in-object", "dict"])
+def test_items_of_a_container_checked_together_catch_every_change(kind):
+    """Every change to one of many guarded items recaptures; an equal number in a new
+    object replays; the container's length is a guard too."""
+    box = _mixed_containers()[kind]
+    items = box.c if kind == "list-in-object" else box
+    keys = [0, 1, "two" if kind == "dict" else 2, 3]
+
+    def f(w):
+        return sum(tnp.sum(tnp.sin(w * items[k])) * (j + 1) for j, k in enumerate(keys))
+
+    def expect(w):
+        return sum(np.sum(np.sin(w * items[k])) * (j + 1) for j, k in enumerate(keys))
+
+    step = tg.compile(f)
+    changes = [
+        ("first call", None, None),
+        ("same value, new object", 1, float(str(items[1]))),
+        ("a middle item", 1, 4.0),
+        ("the first item", 0, 0.25),
+        ("the last number", 3, -0.5),
+        ("0.0, then -0.0", 0, 0.0),
+        ("-0.0", 0, -0.0),
+        ("an int for a float", 3, 2),
+    ]
+    for what, k, v in changes:
+        if k is not None:
+            items[keys[k]] = v
+        captures = step.stats["captures"]
+        value, grad = step.value_and_grad(W0)
+        assert value == pytest.approx(expect(W0), abs=1e-14), what
+        np.testing.assert_allclose(grad, central(expect, W0), rtol=1e-7, err_msg=what)
+        if what == "same value, new object":
+            assert step.stats["captures"] == captures, what
+        elif what != "first call":
+            assert step.stats["captures"] == captures + 1, what
+    if isinstance(items, list):
+        captures = step.stats["captures"]
+        items.insert(0, 9.0)  # every item moves: each a different number now
+        assert step(W0) == pytest.approx(expect(W0), abs=1e-14)
+        assert step.stats["captures"] == captures + 1
+        del items[0]
+        items.append(1.0)  # a longer list (its length is a guard)
+        step(W0)
+        assert step.stats["captures"] == captures + 2
