@@ -215,6 +215,62 @@ for _cls in (_fallback_locator(), _TapegradCacheLocator) if not INTERPRETED else
     if _cls not in _impl._locator_classes:
         _impl._locator_classes.insert(0, _cls)
 
+# numba keeps one index file per function, {signature: data file}, and saves an entry
+# by reading the index, choosing the first free data-file number, writing the index and
+# then the data. Two processes saving two signatures of one function at once (the
+# warm-up's workers, MPI ranks or a background compiler on one cold cache: digamma's
+# float32 and float64 kernels both compile polygamma) can both choose number 1: the
+# index then names one signature and the file holds the other's code, and the next
+# process loads a function for the wrong types ("No implementation of function bwd1
+# found for signature (StaticRef[digamma], float32, ...)"). In tapegrad's cache an
+# entry is saved and read under a lock on the cache directory (flock: exclusive to
+# save, shared to read), so index and data always agree.
+INDEX_LOCK = "index.lock"
+_index_lock = threading.Lock()
+_lock_files: dict[str, Any] = {}
+
+
+def _cache_dir_lock(cache_path: str) -> Any:
+    """The open lock file of the tapegrad cache holding ``cache_path``, or None for a
+    cache that is not tapegrad's (or where there is no flock)."""
+    if fcntl is None:
+        return None
+    root = cache_root()
+    for base in (root, Path(tempfile.gettempdir()) / f"tapegrad-{os.getuid()}" / root.name):
+        if cache_path == str(base) or cache_path.startswith(str(base) + os.sep):
+            key = str(base)
+            fh = _lock_files.get(key)
+            if fh is None:
+                base.mkdir(parents=True, exist_ok=True)
+                fh = _lock_files[key] = open(base / INDEX_LOCK, "a")  # kept open: the lock
+            return fh
+    return None
+
+
+def _under_index_lock(method: Callable, exclusive: bool) -> Callable:
+    def locked(self: Any, *args: Any) -> Any:
+        fh = _cache_dir_lock(self._cache_path)
+        if fh is None:
+            return method(self, *args)
+        with _index_lock:  # (flock is per open file: threads of one process queue here)
+            fcntl.flock(fh, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            try:
+                return method(self, *args)
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    locked.__wrapped__ = method
+    return locked
+
+
+try:
+    import fcntl
+except ImportError:  # no flock (Windows): numba's own behaviour
+    fcntl = None  # type: ignore[assignment]
+if not INTERPRETED and not hasattr(caching.IndexDataCacheFile.save, "__wrapped__"):
+    caching.IndexDataCacheFile.save = _under_index_lock(caching.IndexDataCacheFile.save, True)
+    caching.IndexDataCacheFile.load = _under_index_lock(caching.IndexDataCacheFile.load, False)
+
 # ---------------------------------------------------------------------------------
 # the first-use notice
 

@@ -4,10 +4,12 @@ and the backward pass staying in compiled code."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -507,3 +509,52 @@ def test_anomaly_mode_names_the_add_for_a_nan_on_its_output(op):
         y.register_hook(lambda g: g * np.nan)
         with pytest.raises(RuntimeError, match=f"'{op}' returned nan or inf"):
             tnp.sum(y * 2.0).backward()
+
+
+_SAVER = """
+import sys, time
+from numba.core import caching
+from tapegrad import _jit
+who, path, save = sys.argv[1], sys.argv[2], caching.IndexDataCacheFile.save
+if sys.argv[3] == "numba":  # numba's own save, without tapegrad's lock
+    save = save.__wrapped__
+f = caching.IndexDataCacheFile(path, "shared_helper-1.py311", _jit.source_hash())
+while time.time() < float(sys.argv[4]):  # both start together
+    pass
+for k in range(200):  # one signature after another, as two workers compiling one helper
+    save(f, f"{who}{k}", f"{who}{k}")
+"""
+
+
+def saved_by_two_processes(path: Path, how: str) -> tuple[int, dict]:
+    """Two processes each save 200 signatures of one function into the index at
+    ``path``: how many entries the index holds, and those whose data is another's."""
+    from numba.core import caching
+
+    path.mkdir(parents=True)
+    go = str(time.time() + 4.0)
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _SAVER, who, str(path), how, go], cwd=ROOT)
+        for who in ("a", "b")
+    ]
+    assert all(p.wait(timeout=120) == 0 for p in procs)
+    f = caching.IndexDataCacheFile(str(path), "shared_helper-1.py311", _jit.source_hash())
+    index = f._load_index()
+    data = {k: f._load_data(name) for k, name in index.items()}
+    return len(index), {k: v for k, v in data.items() if v != k}
+
+
+def test_two_processes_saving_signatures_of_one_function_keep_index_and_data_together(
+    tmp_path,
+):
+    """numba's cache chooses a data file by reading the index first; two processes
+    saving at once (warm-up workers on one cold cache) chose one file for two
+    signatures, and a third process loaded code compiled for other types. In
+    tapegrad's cache an entry is saved under a lock on the directory (numba's own save
+    lost 100-180 of the 400 entries here and mixed up ~20: ``saved_by_two_processes(p,
+    "numba")``)."""
+    path = _jit.cache_root() / "lock-test" / tmp_path.name
+    try:
+        assert saved_by_two_processes(path, "tapegrad") == (400, {})
+    finally:
+        shutil.rmtree(path.parent, ignore_errors=True)
