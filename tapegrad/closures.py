@@ -35,12 +35,14 @@ BUDGET = 20000
 _ITEMS = 1000  # list, tuple and dict entries looked at per container
 _MISSING = object()
 _LEAVES = (str, bytes, int, float, complex, bool, type(None), types.ModuleType, type)
-_SCALARS = (bool, int, float, complex, str, bytes, np.generic)
+# (None too: ``scale = None`` read by ``1.0 if scale is None else scale`` is a constant
+# of the recording like any number)
+_SCALARS = (bool, int, float, complex, str, bytes, np.generic, type(None))
 
 
 def is_plain(o: Any) -> bool:
-    """A value a recording takes as a constant: a number, string or NumPy array (and
-    subclasses), or a non-empty list, tuple or dict of numbers and strings."""
+    """A value a recording takes as a constant: a number, string, None or NumPy array
+    (and subclasses), or a non-empty list, tuple or dict of those (not arrays)."""
     if isinstance(o, (*_SCALARS, np.ndarray)):
         return not isinstance(o, np.ndarray) or o.dtype != object
     # (not empty ones: a list fn appends its own records to is not a constant it read)

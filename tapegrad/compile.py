@@ -52,7 +52,6 @@ differs from the program that ran (slow, for debugging). Custom functions
 
 from __future__ import annotations
 
-import copy
 import functools
 import math
 import operator
@@ -1273,11 +1272,8 @@ def _plain_values(
         if closures.is_plain(obj):
             if isinstance(obj, np.ndarray):  # (type, shape, dtype, bytes): the cheapest check
                 kept: Any = (type(obj), obj.shape, obj.dtype, obj.tobytes())
-            elif isinstance(obj, tuple):  # immutable (a named tuple too): itself
-                kept = obj
-                whole.add(path)
-            elif isinstance(obj, list | dict):
-                kept = copy.copy(obj)  # (a dict subclass stays one)
+            elif isinstance(obj, list | tuple | dict):  # its numbers, compared one by one
+                kept = _Items(obj)
                 whole.add(path)
             else:
                 kept = obj
@@ -1291,28 +1287,86 @@ def _plain_values(
 
 
 def _same_plain(now: Any, obj: Any, kept: Any) -> bool:
-    if type(kept) is _Layout:
-        return kept.holds(now)
-    if isinstance(obj, np.ndarray):
-        return (
-            type(now) is kept[0]
-            and now.shape == kept[1]
-            and now.dtype == kept[2]
-            and now.tobytes() == kept[3]
-        )
-    if _identity(obj):  # a function or compiled step: the same object
-        return now is obj
-    if isinstance(obj, list | dict):  # mutable: the contents the capture saw
-        return type(now) is type(kept) and now == kept
-    if now is obj:  # an immutable value (number, string, tuple): the same object
+    """Whether ``now`` is what the capture read (``obj``, kept as ``kept``). Anything
+    that cannot be compared (an array where a number was) is a change."""
+    try:
+        if type(kept) is _Layout or type(kept) is _Items:
+            return kept.holds(now)
+        if isinstance(obj, np.ndarray):
+            return (
+                type(now) is kept[0]
+                and now.shape == kept[1]
+                and now.dtype == kept[2]
+                and now.tobytes() == kept[3]
+            )
+        if _identity(obj):  # a function or compiled step: the same object
+            return now is obj
+        return _same_scalar(now, kept)
+    except Exception:  # (a comparison that raises: not the value the capture read)
+        return False
+
+
+def _same_scalar(now: Any, kept: Any) -> bool:
+    """The same number (or string): the same type, and for floats and complex numbers
+    (NumPy's too) the same sign of zero (1 / x differs), NaN being NaN."""
+    if now is kept:
         return True
     if type(now) is not type(kept):
         return False
-    if isinstance(kept, float):  # -0.0 is not 0.0 (1 / x differs), NaN is NaN
-        return math.copysign(1.0, now) == math.copysign(1.0, kept) and (
-            now == kept or (now != now and kept != kept)
-        )
-    return now == kept
+    if isinstance(kept, float | np.floating):
+        return _same_float(now, kept)
+    if isinstance(kept, complex | np.complexfloating):
+        return _same_float(now.real, kept.real) and _same_float(now.imag, kept.imag)
+    return bool(now == kept)
+
+
+def _same_float(now: Any, kept: Any) -> bool:
+    return math.copysign(1.0, now) == math.copysign(1.0, kept) and (
+        now == kept or (now != now and kept != kept)
+    )
+
+
+def _signed_zero(v: Any) -> bool:
+    """Whether ``v`` has a zero whose sign ``==`` does not see (float or complex)."""
+    if isinstance(v, float | np.floating):
+        return v == 0
+    if isinstance(v, complex | np.complexfloating):
+        return v.real == 0 or v.imag == 0
+    return False
+
+
+class _Items:
+    """What a guard on a list, tuple or dict of numbers (compared whole) keeps: its type,
+    a dict's keys in order, its values and their types. Values that are the very objects
+    the capture read are the same (one pass in C); else ``==`` over them runs in C, but
+    says ``0.0 == -0.0`` and ``3 == 3.0``: the types are compared too, and the signs of
+    the zeros the capture saw; only when ``==`` fails (a NaN, another number) are the
+    values compared one by one."""
+
+    __slots__ = ("keys", "kind", "types", "values", "zeros")
+
+    def __init__(self, obj: list | tuple | dict) -> None:
+        self.kind = type(obj)
+        self.keys = list(obj) if isinstance(obj, dict) else None
+        self.values = list(obj.values()) if isinstance(obj, dict) else list(obj)
+        self.types = [type(v) for v in self.values]
+        self.zeros = [i for i, v in enumerate(self.values) if _signed_zero(v)]
+
+    def holds(self, now: Any) -> bool:
+        if type(now) is not self.kind or len(now) != len(self.values):
+            return False
+        values = now
+        if self.keys is not None:
+            if not all(map(operator.is_, now, self.keys)) and list(now) != self.keys:
+                return False
+            values = now.values()
+        kept = self.values
+        if all(map(operator.is_, values, kept)):  # (the same objects: one pass in C)
+            return True
+        values = list(values)
+        if values == kept and list(map(type, values)) == self.types:
+            return all(_same_scalar(values[i], kept[i]) for i in self.zeros)
+        return all(map(_same_scalar, values, kept))
 
 
 def _by_identity(obj: Any, kept: Any) -> bool:
@@ -1383,12 +1437,12 @@ def _plain_hold(fn: Callable, program: Program, args: tuple = ()) -> bool:
         if check[0] == "items":
             _, parent, layout, get, objs, entries = check
             container = closures.resolve(fn, args, parent)
-            if layout is not None and not layout[2].holds(container):
-                return _plain_holds(fn, program, args, layout)  # (False, and says so)
+            if layout is not None and not _plain_holds(fn, program, args, layout):
+                return False
             try:
                 items = get(container)
                 same = len(items) == len(objs) and all(map(operator.is_, items, objs))
-            except (IndexError, KeyError, TypeError):
+            except Exception:  # (a container that no longer answers: one by one)
                 same = False
             if same or all(_plain_holds(fn, program, args, e) for e in entries):
                 continue

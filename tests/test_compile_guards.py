@@ -437,3 +437,59 @@ def test_items_of_a_container_checked_together_catch_every_change(kind):
         items.append(1.0)  # a longer list (its length is a guard)
         step(W0)
         assert step.stats["captures"] == captures + 2
+
+
+# --- what a hostile pass changed between calls: each recaptures, never a stale number -----
+T2 = tg.tensor(np.array([1.0, 2.0]))
+
+
+def _scenarios():
+    """(name, state, fn(w, state), change(state)): the state fn reads from outside."""
+    import math
+
+    def set_items(**kv):
+        def change(s):
+            for k, v in kv.items():
+                s[int(k[1:])] = v
+
+        return change
+
+    return [
+        ("None item, then a number", [2.0, None, T2],
+         lambda w, s: tnp.sum(w * s[0]) * (1.0 if s[1] is None else s[1]), set_items(i1=3.0)),
+        ("numbers only: 0.0 -> -0.0 and 3.0 -> 3", [0.0, 3.0],
+         lambda w, s: tnp.sum(w) * math.atan2(s[0], -1.0)
+         + tnp.sum(w) * (s[1] / 2 if isinstance(s[1], float) else s[1] // 2),
+         set_items(i0=-0.0, i1=3)),
+        ("a tuple item's zero changes sign", [(0.0, 1.0), 2.0, T2],
+         lambda w, s: tnp.sum(w) * math.atan2(s[0][0], -1.0) + s[1] * tnp.sum(w),
+         set_items(i0=(-0.0, 1.0))),
+        ("NumPy float32 and complex zeros change sign",
+         [np.float32(0.0), complex(1.0, 0.0), 1.0, T2],
+         lambda w, s: tnp.sum(w) * (math.copysign(1.0, float(s[0]))
+                                    + 2 * math.copysign(1.0, s[1].imag)) + s[2] * tnp.sum(w),
+         set_items(i0=np.float32(-0.0), i1=complex(1.0, -0.0))),
+        ("an array where a number was", [1.0, 2.0],
+         lambda w, s: tnp.sum(w * s[0]) * 2.0, set_items(i0=np.array([1.0, 3.0]))),
+        ("a shorter list, an array inside a nested list", [[1.0, 2.0], 3.0, 4.0, T2],
+         lambda w, s: tnp.sum(w * s[0][0]) + tnp.sum(w * s[1]) + tnp.sum(w * s[2]),
+         lambda s: s.__setitem__(slice(None), [[np.array([1.0, 5.0]), 2.0], 3.0, T2])),
+        ("tuples of numbers replaced, one by an array", [(1.0,), [1.0, 2.0], (3.0,), T2],
+         lambda w, s: tnp.sum(w * s[0][0]) + tnp.sum(w * s[1][0]) + tnp.sum(w * s[2][0]),
+         set_items(i1=[5.0, 2.0], i2=(np.array([1.0, 5.0]),))),
+    ]  # fmt: skip
+
+
+@pytest.mark.filterwarnings("ignore:tapegrad.compile")
+@pytest.mark.parametrize("case", range(len(_scenarios())))
+def test_changed_numbers_none_zeros_and_arrays_recapture(case):
+    name, state, f, change = _scenarios()[case]
+    step = tg.compile(lambda w: f(w, state))
+    w = np.array([0.3, -0.7])
+    step(w)
+    change(state)
+    value, grad = step.value_and_grad(w)
+    expect, expect_grad = tg.value_and_grad(lambda w: f(w, state))(w)
+    np.testing.assert_allclose(float(value), float(expect), rtol=1e-12, err_msg=name)
+    np.testing.assert_allclose(grad, expect_grad, rtol=1e-12, err_msg=name)
+    assert step.stats["captures"] == 2, name
