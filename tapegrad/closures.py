@@ -206,18 +206,41 @@ def _is_wrapper(obj: Any) -> bool:
     )
 
 
+def _enterable(obj: Any) -> bool:
+    """Whether the walk would have gone on into ``obj`` (what it holds is read by the
+    steps below it): a container that is not compared whole, or an object with
+    attributes (not a function: a table of helper functions five levels down is code,
+    and warning for each would drown the case that matters)."""
+    if isinstance(obj, list | tuple | dict):
+        return bool(obj) and not is_plain(obj)
+    if isinstance(obj, types.FunctionType | type | types.ModuleType) or is_plain(obj):
+        return False
+    if type(obj).__module__.split(".")[0] in ("builtins", "numpy", "scipy", "tapegrad"):
+        return False  # (a ufunc's __dict__ holds its __module__, not values fn reads)
+    attrs = getattr(obj, "__dict__", None)
+    return isinstance(attrs, dict) and any(not k.startswith("__") for k in attrs)
+
+
 def walk_from(
-    starts: list[tuple[tuple, Any]], follow: Callable[[tuple], bool] | None = None
+    starts: list[tuple[tuple, Any]],
+    follow: Callable[[tuple], bool] | None = None,
+    cut: list[tuple] | None = None,
 ) -> Iterator[tuple[tuple, Any]]:
     """:func:`walk` from the given ``(path, object)`` starting points, taking only the
-    steps ``follow`` accepts (all of them without it)."""
+    steps ``follow`` accepts (all of them without it). ``cut`` receives the paths where
+    the walk stopped (at ``DEPTH``, or the first one left when ``BUDGET`` ran out)
+    before an object it would have entered."""
     seen: set[int] = set()
     queue = deque((path, obj, 0) for path, obj in starts)
     visited = 0
     while queue and visited < BUDGET:
         path, obj, depth = queue.popleft()
         yield path, obj
-        if id(obj) in seen or depth >= DEPTH:
+        if id(obj) in seen:
+            continue
+        if depth >= DEPTH:
+            if cut is not None and _enterable(obj):
+                cut.append(path)
             continue
         seen.add(id(obj))
         visited += 1
@@ -231,6 +254,8 @@ def walk_from(
                     queue.append(((*path, step), child, below))
         except Exception:  # an object whose attributes cannot be listed: not entered
             continue
+    if cut is not None and queue:
+        cut.append(queue[0][0])
 
 
 def locate(fn: Callable, args: tuple, targets: list[Any]) -> list[list[tuple]]:

@@ -19,7 +19,8 @@ What a program depends on is made explicit while it is captured:
   ``step(*args)`` then returns a tensor, so ``step(x).backward()`` does the same.
 * **Plain values from outside** (numbers, strings, NumPy arrays, containers of numbers
   in closures, globals, attributes of ``self`` or of an object passed as an argument, at
-  any depth and through the methods fn calls on them, module attributes the code names)
+  up to ``closures.DEPTH`` levels deep (capture warns about what lies deeper) and
+  through the methods fn calls on them, module attributes the code names)
   are constants of the recording, and functions it calls are what they were. Each call
   compares them with what the capture saw (arrays by bytes, functions by identity) and
   captures again when one changed, so ``k = 3.0``, ``A[:] = 0`` or ``b.X = Y`` between
@@ -1223,7 +1224,9 @@ def _constant_arguments(args: tuple, call: _Call | None) -> list[tuple[tuple, An
     return out
 
 
-def _reached(starts: list[tuple[tuple, Any]]) -> list[tuple[tuple, Any]]:
+def _reached(
+    starts: list[tuple[tuple, Any]], cut: list[tuple] | None = None
+) -> list[tuple[tuple, Any]]:
     """Everything reachable from ``starts`` through attributes and methods that some
     code on the way names (and any other step), on every route. An attribute no code
     names (``self.step_count`` beside the ``self.w`` the loss reads) is not read:
@@ -1237,7 +1240,10 @@ def _reached(starts: list[tuple[tuple, Any]]) -> list[tuple[tuple, Any]]:
 
     found: list[tuple[tuple, Any]] = []
     for _ in range(2 * closures.DEPTH + 2):  # (one more method level per round at most)
-        found = list(closures.walk_from(starts, follow))
+        stopped: list[tuple] = []
+        found = list(closures.walk_from(starts, follow, stopped))
+        if cut is not None:
+            cut[:] = stopped
         names = set(used)
         for _, obj in found:
             if isinstance(obj, types.FunctionType):
@@ -1266,7 +1272,19 @@ def _plain_values(
     skip = {path for path, _ in starts}
     out: list[tuple[tuple, Any, Any]] = []
     whole: set[tuple] = set()  # containers compared whole: their items need no guard
-    for path, obj in _reached(starts):
+    cut: list[tuple] = []
+    reached = _reached(starts, cut)
+    if cut:  # (what fn reads below these is not a guard: say so, never silently)
+        warnings.warn(
+            f"tapegrad.compile: values read through {closures.describe(cut[0])} and "
+            f"{len(cut) - 1} other place(s) lie beyond the {closures.DEPTH} levels (or "
+            f"{closures.BUDGET} objects) searched for what fn reads from outside: "
+            "a change there would not be seen by a replay. Pass such values as "
+            "arguments, or keep them nearer to fn",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+    for path, obj in reached:
         if path in skip or path[:-1] in whole:
             continue
         if closures.is_plain(obj):

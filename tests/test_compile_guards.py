@@ -7,6 +7,7 @@ seen. Each test tries to make a replay return the first call's numbers quietly."
 from __future__ import annotations
 
 import itertools
+import warnings
 
 import numpy as np
 import pytest
@@ -493,3 +494,19 @@ def test_changed_numbers_none_zeros_and_arrays_recapture(case):
     np.testing.assert_allclose(float(value), float(expect), rtol=1e-12, err_msg=name)
     np.testing.assert_allclose(grad, expect_grad, rtol=1e-12, err_msg=name)
     assert step.stats["captures"] == 2, name
+
+
+def test_values_beyond_the_search_depth_are_warned_about():
+    """What fn reads more than closures.DEPTH containers down is not a guard: capture
+    says so (a replay would not see a change there), rather than replay it silently."""
+    deep = [[[[[[1.0, 2.0, T2]]]]]]
+
+    def f(w):
+        return tnp.sum(w * deep[0][0][0][0][0][0])
+
+    with pytest.warns(RuntimeWarning, match="beyond the 5 levels"):
+        tg.compile(f)(np.array([0.3, -0.7]))
+    shallow = [[1.0, 2.0, T2]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing to say when the search reaches it all
+        tg.compile(lambda w: tnp.sum(w * shallow[0][0]))(np.array([0.3, -0.7]))
