@@ -26,6 +26,8 @@ import functools
 import types
 from collections import deque
 from collections.abc import Callable, Iterator
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -37,16 +39,17 @@ _MISSING = object()
 _LEAVES = (str, bytes, int, float, complex, bool, type(None), types.ModuleType, type)
 # (None too: ``scale = None`` read by ``1.0 if scale is None else scale`` is a constant
 # of the recording like any number)
-_SCALARS = (bool, int, float, complex, str, bytes, np.generic, type(None))
+_SCALARS = (bool, int, float, complex, str, bytes, np.generic, type(None), Fraction, Decimal)
 
 
 def is_plain(o: Any) -> bool:
-    """A value a recording takes as a constant: a number, string, None or NumPy array
-    (and subclasses), or a non-empty list, tuple or dict of those (not arrays)."""
+    """A value a recording takes as a constant: a number (fractions and decimals too),
+    string, None or NumPy array (and subclasses), or a non-empty list, tuple, set or
+    dict of those (not arrays)."""
     if isinstance(o, (*_SCALARS, np.ndarray)):
         return not isinstance(o, np.ndarray) or o.dtype != object
     # (not empty ones: a list fn appends its own records to is not a constant it read)
-    if isinstance(o, list | tuple):
+    if isinstance(o, list | tuple | set | frozenset):
         return bool(o) and all(isinstance(v, _SCALARS) for v in o)
     if isinstance(o, dict):
         return bool(o) and all(isinstance(v, _SCALARS) for v in o.values())

@@ -1290,7 +1290,7 @@ def _plain_values(
         if closures.is_plain(obj):
             if isinstance(obj, np.ndarray):  # (type, shape, dtype, bytes): the cheapest check
                 kept: Any = (type(obj), obj.shape, obj.dtype, obj.tobytes())
-            elif isinstance(obj, list | tuple | dict):  # its numbers, compared one by one
+            elif isinstance(obj, list | tuple | dict | set | frozenset):  # its numbers
                 kept = _Items(obj)
                 whole.add(path)
             else:
@@ -1361,10 +1361,12 @@ class _Items:
     the zeros the capture saw; only when ``==`` fails (a NaN, another number) are the
     values compared one by one."""
 
-    __slots__ = ("keys", "kind", "types", "values", "zeros")
+    __slots__ = ("keys", "kind", "members", "types", "values", "zeros")
 
-    def __init__(self, obj: list | tuple | dict) -> None:
+    def __init__(self, obj: list | tuple | dict | set | frozenset) -> None:
         self.kind = type(obj)
+        # a set has no order: compared by ==, which takes 0.0 for -0.0 and 3 for 3.0
+        self.members = frozenset(obj) if isinstance(obj, set | frozenset) else None
         self.keys = list(obj) if isinstance(obj, dict) else None
         self.values = list(obj.values()) if isinstance(obj, dict) else list(obj)
         self.types = [type(v) for v in self.values]
@@ -1373,6 +1375,8 @@ class _Items:
     def holds(self, now: Any) -> bool:
         if type(now) is not self.kind or len(now) != len(self.values):
             return False
+        if self.members is not None:
+            return now == self.members
         values = now
         if self.keys is not None:
             if not all(map(operator.is_, now, self.keys)) and list(now) != self.keys:

@@ -478,6 +478,9 @@ def _scenarios():
         ("tuples of numbers replaced, one by an array", [(1.0,), [1.0, 2.0], (3.0,), T2],
          lambda w, s: tnp.sum(w * s[0][0]) + tnp.sum(w * s[1][0]) + tnp.sum(w * s[2][0]),
          set_items(i1=[5.0, 2.0], i2=(np.array([1.0, 5.0]),))),
+        ("a set of options and a fraction", [{"double"}, __import__("fractions").Fraction(1, 2)],
+         lambda w, s: tnp.sum(w) * (2.0 if "double" in s[0] else 1.0) * float(s[1]),
+         lambda s: (s[0].discard("double"), s.__setitem__(1, s[1] * 3))),
     ]  # fmt: skip
 
 
