@@ -1284,9 +1284,15 @@ def _plain_values(
             RuntimeWarning,
             stacklevel=4,
         )
+    first: dict[int, tuple] = {}  # containers and objects: the route their items are under
     for path, obj in reached:
         if path in skip or path[:-1] in whole:
             continue
+        if _entered(obj):
+            if first.setdefault(id(obj), path) != path:
+                # its items are guarded under the first route only: on this one it must
+                # stay the same object (m.L = [5.0, 2.0, W] with L also a closure)
+                out.append((path, obj, _Same(obj)))
         if closures.is_plain(obj):
             if isinstance(obj, np.ndarray):  # (type, shape, dtype, bytes): the cheapest check
                 kept: Any = (type(obj), obj.shape, obj.dtype, obj.tobytes())
@@ -1304,11 +1310,38 @@ def _plain_values(
     return out
 
 
+def _entered(obj: Any) -> bool:
+    """Whether the walk enters ``obj`` and guards what it holds under one route: a list,
+    tuple or dict that is not compared whole, or a plain object with attributes."""
+    if isinstance(obj, list | tuple | dict):
+        return not closures.is_plain(obj)
+    return (
+        not isinstance(obj, types.FunctionType | type | types.ModuleType | Tensor)
+        and type(obj).__module__.split(".")[0] not in ("builtins", "numpy", "tapegrad")
+        and isinstance(getattr(obj, "__dict__", None), dict)
+    )
+
+
+class _Same:
+    """What a guard on a second route to a container or object keeps: the object."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def holds(self, now: Any) -> bool:
+        return now is self.obj
+
+    def what(self) -> str:
+        return "the object at"
+
+
 def _same_plain(now: Any, obj: Any, kept: Any) -> bool:
     """Whether ``now`` is what the capture read (``obj``, kept as ``kept``). Anything
     that cannot be compared (an array where a number was) is a change."""
     try:
-        if type(kept) is _Layout or type(kept) is _Items:
+        if type(kept) is _Layout or type(kept) is _Items or type(kept) is _Same:
             return kept.holds(now)
         if isinstance(obj, np.ndarray):
             return (
@@ -1481,7 +1514,7 @@ def _plain_holds(fn: Callable, program: Program, args: tuple, entry: tuple) -> b
     if _same_plain(now, obj, kept):
         return True
     where = closures.describe(path)
-    if type(kept) is _Layout:
+    if type(kept) is _Layout or type(kept) is _Same:
         program.failed = f"{kept.what()} {where} (read from outside) changed"
     else:
         program.failed = f"{where} (a value read from outside) changed"

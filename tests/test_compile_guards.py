@@ -513,3 +513,24 @@ def test_values_beyond_the_search_depth_are_warned_about():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # nothing to say when the search reaches it all
         tg.compile(lambda w: tnp.sum(w * shallow[0][0]))(np.array([0.3, -0.7]))
+
+
+def test_a_container_reached_by_two_routes_is_guarded_on_both():
+    """The items of a list are guarded under the first route the search finds it by;
+    fn reading them through another (``m.L`` beside the closure ``L``) sees a new list
+    put there: that route must still lead to the same list."""
+    items = [1.0, 2.0, T2]
+    m = Box(L=items)
+
+    def f(w):
+        items  # (fn names the closure too: a default, a logging line)
+        return tnp.sum(w * m.L[0]) + tnp.sum(w * m.L[1])
+
+    step = tg.compile(f)
+    w = np.array([0.3, -0.7])
+    step(w)
+    m.L = [5.0, 2.0, T2]
+    value, grad = step.value_and_grad(w)
+    assert value == pytest.approx(-2.8, rel=1e-12)
+    np.testing.assert_allclose(grad, [7.0, 7.0], rtol=1e-12)
+    assert step.stats["captures"] == 2
