@@ -34,7 +34,7 @@ import numpy as np
 
 DEPTH = 5
 BUDGET = 20000
-_ITEMS = 1000  # list, tuple and dict entries looked at per container
+ITEMS = 1000  # list, tuple and dict entries looked at per container
 _MISSING = object()
 _LEAVES = (str, bytes, int, float, complex, bool, type(None), types.ModuleType, type)
 # (None too: ``scale = None`` read by ``1.0 if scale is None else scale`` is a constant
@@ -116,21 +116,20 @@ def _steps(obj: Any) -> Iterator[tuple[tuple, Any]]:
         yield ("func",), obj.__func__
     elif isinstance(obj, functools.partial):
         yield ("pfunc",), obj.func
-        for i, v in enumerate(obj.args[:_ITEMS]):
+        for i, v in enumerate(obj.args[:ITEMS]):
             yield ("parg", i), v
-        for k, v in list(obj.keywords.items())[:_ITEMS]:
+        for k, v in list(obj.keywords.items())[:ITEMS]:
             yield ("pkw", k), v
     elif isinstance(obj, list | tuple):
-        for i, v in enumerate(obj[:_ITEMS]):
+        for i, v in enumerate(obj[:ITEMS]):
             yield ("item", i), v
     elif isinstance(obj, dict):
         for i, (k, v) in enumerate(obj.items()):
-            if i >= _ITEMS:
+            if i >= ITEMS:
                 break
-            if isinstance(k, str | int):
-                yield ("item", k), v
+            yield ("item", k), v  # (any key: obj[k] finds it again)
     elif hasattr(obj, "__dict__") and not callable(getattr(obj, "__array_function__", None)):
-        for k, v in list(vars(obj).items())[:_ITEMS]:
+        for k, v in list(vars(obj).items())[:ITEMS]:
             yield ("attr", k), v
         call = vars(type(obj)).get("__call__")
         if isinstance(call, types.FunctionType):  # a callable object: its __call__ reads
@@ -224,6 +223,11 @@ def _enterable(obj: Any) -> bool:
     return isinstance(attrs, dict) and any(not k.startswith("__") for k in attrs)
 
 
+def _longer_than_searched(obj: Any) -> bool:
+    """A container the walk enters only in part (its first ``ITEMS`` entries)."""
+    return isinstance(obj, list | tuple | dict) and len(obj) > ITEMS and not is_plain(obj)
+
+
 def walk_from(
     starts: list[tuple[tuple, Any]],
     follow: Callable[[tuple], bool] | None = None,
@@ -232,7 +236,8 @@ def walk_from(
     """:func:`walk` from the given ``(path, object)`` starting points, taking only the
     steps ``follow`` accepts (all of them without it). ``cut`` receives the paths where
     the walk stopped (at ``DEPTH``, or the first one left when ``BUDGET`` ran out)
-    before an object it would have entered."""
+    before an object it would have entered, and of containers it entered only in part
+    (more than ``ITEMS`` entries)."""
     seen: set[int] = set()
     queue = deque((path, obj, 0) for path, obj in starts)
     visited = 0
@@ -251,6 +256,8 @@ def walk_from(
         # tapegrad.integrate, a compiled step) are no step of the user's: f is as deep as
         # it would be unwrapped
         below = depth + (0 if _is_wrapper(obj) else 1)
+        if cut is not None and _longer_than_searched(obj):
+            cut.append(path)  # (its items past ITEMS are not looked at)
         try:
             for step, child in _steps(obj):
                 if follow is None or follow(step):

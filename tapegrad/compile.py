@@ -1278,7 +1278,8 @@ def _plain_values(
         warnings.warn(
             f"tapegrad.compile: values read through {closures.describe(cut[0])} and "
             f"{len(cut) - 1} other place(s) lie beyond the {closures.DEPTH} levels (or "
-            f"{closures.BUDGET} objects) searched for what fn reads from outside: "
+            f"{closures.BUDGET} objects, or {closures.ITEMS} items of a container) "
+            "searched for what fn reads from outside: "
             "a change there would not be seen by a replay. Pass such values as "
             "arguments, or keep them nearer to fn",
             RuntimeWarning,

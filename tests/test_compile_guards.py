@@ -481,6 +481,9 @@ def _scenarios():
         ("a set of options and a fraction", [{"double"}, __import__("fractions").Fraction(1, 2)],
          lambda w, s: tnp.sum(w) * (2.0 if "double" in s[0] else 1.0) * float(s[1]),
          lambda s: (s[0].discard("double"), s.__setitem__(1, s[1] * 3))),
+        ("dict values under tuple and float keys", [{(0, 1): 2.0, 0.5: 3.0, "t": T2}],
+         lambda w, s: tnp.sum(w * s[0][(0, 1)]) + tnp.sum(w * s[0][0.5]),
+         lambda s: s[0].update({(0, 1): 5.0, 0.5: -1.0})),
     ]  # fmt: skip
 
 
@@ -509,6 +512,9 @@ def test_values_beyond_the_search_depth_are_warned_about():
 
     with pytest.warns(RuntimeWarning, match="beyond the 5 levels"):
         tg.compile(f)(np.array([0.3, -0.7]))
+    long = [*np.linspace(0.5, 1.5, 1500).tolist(), T2]  # items past the 1,000 searched
+    with pytest.warns(RuntimeWarning, match="1000 items of a container"):
+        tg.compile(lambda w: tnp.sum(w * long[1200]))(np.array([0.3, -0.7]))
     shallow = [[1.0, 2.0, T2]]
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # nothing to say when the search reaches it all
