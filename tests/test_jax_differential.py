@@ -97,10 +97,16 @@ def _reference(program: jp.Program) -> jp.Reference:
 # --- what disagrees today ----------------------------------------------------------------------
 #
 # (seed, "first" | "second") -> the cause, for random programs a known library bug makes
-# fail (strict xfails, each with minimal programs in REGRESSIONS below). Empty: every
-# program agrees with JAX.
+# fail (strict xfails, each with minimal programs in REGRESSIONS below), or where JAX is
+# the one that is off (checked against mpmath at 60 digits). No library bug is left.
 
-KNOWN: dict[tuple[int, str], str] = {}
+KNOWN: dict[tuple[int, str], str] = {
+    # tanh of -10.7 (saturated) times prod's second derivatives: the Hessian's entries
+    # are ~5e-7 and JAX's are 1.2e-12 off (2.0e-6 of the largest), tapegrad's 6.8e-14
+    # (1.1e-7), against a Hessian by central differences of an mpmath version at 60
+    # digits; the check allows 1e-12 below a scale of 1e-3
+    (11118, "second"): "JAX's Hessian is the inaccurate one here (mpmath reference)",
+}
 
 
 def _params(seeds: range) -> list:
