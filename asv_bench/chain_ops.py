@@ -7,7 +7,7 @@ The chain is 4 x (sin, *0.9, tanh, exp, *w, +x) on 2e6 float64. The default mode
 each op of it inside the chain (summed over its four occurrences), the whole forward
 and the backward, in tapegrad and PyTorch (an oracle, not a dependency), each in its
 own process so that one library's thread pool cannot spin beside the other's: medians
-of ``--repeat`` runs. Until 2026-12-06 the forward lost here: numba's OpenMP workers
+of ``--repeat`` runs. The forward once lost here: numba's OpenMP workers
 spun after ``sin`` beside the Python threads running NumPy's halves of ``*0.9`` and
 ``tanh`` (``GOMP_SPINCOUNT=20000`` showed it); now each large forward stays on one pool
 (docs/design.md, "Large arrays").

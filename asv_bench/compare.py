@@ -509,7 +509,7 @@ def _eager_rows(repeat: int, steady: bool = False) -> list[dict]:
                 np.testing.assert_allclose(g, e, rtol=1e-7, atol=1e-9)
             present[name] = lambda fn=fn, args=args: fn(*args)
         # a step of about a millisecond: fifteen single calls, with PyTorch's between
-        # them, moved its ratio by +-5% from run to run (session 14); it takes more
+        # them, moved its ratio by +-5% from run to run; it takes more
         rounds = max(repeat, MIN_ROUNDS_MS) if label.startswith("MLP") else repeat
         medians = interleaved_medians(present, rounds, steady=steady)
         rows += _ratio_rows(label, medians, "hand-written NumPy")

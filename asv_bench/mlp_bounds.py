@@ -20,11 +20,11 @@ Medians of interleaved rounds, every pool at ``--threads`` threads (default one)
 Replay against NumPy by hand is the compute (kernels and products); eager against
 replay is the Python of recording. The two tables differ by what the other steps leave
 behind in the machine's caches, which eager's recording pays for more than NumPy by
-hand's ~25 calls (session 15, one thread: eager 1.11-1.19x with PyTorch's step in the
+hand's ~25 calls (one thread: eager 1.11-1.19x with PyTorch's step in the
 rounds, 1.02-1.17x alone, by the host's phase; 1.17-1.29x after 16 MB). PyTorch is an
 oracle here, not a dependency: without it the PyTorch rows are left out.
 
-Session 16's ``--after`` table (one thread): each of the three runs 15-20% faster right
+The ``--after`` table (one thread): each of the three runs 15-20% faster right
 after itself than after the others, and right after a 2x2 step of itself as fast as
 after a full one: the cost is the state of the code paths (recording, kernels, BLAS),
 not of the data. The ratio of eager to NumPy by hand is about the same either way

@@ -69,8 +69,8 @@ class ForwardAfterLargeStep:
     """Forward passes nobody differentiates (tensors that do not require grad) after
     one 2e6-element step has grown the eager tape's arena to ~470 MB: a Lennard-Jones
     512 energy, 28 MB of results a call. A rewound tape records into the arena's first
-    ``tape.SOFT_ARENA`` bytes, so these stay in warm memory (before 2026-12-05 they ran
-    through the arena's cold end: 77-89 ms a call on the development VM, 6 ms now)."""
+    ``tape.SOFT_ARENA`` bytes, so these stay in warm memory (through the arena's cold end
+    they took 77-89 ms a call on the development VM, 6 ms in warm memory)."""
 
     timeout = 300
 
