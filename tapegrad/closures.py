@@ -208,11 +208,11 @@ def _is_wrapper(obj: Any) -> bool:
     )
 
 
-def _enterable(obj: Any) -> bool:
-    """Whether the walk would have gone on into ``obj`` (what it holds is read by the
-    steps below it): a container that is not compared whole, or an object with
-    attributes (not a function: a table of helper functions five levels down is code,
-    and warning for each would drown the case that matters)."""
+def enterable(obj: Any) -> bool:
+    """Whether what ``obj`` holds is reached by steps below it (so it is guarded under
+    one route only): a container that is not compared whole, or an object with
+    attributes of its own. Not a function: a table of helper functions five levels down
+    is code, and warning for each would drown the case that matters."""
     if isinstance(obj, list | tuple | dict):
         return bool(obj) and not is_plain(obj)
     if isinstance(obj, types.FunctionType | type | types.ModuleType) or is_plain(obj):
@@ -247,7 +247,7 @@ def walk_from(
         if id(obj) in seen:
             continue
         if depth >= DEPTH:
-            if cut is not None and _enterable(obj):
+            if cut is not None and enterable(obj):
                 cut.append(path)
             continue
         seen.add(id(obj))

@@ -1289,7 +1289,7 @@ def _plain_values(
     for path, obj in reached:
         if path in skip or path[:-1] in whole:
             continue
-        if _entered(obj):
+        if closures.enterable(obj):
             if first.setdefault(id(obj), path) != path:
                 # its items are guarded under the first route only: on this one it must
                 # stay the same object (m.L = [5.0, 2.0, W] with L also a closure)
@@ -1309,18 +1309,6 @@ def _plain_values(
             # (a method is its class's: the same on every instance a loop reaches)
             out.append((path, obj, obj))
     return out
-
-
-def _entered(obj: Any) -> bool:
-    """Whether the walk enters ``obj`` and guards what it holds under one route: a list,
-    tuple or dict that is not compared whole, or a plain object with attributes."""
-    if isinstance(obj, list | tuple | dict):
-        return not closures.is_plain(obj)
-    return (
-        not isinstance(obj, types.FunctionType | type | types.ModuleType | Tensor)
-        and type(obj).__module__.split(".")[0] not in ("builtins", "numpy", "tapegrad")
-        and isinstance(getattr(obj, "__dict__", None), dict)
-    )
 
 
 class _Same:
