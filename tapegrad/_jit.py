@@ -227,37 +227,40 @@ for _cls in (_fallback_locator(), _TapegradCacheLocator) if not INTERPRETED else
 # save, shared to read), so index and data always agree.
 INDEX_LOCK = "index.lock"
 _index_lock = threading.Lock()
-_lock_files: dict[str, Any] = {}
+_lock_files: dict[str, int] = {}
 
 
-def _cache_dir_lock(cache_path: str) -> Any:
-    """The open lock file of the tapegrad cache holding ``cache_path``, or None for a
-    cache that is not tapegrad's (or where there is no flock)."""
+def _cache_dir_lock(cache_path: str) -> int | None:
+    """The descriptor of the lock file of the tapegrad cache holding ``cache_path``, or
+    None for a cache that is not tapegrad's (or where there is no flock). A bare
+    descriptor, kept open for the process's life: a file object would warn
+    (ResourceWarning) when the interpreter drops it at exit."""
     if fcntl is None:
         return None
     root = cache_root()
     for base in (root, Path(tempfile.gettempdir()) / f"tapegrad-{os.getuid()}" / root.name):
         if cache_path == str(base) or cache_path.startswith(str(base) + os.sep):
             key = str(base)
-            fh = _lock_files.get(key)
-            if fh is None:
+            fd = _lock_files.get(key)
+            if fd is None:
                 base.mkdir(parents=True, exist_ok=True)
-                fh = _lock_files[key] = open(base / INDEX_LOCK, "a")  # kept open: the lock
-            return fh
+                fd = os.open(base / INDEX_LOCK, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                _lock_files[key] = fd
+            return fd
     return None
 
 
 def _under_index_lock(method: Callable, exclusive: bool) -> Callable:
     def locked(self: Any, *args: Any) -> Any:
-        fh = _cache_dir_lock(self._cache_path)
-        if fh is None:
+        fd = _cache_dir_lock(self._cache_path)
+        if fd is None:
             return method(self, *args)
         with _index_lock:  # (flock is per open file: threads of one process queue here)
-            fcntl.flock(fh, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
             try:
                 return method(self, *args)
             finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+                fcntl.flock(fd, fcntl.LOCK_UN)
 
     locked.__wrapped__ = method
     return locked

@@ -193,7 +193,33 @@ def register_function(cls: Any) -> int:
 
 
 def compile_all(directions: tuple[int, ...] = (FWD, BWD)) -> int:
-    """Compile every kernel of the table (to warm the disk cache); returns the count."""
+    """Compile every kernel of the op table into the disk cache.
+
+    Kernels otherwise compile on first use (see ``docs/design/dispatch.md``); this
+    fills the cache up front, in this process. ``python -m tapegrad.warmup --jobs N``
+    does the same on ``N`` processes.
+
+    Parameters
+    ----------
+    directions : tuple of int, optional
+        Which kernels of each row: ``dispatch.FWD``, ``dispatch.BWD`` or both (the
+        default). Rows without a backward have no ``BWD`` kernel.
+
+    Returns
+    -------
+    int
+        How many kernels were compiled or loaded from the cache.
+
+    Raises
+    ------
+    numba.core.errors.NumbaError
+        A kernel that does not compile (a bug in tapegrad: every row compiles in CI).
+
+    Examples
+    --------
+    >>> import tapegrad as tg
+    >>> n = tg.compile_all()  # doctest: +SKIP
+    """
     n = 0
     for op in ROWS:
         for sig in op.sigs:
