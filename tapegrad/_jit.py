@@ -435,7 +435,7 @@ def serial_loops() -> None:
     threads did not survive ``fork()`` and numba terminates a child that enters a
     parallel loop once its parent has run one. numba's count is per thread: this runs
     in the thread that forked, and ``tape.Tape`` runs it in each thread the child
-    starts (README, "Processes")."""
+    starts (docs/guide/threads_memory.md, "Processes")."""
     from numba.np.ufunc import parallel
 
     # (not launched in the parent: the child starts its own layer, which is safe)
