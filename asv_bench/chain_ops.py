@@ -10,7 +10,7 @@ own process so that one library's thread pool cannot spin beside the other's: me
 of ``--repeat`` runs. The forward once lost here: numba's OpenMP workers
 spun after ``sin`` beside the Python threads running NumPy's halves of ``*0.9`` and
 ``tanh`` (``GOMP_SPINCOUNT=20000`` showed it); now each large forward stays on one pool
-(docs/design.md, "Large arrays").
+(docs/design/large_arrays.md).
 
 ``--vecmath`` times tapegrad's vector exp, sin and tanh (``kernels/vecmath.py``) in a
 plain numba loop against NumPy's ufuncs and PyTorch on one thread; run it again with

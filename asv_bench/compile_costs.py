@@ -4,7 +4,7 @@
 
 Compiles the engine, then each named row's float64 forward and backward in order, into
 a temporary ``TAPEGRAD_CACHE_DIR`` (the first binary row also pays for the helpers the
-others share). docs/design.md, "What bounds the cold start", gives the numbers.
+others share). docs/design/dispatch.md, "What bounds the cold start", gives the numbers.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The package's direction of dependency, checked on the source (AST), not at run time.
 
-``LAYERS`` is the one declaration of the layers, bottom first (docs/design.md draws
+``LAYERS`` is the one declaration of the layers, bottom first (docs/design/index.md draws
 it). A module may import from a lower layer, or from its own layer; never from a
 higher one. A function-local import of a package module is refused except the
 allow-listed lazy import of the optional CUDA target, and no ``from tapegrad.x import
