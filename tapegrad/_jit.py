@@ -296,7 +296,7 @@ class _FirstUseNotice(event.Listener):
         with self.lock:
             if self.depth == 0:
                 func = getattr(ev.data.get("dispatcher"), "py_func", None)
-                if not getattr(func, "__module__", "").startswith("tapegrad"):
+                if not (getattr(func, "__module__", None) or "").startswith("tapegrad"):
                     return
                 self.started = time.perf_counter()
                 if not self.said:

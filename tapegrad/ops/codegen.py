@@ -6,7 +6,7 @@ kind. They are plain functions in a real file, compiled lazily by
 functions with a source file, and gives each its own cache entry by qualified name.
 
 Run ``python -m tapegrad.ops.codegen`` after adding or changing a row;
-``tests/test_table.py`` fails while the file is stale.
+``tests/test_engine.py`` fails while the file is stale.
 """
 
 from __future__ import annotations
