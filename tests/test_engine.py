@@ -558,3 +558,15 @@ def test_two_processes_saving_signatures_of_one_function_keep_index_and_data_tog
         assert saved_by_two_processes(path, "tapegrad") == (400, {})
     finally:
         shutil.rmtree(path.parent, ignore_errors=True)
+
+
+def test_a_numba_function_from_exec_d_code_compiles_beside_tapegrad():
+    """tapegrad listens to numba's compile events to say when it compiles its own
+    functions; a user's function whose module is None (code exec'd without
+    ``__name__``) must compile as it would without tapegrad."""
+    import numba
+
+    env = {"numba": numba}
+    exec("@numba.njit\ndef f(x):\n    return x + 1\n", env)
+    assert env["f"].py_func.__module__ is None
+    assert env["f"](41) == 42
