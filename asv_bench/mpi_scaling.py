@@ -1,5 +1,5 @@
 """Strong scaling of one loss-and-gradient evaluation over MPI, and the cost of an
-Allreduce by message size (the numbers docs/distributed.md builds its model from).
+Allreduce by message size (the numbers docs/guide/distributed.md builds its model from).
 
     mpiexec -n 1 python asv_bench/mpi_scaling.py
     mpiexec -n 2 python asv_bench/mpi_scaling.py

@@ -1545,7 +1545,7 @@ def check(case: Case, modes: Sequence[str] = MODES, ref: Reference | None = None
         except (InvalidProgram, OracleError):
             raise
         except NotImplementedError as e:
-            # documented (README, "What tapegrad refuses"): a compiled step does not
+            # documented (docs/guide/refusals.md): a compiled step does not
             # capture a recorded derivative that picks elements by value (max, min...)
             if not (case.kinks and mode in COMPILED_SECOND_ORDER):
                 failures.append(Failure(mode, mode, f"raised NotImplementedError: {e}"))

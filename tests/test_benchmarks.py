@@ -56,7 +56,8 @@ def _run_script(name: str, *args: str) -> str:
 
 
 def test_chain_ops_script_runs():
-    """asv_bench/chain_ops.py (the README's op-by-op chain numbers) end to end, tiny."""
+    """asv_bench/chain_ops.py (docs/performance.md's op-by-op chain numbers) end to end,
+    tiny."""
     out = _run_script("chain_ops.py", "--size", "3000", "--repeat", "1", "--threads", "1")
     row = next(line for line in out.splitlines() if line.startswith("tapegrad "))
     assert len([float(v) for v in row.split()[1:]]) == 8  # six ops, forward, backward

@@ -359,7 +359,7 @@ def test_scipy_namespace_exports_the_solvers():
 
 
 def test_readme_example():
-    """The README's "Scientific models" snippet, as written there."""
+    """docs/guide/scientific.md's ODE snippet, as written there."""
     from tapegrad.scipy import stats
 
     def lotka_volterra(z, t, theta):

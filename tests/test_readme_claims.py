@@ -1,7 +1,8 @@
-"""README statements that no other test pinned down, each tried where it could quietly
-give a wrong number: p-norms at 0, NumPy's ufunc ``reduce`` methods on tensors,
-``functools.partial`` around a compiled or transformed function, and the environment
-variables ``TAPEGRAD_SOFT_ARENA`` and ``TAPEGRAD_THREADS``."""
+"""Statements of the user guide (docs/guide/) that no other test pinned down, each tried
+where it could quietly give a wrong number: p-norms at 0 and NumPy's ufunc ``reduce``
+methods on tensors (tensors.md), ``functools.partial`` around a compiled or transformed
+function (compile.md), the environment variables ``TAPEGRAD_SOFT_ARENA`` and
+``TAPEGRAD_THREADS`` (threads_memory.md), and tensors.md's counts of tapegrad.numpy."""
 
 from __future__ import annotations
 
@@ -69,8 +70,9 @@ def test_p_norm_second_order_at_and_away_from_zero():
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_matrix_norms_at_a_zero_matrix(n):
-    """What the README says each matrix norm's gradient is at 0: 0 for the entrywise and
-    absolute-sum norms, svdvals' tie split for 2, -2 and 'nuc' (finite, never NaN)."""
+    """What docs/guide/tensors.md says each matrix norm's gradient is at 0: 0 for the
+    entrywise and absolute-sum norms, svdvals' tie split for 2, -2 and 'nuc' (finite, never
+    NaN)."""
     z = np.zeros((n, n))
     for ord in ("fro", 1, -1, np.inf, -np.inf):
         np.testing.assert_array_equal(tg.grad(lambda x, o=ord: tnp.linalg.norm(x, o))(z), z)
@@ -244,18 +246,20 @@ def test_soft_arena_and_threads_are_read_from_the_environment(threads):
 # --- "196 names (tnp and tnp.linalg) for 175 op-table rows, 167 differentiable" --------
 
 
-def test_the_numpy_namespace_counts_in_the_readme():
-    """The README's counts of tapegrad.numpy's names and rows are the op table's."""
+def test_the_numpy_namespace_counts_in_the_guide():
+    """docs/guide/tensors.md's counts of tapegrad.numpy's names and rows are the op
+    table's."""
     from tapegrad._namespace import NAMESPACES
     from tapegrad.ops import ROWS
 
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "guide" / "tensors.md").read_text()
     found = re.search(
         r"(\d+) names \(`tnp` and `tnp.linalg`\) for (\d+) op-table rows, (\d+)", text
     )
     assert found is not None
     names, rows, differentiable = (int(v) for v in found.groups())
     assert names == len(NAMESPACES["numpy"]) + len(NAMESPACES["numpy.linalg"])
+    assert f"`tapegrad.numpy`'s {names} names" in (ROOT / "README.md").read_text()
     mine = [r for r in ROWS if r.namespace in ("numpy", "numpy.linalg")]
     assert rows == len(mine)
     assert differentiable == sum(r.differentiable for r in mine)

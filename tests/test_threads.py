@@ -260,11 +260,11 @@ def _forked_job(conn) -> None:
 
 
 def test_forked_child_runs_large_loops_on_one_thread():
-    """README, "Processes": OpenMP does not survive fork(), and numba terminates a child
-    that enters a parallel loop after its parent ran one; tapegrad's fork hook gives the
-    child one numba thread (serial loops) and a fresh NumPy thread pool, so a forked
-    child computes the same values as the parent instead of dying or waiting for
-    threads it does not have."""
+    """docs/guide/threads_memory.md, "Worker processes": OpenMP does not survive fork(),
+    and numba terminates a child that enters a parallel loop after its parent ran one;
+    tapegrad's fork hook gives the child one numba thread (serial loops) and a fresh NumPy
+    thread pool, so a forked child computes the same values as the parent instead of
+    dying or waiting for threads it does not have."""
     import multiprocessing
 
     want = _large_loops()  # the parent's parallel loops and thread pool
@@ -281,8 +281,9 @@ def test_forked_child_runs_large_loops_on_one_thread():
 
 
 def test_spawned_workers_run_parallel_backwards_after_the_parent_did():
-    """README, "Processes": after the parent ran parallel loops (OpenMP started), the
-    documented way to use worker processes, `spawn`, works and gives exact gradients."""
+    """docs/guide/threads_memory.md, "Worker processes": after the parent ran parallel
+    loops (OpenMP started), the documented way to use worker processes, `spawn`, works and
+    gives exact gradients."""
     import multiprocessing
 
     assert _large_scaled_gradient(0) == 0.0  # the parent's own parallel backward
