@@ -149,17 +149,26 @@ def compile(
 ) -> Compiled:
     """Capture ``fn`` once per signature (and branch) and replay it in compiled code.
 
+    The first call with a new signature (argument shapes and dtypes, which arguments
+    are differentiated, the values of other arguments except Python floats) runs
+    ``fn`` eagerly on a private tape: that recording is the program. Later calls copy
+    the new argument values into the program and run its forward and backward in one
+    compiled call, with no Python per op: ``jax.jit(jax.value_and_grad(f))`` for
+    tapegrad, with torch.compile's guards. Values Python reads while capturing
+    (``bool`` of a comparison, ``float()``, an index) are guards; when one changes,
+    another program is captured for the new branch.
+
     Parameters
     ----------
-    fn
+    fn : callable
         Function of arrays / tensors (and Python constants) returning a scalar loss, or
         ``(loss, aux)`` with ``has_aux``. Tensors it reads from outside (closures,
         globals, attributes) are inputs of the program, read on every call.
-    argnums
-        Argument(s) to differentiate (array-like or float arguments).
-    has_aux
+    argnums : int or sequence of int, optional
+        Argument(s) to differentiate (array-like or float arguments; default 0).
+    has_aux : bool, optional
         ``fn`` returns ``(loss, aux)``; aux tensors come back as NumPy arrays.
-    check
+    check : bool, optional
         Re-record on every call and raise if the computation differs from the program
         that ran (control flow on values the guards do not see); slow, for debugging.
 
@@ -169,7 +178,44 @@ def compile(
         ``step(*args)`` gives the loss, ``step.value_and_grad(*args)`` gives
         ``(loss, grads)``; ``step.stats`` counts captures (recordings kept as
         programs), replays (calls that ran a program: every call, the capturing one
-        included), guard failures, checks, and the programs kept.
+        included), guard failures, checks, and the programs kept; ``step.graph(*args)``
+        shows the program.
+
+    Raises
+    ------
+    TypeError
+        ``argnums`` is neither an int nor a sequence of ints. When the step is called:
+        ``fn`` does not return a scalar tensor (or a pair with ``has_aux``), its loss
+        does not depend on the arguments through recorded ops, it calls a custom
+        :class:`Function` or registers gradient hooks (which cannot be captured), or
+        an argument to differentiate is not an array or a float, or holds integers.
+    RuntimeError
+        When the step is called: ``fn`` modifies a tensor from outside in place,
+        stores a tensor it computed where it can be found after it returns, or calls
+        ``backward()`` (side effects that replays would not repeat); ``fn`` gives
+        different results for the same values; with ``check=True``, the computation
+        differs from the program that ran.
+    NotImplementedError
+        ``step.value_and_grad`` is given a tensor that requires grad (it returns
+        NumPy gradients; call ``step(*args)`` to make the step one node of the graph).
+
+    See Also
+    --------
+    value_and_grad : The same result, recorded afresh on every call.
+
+    Examples
+    --------
+    >>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+    >>> def loss(w, x, y):
+    ...     return tnp.sum((x @ w - y) ** 2)
+    >>> step = tg.compile(loss)
+    >>> x, y = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]), np.array([1.0, 2.0, 3.0])
+    >>> step.value_and_grad(np.zeros(2), x, y)
+    (14.0, array([-44., -56.]))
+    >>> step.value_and_grad(np.ones(2), x, y)  # a replay: no Python per op
+    (93.0, array([114., 144.]))
+    >>> step.stats
+    {'captures': 1, 'replays': 2, 'guard_failures': 0, 'checks': 0, 'programs': 1}
     """
     return Compiled(fn, argnums, has_aux, check)
 

@@ -51,8 +51,39 @@ def _comm(comm: Any) -> Any:
 
 
 def shard_range(n: int, comm: Any = None) -> tuple[int, int]:
-    """``(start, stop)`` of this rank's rows out of ``n``: ``numpy.array_split``'s split,
-    so the first ``n % size`` ranks hold one row more (a rank may hold none)."""
+    """Return ``(start, stop)`` of this rank's rows out of ``n``.
+
+    ``numpy.array_split``'s split: the first ``n % size`` ranks hold one row more (a
+    rank may hold none).
+
+    Parameters
+    ----------
+    n : int
+        The number of rows in all.
+    comm : mpi4py.MPI.Comm, optional
+        The communicator (``MPI.COMM_WORLD`` by default).
+
+    Returns
+    -------
+    tuple of int
+        ``(start, stop)``: this rank's rows are ``start:stop``.
+
+    Raises
+    ------
+    AttributeError
+        ``comm`` is not a communicator (it has no ``rank`` and ``size``).
+
+    See Also
+    --------
+    shard : The rows themselves.
+
+    Examples
+    --------
+    >>> import tapegrad.distributed as tgd
+    >>> tgd.shard_range(10)  # one process: all the rows
+    (0, 10)
+    >>> # under mpiexec -n 4 the ranks get (0, 3), (3, 6), (6, 8) and (8, 10)
+    """
     comm = _comm(comm)
     base, extra = divmod(n, comm.size)
     start = comm.rank * base + min(comm.rank, extra)
@@ -60,7 +91,33 @@ def shard_range(n: int, comm: Any = None) -> tuple[int, int]:
 
 
 def shard(a: Any, comm: Any = None) -> np.ndarray:
-    """This rank's rows of ``a`` along axis 0 (a view; see :func:`shard_range`)."""
+    """Return this rank's rows of ``a`` along axis 0.
+
+    The split of :func:`shard_range`: the first ``n % size`` ranks hold one row more.
+
+    Parameters
+    ----------
+    a : array_like
+        The whole data set, every rank passing the same (or at least as many rows).
+    comm : mpi4py.MPI.Comm, optional
+        The communicator (``MPI.COMM_WORLD`` by default).
+
+    Returns
+    -------
+    numpy.ndarray
+        A view of this rank's rows of ``numpy.asarray(a)``.
+
+    Raises
+    ------
+    IndexError
+        ``a`` is 0-d (it has no rows).
+
+    Examples
+    --------
+    >>> import numpy as np, tapegrad.distributed as tgd
+    >>> tgd.shard(np.arange(5.0))  # one process: all the rows
+    array([0., 1., 2., 3., 4.])
+    """
     arr = np.asarray(a)
     start, stop = shard_range(arr.shape[0], comm)
     return arr[start:stop]
@@ -68,9 +125,35 @@ def shard(a: Any, comm: Any = None) -> np.ndarray:
 
 @contextlib.contextmanager
 def abort_on_error(comm: Any = None, what: str = "computing") -> Iterator[None]:
-    """Run the block; if it raises, report the rank and the error on stderr and abort
-    the communicator (every rank exits) instead of leaving the others blocked in their
-    next collective."""
+    """Abort every rank when the block raises: a context manager.
+
+    If the block raises, the rank and the error (with its traceback) are reported on
+    stderr as ``tapegrad.distributed: rank r of n raised ...`` and the communicator
+    is aborted, so every rank exits instead of the others waiting forever in their
+    next collective. :class:`DataParallel` and :func:`minimize` run their work inside
+    it.
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Comm, optional
+        The communicator to abort (``MPI.COMM_WORLD`` by default).
+    what : str, optional
+        What the block does, for the report ("while loading data").
+
+    Raises
+    ------
+    BaseException
+        Whatever the block raises, after the report and ``comm.Abort(1)``, which
+        normally ends every process of the communicator with status 1 first.
+
+    Examples
+    --------
+    >>> import numpy as np, tapegrad.distributed as tgd
+    >>> with tgd.abort_on_error(what="loading data"):
+    ...     data = tgd.shard(np.arange(6.0))
+    >>> data
+    array([0., 1., 2., 3., 4., 5.])
+    """
     comm = _comm(comm)
     try:
         yield
@@ -130,6 +213,41 @@ def allreduce_grads(grads: Any, comm: Any = None, op: str = "sum") -> Any:
     in place (the same objects come back), read-only arrays and tensors are replaced by
     new arrays, numbers by NumPy scalars. The result is identical on every rank
     (checked bit for bit in the tests), so replicas stepping on it cannot drift apart.
+
+    Parameters
+    ----------
+    grads : pytree
+        Nested lists / tuples / dicts of arrays, tensors, numbers or None.
+    comm : mpi4py.MPI.Comm, optional
+        The communicator (``MPI.COMM_WORLD`` by default).
+    op : {'sum', 'mean'}, optional
+        Sum over the ranks (default), or the sum divided by the number of ranks.
+
+    Returns
+    -------
+    pytree
+        ``grads``' structure holding the reduced values.
+
+    Raises
+    ------
+    ValueError
+        ``op`` is neither ``'sum'`` nor ``'mean'``, or the ranks passed different
+        structures, shapes, dtypes or ops (raised on every rank).
+    TypeError
+        A leaf is not numbers (raised after the structure check, so no rank is left
+        waiting).
+
+    See Also
+    --------
+    DataParallel : Values and gradients of a sharded loss, reduced.
+
+    Examples
+    --------
+    >>> import numpy as np, tapegrad.distributed as tgd
+    >>> g = {"w": np.array([1.0, 2.0]), "b": 0.5}
+    >>> out = tgd.allreduce_grads(g)  # one process: the sum of one rank's values
+    >>> out["w"] is g["w"], out["w"], float(out["b"])
+    (True, array([1., 2.]), 0.5)
     """
     if op not in ("sum", "mean"):
         raise ValueError(f"allreduce_grads: op must be 'sum' or 'mean', got {op!r}")
@@ -188,23 +306,56 @@ def allreduce_grads(grads: Any, comm: Any = None, op: str = "sum") -> Any:
 
 
 class DataParallel:
-    """``fn`` evaluated on this rank's shard, its value and gradients summed over ranks.
-
-    Parameters
-    ----------
-    fn
-        A ``tg.compile``d step (its ``value_and_grad`` is used) or any function
-        returning ``(value, grads)`` such as ``tg.value_and_grad(loss)``, called with the
-        same arguments on every rank: the parameters, and this rank's shard of the data.
-    comm
-        The communicator (``MPI.COMM_WORLD`` by default).
-    reduce
-        ``"sum"`` (a loss that is a sum over data points) or ``"mean"`` (see the module
-        docstring).
+    """Evaluate ``fn`` on this rank's shard, its value and gradients summed over ranks.
 
     Calling it returns ``(value, grads)``: the total value (a Python float) and the
     total gradients in ``fn``'s structure, identical on every rank; with a ``has_aux``
-    step, ``((value, aux), grads)`` with this rank's own ``aux``.
+    step, ``((value, aux), grads)`` with this rank's own ``aux``. The call is
+    collective: every rank must make it. An error in ``fn`` on any rank is reported
+    and aborts every rank (see :func:`abort_on_error`).
+
+    Parameters
+    ----------
+    fn : callable
+        A ``tg.compile``d step (its ``value_and_grad`` is used) or any function
+        returning ``(value, grads)`` such as ``tg.value_and_grad(loss)``, called with
+        the same arguments on every rank: the parameters, and this rank's shard of the
+        data.
+    comm : mpi4py.MPI.Comm, optional
+        The communicator (``MPI.COMM_WORLD`` by default).
+    reduce : {'sum', 'mean'}, optional
+        ``"sum"`` (a loss that is a sum over data points) or ``"mean"`` (the sum
+        divided by the number of ranks: equal shards, or averaging replicas).
+
+    Raises
+    ------
+    ValueError
+        ``reduce`` is neither ``'sum'`` nor ``'mean'``.
+
+    See Also
+    --------
+    minimize : SciPy's optimisers on a ``DataParallel``.
+    allreduce_grads : The reduction it uses.
+
+    Notes
+    -----
+    A *mean* over all data points is not the mean of the shards' means when shards
+    differ in size: write the local loss as the shard's sum divided by the global
+    count (``shard_range``'s ``n``), and use ``reduce="sum"``.
+
+    Examples
+    --------
+    Run with ``mpiexec -n 4 python script.py``; on one process it is ``fn`` itself.
+
+    >>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+    >>> import tapegrad.distributed as tgd
+    >>> X = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    >>> y = np.array([1.0, 2.0, 3.0])
+    >>> def loss(w, X, y):
+    ...     return tnp.sum((X @ w - y) ** 2)
+    >>> f = tgd.DataParallel(tg.compile(loss))
+    >>> f(np.zeros(2), tgd.shard(X), tgd.shard(y))
+    (14.0, array([-44., -56.]))
     """
 
     def __init__(self, fn: Callable, comm: Any = None, reduce: str = "sum") -> None:
@@ -227,15 +378,57 @@ class DataParallel:
 
 
 def minimize(fun: Callable, x0: Any, comm: Any = None, **kwargs: Any) -> Any:
-    """``scipy.optimize.minimize(fun, x0, jac=True, **kwargs)`` with sharded data.
+    """Run ``scipy.optimize.minimize(fun, x0, jac=True, **kwargs)`` with sharded data.
 
     ``fun(x, *args) -> (value, grad)`` is collective (every rank must call it with the
     same ``x``), such as a :class:`DataParallel`; ``args`` (a keyword, as scipy's) are
     each rank's own, typically its shard. Rank 0 runs the optimiser and sends each point
     to the other ranks, which evaluate it until rank 0 is done; every rank returns the
-    same result. An error inside this function on any rank aborts them all; for errors
-    anywhere else in a script, run it as ``mpiexec -n 4 python -m mpi4py script.py``
-    (mpi4py then aborts on an unhandled exception instead of leaving ranks waiting).
+    same result.
+
+    Parameters
+    ----------
+    fun : callable
+        ``fun(x, *args) -> (value, grad)``, collective.
+    x0 : array_like
+        The starting point (converted to float64).
+    comm : mpi4py.MPI.Comm, optional
+        The communicator (``MPI.COMM_WORLD`` by default).
+    **kwargs
+        Passed to ``scipy.optimize.minimize`` (``method``, ``tol``, ``options``...);
+        ``args``, a tuple, is each rank's own extra arguments of ``fun``.
+
+    Returns
+    -------
+    scipy.optimize.OptimizeResult
+        Rank 0's result, the same object's contents on every rank.
+
+    Raises
+    ------
+    Exception
+        Any error inside it on any rank (from ``fun``, or from SciPy on rank 0, such
+        as a ``ValueError`` for an unknown ``method``) is reported on stderr with the
+        rank, and the communicator is aborted: every rank exits with status 1 rather
+        than waiting forever. For errors anywhere else in a script, run it as
+        ``mpiexec -n 4 python -m mpi4py script.py`` (mpi4py then aborts on an
+        unhandled exception instead of leaving ranks waiting).
+
+    See Also
+    --------
+    DataParallel : A collective ``fun`` from a loss on this rank's shard.
+
+    Examples
+    --------
+    >>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+    >>> import tapegrad.distributed as tgd
+    >>> X = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    >>> y = np.array([1.0, 2.0, 3.0])
+    >>> def loss(w, X, y):
+    ...     return tnp.sum((X @ w - y) ** 2)
+    >>> f = tgd.DataParallel(tg.compile(loss))
+    >>> res = tgd.minimize(f, np.zeros(2), args=(tgd.shard(X), tgd.shard(y)))
+    >>> res.success, np.allclose(res.x, [0.0, 0.5], atol=1e-5)
+    (True, True)
     """
     comm = _comm(comm)
     x0 = np.asarray(x0, dtype=np.float64)

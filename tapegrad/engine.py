@@ -192,9 +192,37 @@ def _user_frame() -> str:
 
 
 class detect_anomaly:
-    """Context manager: backward checks every produced gradient for NaN/Inf and raises
-    naming the op and the source line that recorded it. Source lines are recorded only
-    inside this context; outside it nothing is checked or recorded."""
+    """Check every gradient a backward pass produces for NaN and inf: a context manager.
+
+    Inside it, backward checks every produced gradient and raises naming the op and
+    the source line that recorded it. Source lines are recorded only inside this
+    context; outside it nothing is checked or recorded. Contexts nest, and the
+    setting is process-wide.
+
+    Raises
+    ------
+    RuntimeError
+        From a backward pass inside it: an op produced a NaN or inf gradient (the
+        message names the op, the input, and the source line that recorded the op).
+
+    See Also
+    --------
+    is_anomaly_enabled : Whether the check is on.
+
+    Examples
+    --------
+    The error names the op and the line that recorded it:
+
+    >>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+    >>> x = tg.tensor([1.0, 2.0], requires_grad=True)
+    >>> w = np.array([1.0, np.nan])
+    >>> with tg.detect_anomaly():
+    ...     loss = tnp.sum(x * w)
+    ...     loss.backward()
+    Traceback (most recent call last):
+    ...
+    RuntimeError: Function 'multiply' returned nan or inf ...: loss = tnp.sum(x * w)
+    """
 
     def __enter__(self) -> detect_anomaly:
         global _anomaly_depth
@@ -220,6 +248,22 @@ def _record_source(tape: Tape, slot: int) -> None:
 
 
 def is_anomaly_enabled() -> bool:
+    """Tell whether anomaly mode (:class:`detect_anomaly`) is on.
+
+    Returns
+    -------
+    bool
+        True inside a :class:`detect_anomaly` context.
+
+    Examples
+    --------
+    >>> import tapegrad as tg
+    >>> tg.is_anomaly_enabled()
+    False
+    >>> with tg.detect_anomaly():
+    ...     tg.is_anomaly_enabled()
+    True
+    """
     return _anomaly_depth > 0
 
 
@@ -611,8 +655,26 @@ def accumulate_grad(leaf: Tensor, g: Any) -> None:
 
 
 def backward_stats() -> dict[str, int]:
-    """Counts of this thread's last backward pass: nodes run in compiled code and
-    callbacks to Python (custom functions with a Python backward)."""
+    """Return counts of this thread's last backward pass.
+
+    The nodes the pass ran, and how many of them called back into Python (nodes of
+    custom functions with a Python backward): a backward pass of ordinary ops, or of
+    custom functions with a compiled ``backward_kernel``, makes no callback.
+
+    Returns
+    -------
+    dict of str to int
+        ``{"nodes": ..., "python_callbacks": ...}``; both 0 before the first backward
+        pass on this thread.
+
+    Examples
+    --------
+    >>> import tapegrad as tg, tapegrad.numpy as tnp
+    >>> x = tg.tensor([1.0, 2.0], requires_grad=True)
+    >>> tnp.sum(tnp.sin(x) * x).backward()
+    >>> tg.backward_stats()
+    {'nodes': 3, 'python_callbacks': 0}
+    """
     h = getattr(_last, "header", None)
     if h is None:
         return {"nodes": 0, "python_callbacks": 0}

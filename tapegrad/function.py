@@ -41,8 +41,55 @@ __all__ = ["Function", "FunctionCtx", "kernel"]
 
 
 def kernel(fn: Callable) -> Callable:
-    """Compile ``fn`` as a tapegrad kernel (numba nopython; cached on disk when the
-    function lives in a source file)."""
+    """Compile ``fn`` as a tapegrad kernel, for a custom function's ``backward_kernel``.
+
+    The function is compiled by numba in nopython mode, lazily on its first call, and
+    cached on disk when it lives in a source file. As a ``backward_kernel`` it is
+    called as ``kernel(mask, *grads, *inputs, *outputs, *input_grads)`` with flat 1-D
+    arrays of the function's float dtype and ``mask`` the needs-input-grad bits; it
+    adds (``+=``) into ``input_grads`` and runs inside the compiled backward loop.
+
+    Parameters
+    ----------
+    fn : callable
+        A function numba can compile in nopython mode.
+
+    Returns
+    -------
+    callable
+        The numba dispatcher, callable from Python and from compiled code (``fn``
+        itself when numba's JIT is disabled, ``NUMBA_DISABLE_JIT=1``).
+
+    Raises
+    ------
+    numba.core.errors.TypingError
+        On the first call: ``fn`` uses Python that numba cannot compile in nopython
+        mode.
+
+    See Also
+    --------
+    Function : Custom functions, with a Python or a compiled backward.
+
+    Examples
+    --------
+    >>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+    >>> @tg.kernel
+    ... def cube_bwd(mask, g, x, out, gx):
+    ...     for i in range(g.size):
+    ...         gx[i] += 3.0 * x[i] * x[i] * g[i]
+    >>> class Cube(tg.Function):
+    ...     backward_kernel = cube_bwd
+    ...
+    ...     @staticmethod
+    ...     def forward(ctx, x):
+    ...         return x ** 3
+    >>> x = tg.tensor([1.0, 2.0], requires_grad=True)
+    >>> tnp.sum(Cube.apply(x)).backward()
+    >>> x.grad
+    array([ 3., 12.])
+    >>> tg.backward_stats()  # no Python in the backward pass
+    {'nodes': 2, 'python_callbacks': 0}
+    """
     import inspect
     import os
 
@@ -54,7 +101,43 @@ def kernel(fn: Callable) -> Callable:
 
 
 class FunctionCtx:
-    """Per-call state passed to ``forward`` and ``backward``."""
+    """Per-call state passed to a custom function's ``forward`` and ``backward``.
+
+    :meth:`Function.apply` makes one per call; ``forward`` may store values on it as
+    attributes (``ctx.k = k``) for ``backward`` to read, and arrays with
+    :meth:`save_for_backward`.
+
+    Parameters
+    ----------
+    needs_input_grad : tuple of bool
+        One flag per ``forward`` argument: whether it is a tensor that requires grad
+        (with grad mode on). A ``backward`` may skip the gradients not needed.
+
+    Attributes
+    ----------
+    needs_input_grad : tuple of bool
+        As given.
+    saved_tensors : tuple
+        What :meth:`save_for_backward` kept (NumPy arrays).
+
+    Raises
+    ------
+    ValueError
+        From :meth:`save_for_backward`: a value NumPy cannot make into an array
+        (ragged nested lists).
+
+    See Also
+    --------
+    Function : Custom functions.
+
+    Examples
+    --------
+    >>> import numpy as np, tapegrad as tg
+    >>> ctx = tg.FunctionCtx((True, False))
+    >>> ctx.save_for_backward(np.array([1.0, 2.0]), None)
+    >>> ctx.needs_input_grad, ctx.saved_tensors
+    ((True, False), (array([1., 2.]), None))
+    """
 
     def __init__(self, needs_input_grad: tuple[bool, ...]) -> None:
         self.needs_input_grad = needs_input_grad
@@ -81,7 +164,66 @@ class FunctionCtx:
 
 
 class Function:
-    """Base class of custom differentiable functions (see the module docstring)."""
+    """Base class of custom differentiable functions, PyTorch's spelling.
+
+    Subclass it with staticmethods ``forward(ctx, *args)`` and ``backward(ctx,
+    *grads)``, and call ``MyOp.apply(*args)``: the call records one node.
+
+    ``forward`` receives NumPy arrays (the values of tensor arguments; other arguments
+    as given) and returns an array or a tuple of arrays. The backward comes in two
+    kinds:
+
+    * **Python**: ``backward(ctx, *grads)`` gets NumPy arrays (one per output) and
+      returns one gradient per ``forward`` argument (``None`` for no gradient). The
+      compiled scheduler yields to Python for that node and resumes. Returned
+      gradients are validated like PyTorch's ``validate_outputs``: the wrong count
+      raises naming the function; a shape the input broadcasts to is summed down to
+      the input's shape, any other shape raises; the dtype is cast to the input's.
+    * **compiled**: set ``backward_kernel`` to a :func:`kernel` function
+      ``kernel(mask, *grads, *inputs, *outputs, *input_grads)``: flat 1-D arrays (all
+      in the function's float dtype), ``mask`` the needs-input-grad bits; it adds
+      (``+=``) into ``input_grads``. It runs inside the compiled loop: no Python at
+      all in the backward pass (:func:`backward_stats` counts callbacks).
+
+    Forward mode (``tg.jvp``) through a custom function calls its ``jvp(ctx,
+    *tangents)`` staticmethod, one tangent per ``forward`` argument in and one per
+    output out; without one it raises. ``backward(create_graph=True)`` and nested
+    transforms through a custom function raise: its backward computes on NumPy
+    arrays, so what it returns cannot be differentiated again.
+
+    Attributes
+    ----------
+    backward_kernel : callable or None
+        A compiled backward (:func:`kernel`), or None for a Python ``backward``.
+
+    See Also
+    --------
+    FunctionCtx : The ``ctx`` argument.
+    kernel : Compile a backward kernel.
+
+    Examples
+    --------
+    >>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+    >>> class Scale(tg.Function):
+    ...     @staticmethod
+    ...     def forward(ctx, x, k):
+    ...         ctx.k = k
+    ...         return x * k
+    ...
+    ...     @staticmethod
+    ...     def backward(ctx, g):
+    ...         return g * ctx.k, None  # no gradient for the number k
+    ...
+    ...     @staticmethod
+    ...     def jvp(ctx, tx, tk):
+    ...         return tx * ctx.k
+    >>> x = tg.tensor([1.0, 2.0], requires_grad=True)
+    >>> tnp.sum(Scale.apply(x, 3.0)).backward()
+    >>> x.grad
+    array([3., 3.])
+    >>> tg.jvp(lambda x: Scale.apply(x, 3.0), (np.array([1.0, 2.0]),), (np.ones(2),))
+    (array([3., 6.]), array([3., 3.]))
+    """
 
     backward_kernel: ClassVar[Callable | None] = None
     _code: ClassVar[int] = -1

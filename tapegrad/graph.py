@@ -61,8 +61,37 @@ __all__ = [
 
 
 class InputMetadata(NamedTuple):
-    """An input of a node as the backward validates its gradient: shape, dtype, and
-    whether it wants one."""
+    """Describe an input of a node as the backward validates its gradient.
+
+    One per input in :attr:`Node.metadata`: the gradient buffer the backward
+    accumulates into must have this shape and dtype.
+
+    Parameters
+    ----------
+    shape : tuple of int
+        The input's shape.
+    dtype : numpy.dtype
+        The input's dtype.
+    requires_grad : bool
+        Whether the input wants a gradient.
+
+    Raises
+    ------
+    TypeError
+        A field is missing (a named tuple of exactly three fields).
+
+    See Also
+    --------
+    Node : The node whose inputs these describe.
+
+    Examples
+    --------
+    >>> import tapegrad as tg, tapegrad.numpy as tnp
+    >>> x = tg.tensor([1.0, 2.0], requires_grad=True)
+    >>> y = tnp.sum(x * 3.0)
+    >>> y.grad_fn.metadata
+    (InputMetadata(shape=(2,), dtype=dtype('float64'), requires_grad=True),)
+    """
 
     shape: tuple[int, ...]
     dtype: np.dtype
@@ -70,7 +99,45 @@ class InputMetadata(NamedTuple):
 
 
 class AccumulateGrad:
-    """The end of the graph at a leaf: its gradient goes into ``variable.grad``."""
+    """Stand for a leaf at the end of the graph: its gradient goes into ``variable.grad``.
+
+    :attr:`Node.next_functions` holds one for each input that is a leaf requiring
+    grad, as PyTorch's graph does.
+
+    Parameters
+    ----------
+    variable : Tensor
+        The leaf.
+
+    Attributes
+    ----------
+    variable : Tensor
+        The leaf.
+    name : str
+        ``"AccumulateGrad"``.
+    next_functions : tuple
+        Empty: nothing comes before a leaf.
+
+    Raises
+    ------
+    AttributeError
+        From ``repr``: ``variable`` has no ``shape`` or ``dtype`` (the graph makes
+        these objects from leaf tensors only).
+
+    See Also
+    --------
+    Node : The nodes between the leaves and a result.
+
+    Examples
+    --------
+    >>> import tapegrad as tg, tapegrad.numpy as tnp
+    >>> x = tg.tensor([1.0, 2.0], requires_grad=True)
+    >>> y = tnp.sum(x * 3.0)
+    >>> mul = y.grad_fn.next_functions[0][0]
+    >>> acc = mul.next_functions[0][0]
+    >>> acc, acc.variable is x
+    (<AccumulateGrad of a leaf (2,) float64>, True)
+    """
 
     name = "AccumulateGrad"
     next_functions: tuple = ()
@@ -87,7 +154,66 @@ _NODES: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
 class Node:
-    """A read-only view of node ``k`` of ``tape`` (see the module docstring)."""
+    """A read-only view of a recorded op: what ``t.grad_fn`` returns.
+
+    A recorded op is a row of the tape's typed tables, not a Python object; a view is
+    built only when asked, one object per node while anyone holds it. It offers
+    PyTorch's and the functional-autograd seed's API:
+
+    * ``name``, ``next_functions`` (one ``(node, output index)`` per input; a leaf is
+      an :class:`AccumulateGrad` holding it, a constant ``(None, 0)``), ``metadata``
+      (each input's :class:`InputMetadata`) and ``outputs`` (each output's shape and
+      dtype);
+    * ``saved()``: the values the backward reads, copied (read-only), in link order:
+      inputs ``x, y, z`` then outputs; exactly the operands the row's saved mask
+      names;
+    * ``functional()``: ``fn(grads, saved) -> input gradients``, the row's compiled
+      backward run on the given arrays, on a scratch tape of its own (the original
+      tape is not touched; outputs are fresh).
+
+    A view belongs to one tape epoch: once the tape is rewound (its memory reused by
+    the next step) every access raises the freed-graph error.
+
+    Parameters
+    ----------
+    tape : Tape
+        The tape that recorded the op (internal: views come from ``t.grad_fn`` and
+        :func:`grad_fn`).
+    k : int
+        The node's row in the tape.
+
+    Raises
+    ------
+    RuntimeError
+        From its attributes and methods: the graph was freed (the tape was rewound,
+        or a backward pass freed the saved values); from ``saved()``: a saved value
+        was changed in place since it was recorded, or the node was recorded inside
+        ``tg.compile``.
+
+    See Also
+    --------
+    grad_fn : The node that made a tensor.
+    print_graph : The whole graph, printed.
+
+    Examples
+    --------
+    >>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+    >>> x = tg.tensor([1.0, 2.0], requires_grad=True)
+    >>> y = tnp.sum(tnp.sin(x) * x)
+    >>> y.grad_fn  # (node numbers are rows of the tape)
+    <sum node ...>
+    >>> mul = y.grad_fn.next_functions[0][0]
+    >>> mul.name, mul.next_functions
+    ('multiply', ((<sin node ...>, 0), (<AccumulateGrad of a leaf (2,) float64>, 0)))
+    >>> mul.saved()  # sin(x) and x
+    [array([0.84147098, 0.90929743]), array([1., 2.])]
+
+    The compiled backward as a function of arrays: d(a * b) = (g * b, g * a).
+
+    >>> backward = mul.functional()
+    >>> backward([np.ones(2)], [np.array([1.0, 1.0]), np.array([3.0, 4.0])])
+    (array([3., 4.]), array([1., 1.]))
+    """
 
     __slots__ = ("__weakref__", "_era", "_home", "_k")
 
@@ -399,7 +525,33 @@ def _producer(tape: Tape, s: int, leaves: dict) -> tuple[Any, int]:
 
 
 def output_nr(t: Tensor) -> int:
-    """Which output of its ``grad_fn`` ``t`` is (0 for a leaf), as PyTorch's."""
+    """Tell which output of its ``grad_fn`` a tensor is, as PyTorch's ``output_nr``.
+
+    Also the property ``t.output_nr``.
+
+    Parameters
+    ----------
+    t : Tensor
+        A tensor.
+
+    Returns
+    -------
+    int
+        The index of ``t`` among the outputs of the node that made it; 0 for a leaf.
+
+    Raises
+    ------
+    AttributeError
+        ``t`` is not a tensor.
+
+    Examples
+    --------
+    >>> import tapegrad as tg, tapegrad.numpy as tnp
+    >>> A = tg.tensor([[2.0, 1.0], [1.0, 2.0]], requires_grad=True)
+    >>> w, v = tnp.linalg.eigh(A)
+    >>> w.grad_fn is v.grad_fn, w.output_nr, v.output_nr
+    (True, 0, 1)
+    """
     home = home_of(t)
     if home is None:
         return 0
@@ -409,8 +561,33 @@ def output_nr(t: Tensor) -> int:
 
 
 def grad_fn(t: Tensor) -> Node | None:
-    """The node that made ``t`` (None for a leaf or a tensor that does not require
-    grad); see :class:`Node`."""
+    """Return the node that made ``t``: the property ``t.grad_fn``.
+
+    Parameters
+    ----------
+    t : Tensor
+        A tensor.
+
+    Returns
+    -------
+    Node or None
+        A :class:`Node` view of the recorded op; None for a leaf or a tensor that does
+        not require grad. For a result whose graph is gone (its tape was rewound) an
+        object whose every attribute raises the freed-graph error.
+
+    Raises
+    ------
+    AttributeError
+        ``t`` is not a tensor.
+
+    Examples
+    --------
+    >>> import tapegrad as tg, tapegrad.numpy as tnp
+    >>> from tapegrad.graph import grad_fn
+    >>> x = tg.tensor([1.0, 2.0], requires_grad=True)
+    >>> grad_fn(x * 2.0), grad_fn(x) is None
+    (<multiply node ...>, True)
+    """
     home = home_of(t)
     if home is None:
         return _FreedNode() if graph_freed(t) else None
@@ -482,15 +659,81 @@ def graph_lines(t: Tensor) -> list[str]:
 
 
 def print_graph(t: Tensor) -> None:
-    """Print the graph that made ``t``, inputs first: for each node its op, its output's
-    shape and dtype, and where each input comes from (``#i``: node i; a leaf; a
-    constant)."""
+    """Print the graph that made ``t``, inputs first.
+
+    One line per node: its number, its op, its output's shape and dtype, and where
+    each input comes from (``#i``: node i, ``#i[j]``: its output j; a leaf; a
+    constant). ``tg.compile(fn).graph(*args)`` shows a captured program the same way.
+
+    Parameters
+    ----------
+    t : Tensor
+        The result whose graph to print (a leaf prints one line).
+
+    Raises
+    ------
+    TypeError
+        ``t`` is not a tensor.
+    RuntimeError
+        ``t``'s graph was freed (its tape was rewound).
+
+    See Also
+    --------
+    to_dot : The same graph as Graphviz source.
+
+    Examples
+    --------
+    >>> import tapegrad as tg, tapegrad.numpy as tnp
+    >>> x = tg.tensor([1.0, 2.0], requires_grad=True)
+    >>> tg.print_graph(tnp.sum(tnp.sin(x) * x))
+    #0 sin -> (2,) float64  <- leaf (2,) float64
+    #1 multiply -> (2,) float64  <- #0, leaf (2,) float64
+    #2 sum -> () float64  <- #1
+    """
     print("\n".join(graph_lines(t)))
 
 
 def to_dot(t: Tensor) -> str:
-    """Graphviz source (text) of the graph that made ``t``: ``dot -Tpng`` draws it; no
-    Graphviz dependency here."""
+    """Return Graphviz source (text) of the graph that made ``t``.
+
+    ``dot -Tpng`` draws it; tapegrad has no Graphviz dependency. Ops are ellipses
+    labelled with the op and the output's shape and dtype, leaves are boxes.
+
+    Parameters
+    ----------
+    t : Tensor
+        The result whose graph to draw.
+
+    Returns
+    -------
+    str
+        A ``digraph`` in the DOT language.
+
+    Raises
+    ------
+    TypeError
+        ``t`` is not a tensor.
+    RuntimeError
+        ``t``'s graph was freed (its tape was rewound).
+
+    See Also
+    --------
+    print_graph : The same graph as text.
+
+    Examples
+    --------
+    >>> import tapegrad as tg, tapegrad.numpy as tnp
+    >>> x = tg.tensor([1.0, 2.0], requires_grad=True)
+    >>> print(tg.to_dot(tnp.sum(x * 3.0)))
+    digraph tapegrad {
+      node [fontname=monospace];
+      n0 [shape=ellipse, label="multiply\\n(2,) float64"];
+      l0 [shape=box, label="leaf\\n(2,) float64"];
+      l0 -> n0;
+      n1 [shape=ellipse, label="sum\\n() float64"];
+      n0 -> n1;
+    }
+    """
     if not isinstance(t, Tensor):
         raise TypeError(f"to_dot: expected a tensor, got {type(t).__name__}")
     node = grad_fn(t)

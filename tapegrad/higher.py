@@ -186,15 +186,21 @@ def _out_tangents(outs: list, pushed: dict[int, Any], graph: bool) -> list:
 
 
 def jvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:
-    """Forward mode: ``f(*primals)`` and its derivative along ``tangents``.
+    """Evaluate ``f(*primals)`` and its derivative along ``tangents`` by forward mode.
+
+    ``f`` is recorded once and the tangents are pushed through the recording, each op
+    by its tangent rule from the op table (see ``tapegrad.derivatives``). Custom
+    functions (:class:`Function`) need a ``jvp`` staticmethod.
 
     Parameters
     ----------
-    f
+    f : callable
         Function of the primals (arrays, tensors or pytrees of them).
-    primals, tangents
-        Tuples (or lists) of the same length and structure: the point, and the
-        direction (one tangent per primal leaf, of its shape).
+    primals : tuple or list
+        The point: one entry per positional argument of ``f``, each holding floats.
+    tangents : tuple or list
+        The direction: the same length and structure as ``primals``, one tangent per
+        primal leaf, of its shape (cast to its dtype).
 
     Returns
     -------
@@ -203,8 +209,38 @@ def jvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[A
         the caller's graph when a primal or tangent requires grad (forward-over-reverse:
         ``tg.jvp(tg.grad(f), (x,), (v,))`` is a Hessian-vector product).
 
-    Each row's tangent rule comes from the op table (see ``tapegrad.derivatives``);
-    custom functions need a ``jvp`` staticmethod.
+    Raises
+    ------
+    ValueError
+        ``primals`` and ``tangents`` differ in length or structure, or a tangent's
+        shape is not its primal's.
+    TypeError
+        A primal holds integers, bools or non-numbers.
+    RuntimeError
+        With plain values: ``f``'s result depends on a tensor that requires grad but
+        is not one of the primals (a closure, global or attribute).
+    NotImplementedError
+        ``f`` calls a custom :class:`Function` that defines no ``jvp``, or an op
+        without a tangent rule (an ODE solve of :mod:`tapegrad.integrate`).
+
+    See Also
+    --------
+    jacfwd : The whole Jacobian by forward mode.
+    vjp : Reverse mode.
+
+    Examples
+    --------
+    >>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+    >>> out, t = tg.jvp(lambda x: x ** 2, (np.array([1.0, 2.0]),), (np.array([1.0, 1.0]),))
+    >>> out, t
+    (array([1., 4.]), array([2., 4.]))
+
+    Forward over reverse: a Hessian-vector product.
+
+    >>> f = lambda x: tnp.sum(x ** 3)
+    >>> g, hv = tg.jvp(tg.grad(f), (np.array([1.0, 2.0]),), (np.array([1.0, 0.0]),))
+    >>> g, hv
+    (array([ 3., 12.]), array([6., 0.]))
     """
     primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
@@ -236,10 +272,55 @@ def jvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[A
 
 
 def jacfwd(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
-    """The Jacobian of ``f`` by forward mode: ``f`` is recorded once and one tangent is
-    pushed through per input element (cheaper than :func:`jacobian` when the
-    arguments have fewer elements than the output). Same layout as ``jacobian``:
-    ``out.shape + x.shape``."""
+    """Make a function that returns the Jacobian of ``f`` by forward mode.
+
+    ``f`` is recorded once and one tangent is pushed through per input element
+    (cheaper than :func:`jacobian` when the arguments have fewer elements than the
+    output). Same layout as ``jacobian``: ``out.shape + x.shape``; a tuple of
+    Jacobians for a tuple ``argnums``, and one Jacobian per output, in the output's
+    structure, for a tuple or dict of outputs.
+
+    Parameters
+    ----------
+    f : callable
+        The function to differentiate, of arrays, tensors or pytrees of them.
+    argnums : int or tuple of int, optional
+        Which positional argument(s) to differentiate (default 0).
+
+    Returns
+    -------
+    callable
+        ``J(*args, **kwargs)``: the Jacobian(s) as NumPy arrays, or tensors in the
+        caller's graph when an argument requires grad.
+
+    Raises
+    ------
+    TypeError
+        When ``J`` is called: a differentiated argument holds integers, bools or
+        non-numbers.
+    ValueError
+        When ``J`` is called: an entry of ``argnums`` is out of range.
+    RuntimeError
+        When ``J`` is called with plain values: ``f``'s result depends on a tensor
+        that requires grad but is not one of the arguments.
+    NotImplementedError
+        ``f`` calls a custom :class:`Function` that defines no ``jvp``, or an op
+        without a tangent rule.
+
+    See Also
+    --------
+    jacobian : The same Jacobian by reverse mode.
+    jvp : One Jacobian-vector product.
+
+    Examples
+    --------
+    >>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+    >>> f = lambda x: tnp.stack([x[0] * x[1], x[0] + x[1], x[0]])
+    >>> tg.jacfwd(f)(np.array([2.0, 3.0]))
+    array([[3., 2.],
+           [1., 1.],
+           [1., 0.]])
+    """
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -292,12 +373,57 @@ def _assemble(out: Any, m: Any, columns: list, graph: bool) -> Any:
 
 
 def hessian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
-    """The Hessian of scalar ``f``: the Jacobian (reverse mode) of its gradient, which
-    is recorded once (reverse over reverse) and run backward once per element.
+    """Make a function that returns the Hessian of scalar-valued ``f``.
 
-    For one array argument the result has shape ``x.shape + x.shape``. For a pytree
-    argument, or a tuple ``argnums``, blocks are nested as in ``jax.hessian``:
-    ``H[i][j]`` has shape ``x_i.shape + x_j.shape``.
+    The Hessian is the Jacobian (reverse mode) of the gradient, which is recorded once
+    (reverse over reverse) and run backward once per element. For one array argument
+    the result has shape ``x.shape + x.shape``. For a pytree argument, or a tuple
+    ``argnums``, blocks are nested as in ``jax.hessian``: ``H[i][j]`` has shape
+    ``x_i.shape + x_j.shape``.
+
+    Parameters
+    ----------
+    f : callable
+        Function returning a scalar (a one-element tensor or a number).
+    argnums : int or tuple of int, optional
+        Which positional argument(s) to differentiate (default 0).
+
+    Returns
+    -------
+    callable
+        ``H(*args, **kwargs)``: the Hessian as a NumPy array (nested tuples of blocks
+        for a tuple ``argnums``), or tensors in the caller's graph when an argument
+        requires grad.
+
+    Raises
+    ------
+    TypeError
+        When ``H`` is called: ``f`` returns more than one element, or a
+        differentiated argument holds integers, bools or non-numbers.
+    ValueError
+        When ``H`` is called: an entry of ``argnums`` is out of range.
+    NotImplementedError
+        ``f`` goes through a node whose backward is not recorded: a custom
+        :class:`Function` with a NumPy or compiled backward, or an ODE solve of
+        :mod:`tapegrad.integrate`.
+
+    See Also
+    --------
+    hvp : Hessian-vector products without forming the Hessian.
+
+    Examples
+    --------
+    >>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+    >>> f = lambda x: tnp.sum(x ** 3)
+    >>> tg.hessian(f)(np.array([1.0, 2.0]))
+    array([[ 6.,  0.],
+           [ 0., 12.]])
+
+    Blocks for two arguments, ``H[i][j]`` for arguments ``i`` and ``j``:
+
+    >>> H = tg.hessian(lambda x, y: tnp.sum(x * y ** 2), argnums=(0, 1))
+    >>> H(np.array([1.0]), np.array([2.0]))
+    ((array([[0.]]), array([[4.]])), (array([[4.]]), array([[2.]])))
     """
 
     @functools.wraps(f)
@@ -369,12 +495,62 @@ def inner_product(grads: Sequence[Any], vs: Sequence[Any], where: str) -> Tensor
 
 
 def hvp(f: Callable, primals: Any, v: Any) -> Any:
-    """Hessian-vector product ``H(primals) v`` of scalar ``f``, without forming H.
+    """Compute the Hessian-vector product ``H(primals) v`` of scalar ``f``, without forming H.
 
     ``primals`` is one argument or a tuple of arguments (each may be a pytree), ``v``
-    the same structure; the result has that structure too. Computed as the gradient of
-    ``<grad f(x), v>`` (reverse over reverse: the inner gradient is recorded, then one
-    compiled backward pass), about four times the cost of one gradient.
+    the same structure; the result has that structure too.
+
+    Parameters
+    ----------
+    f : callable
+        Function returning a scalar (a one-element tensor or a number).
+    primals : array_like, Tensor, pytree, or tuple of them
+        The point: one argument of ``f``, or a tuple of all its arguments.
+    v : array_like, Tensor, pytree, or tuple of them
+        The vector, with the structure of ``primals`` and each part of its
+        argument's shape exactly.
+
+    Returns
+    -------
+    ndarray, pytree, or tuple of them
+        ``H v`` in the structure of ``primals``: NumPy values, or tensors in the
+        caller's graph when an argument requires grad.
+
+    Raises
+    ------
+    ValueError
+        ``v`` has not the structure of ``primals``, or a part of it not the shape of
+        its argument (a broadcastable one would silently give another product).
+    TypeError
+        ``f`` returns more than one element, or a primal holds integers, bools or
+        non-numbers.
+    NotImplementedError
+        ``f`` goes through a node whose backward is not recorded (a custom
+        :class:`Function` with a NumPy or compiled backward, an ODE solve).
+
+    See Also
+    --------
+    hessian : The whole Hessian.
+    jvp : ``tg.jvp(tg.grad(f), (x,), (v,))`` is forward-over-reverse ``H v``.
+
+    Notes
+    -----
+    Computed as the gradient of ``<grad f(x), v>`` (reverse over reverse: the inner
+    gradient is recorded, then one compiled backward pass), about four times the cost
+    of one gradient.
+
+    Examples
+    --------
+    >>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+    >>> f = lambda x: tnp.sum(x ** 3)
+    >>> tg.hvp(f, np.array([1.0, 2.0]), np.array([1.0, 0.0]))
+    array([6., 0.])
+
+    A tuple of arguments takes a tuple of vectors:
+
+    >>> g = lambda a, b: tnp.sum(a * b ** 2)
+    >>> tg.hvp(g, (np.array([1.0]), np.array([2.0])), (np.array([1.0]), np.array([0.0])))
+    (array([0.]), array([4.]))
     """
     single = not isinstance(primals, tuple)
     ps = (primals,) if single else primals
@@ -582,18 +758,58 @@ def same_as_forward(again: np.ndarray, first: np.ndarray, where: str) -> None:
 
 
 def checkpoint(f: Callable, *args: Any) -> Tensor:
-    """``f(*args)``, keeping only ``args`` for the backward pass, which runs ``f``
-    again to get its gradients (HIPS autograd's ``checkpoint``,
-    ``torch.utils.checkpoint``): memory for time.
+    """Compute ``f(*args)``, keeping only ``args`` for the backward pass.
 
-    A time-stepping loop that checkpoints every ``k`` steps keeps one state per ``k``
-    steps instead of every intermediate. ``f`` must return one tensor and read every
-    tensor that requires grad through its arguments (parameters included); one it
-    reads from a closure raises. NumPy's global random state is restored for the
-    recomputation; any other difference between the two runs raises. Differentiated
-    again (``tg.hessian``, ``tg.hvp``, ``backward(create_graph=True)``) or in forward
-    mode (``tg.jvp``, ``tg.jacfwd``), ``f`` is recorded again on the graph's tape and
-    differentiated as ordinary ops: its intermediates are kept for that derivative.
+    The backward pass runs ``f`` again to get its gradients (HIPS autograd's
+    ``checkpoint``, ``torch.utils.checkpoint``): memory for time. A time-stepping loop
+    that checkpoints every ``k`` steps keeps one state per ``k`` steps instead of every
+    intermediate. ``f`` must return one tensor and read every tensor that requires
+    grad through its arguments (parameters included); one it reads from a closure
+    raises. NumPy's global random state is restored for the recomputation; any other
+    difference between the two runs raises. Differentiated again (``tg.hessian``,
+    ``tg.hvp``, ``backward(create_graph=True)``) or in forward mode (``tg.jvp``,
+    ``tg.jacfwd``), ``f`` is recorded again on the graph's tape and differentiated as
+    ordinary ops: its intermediates are kept for that derivative.
+
+    Parameters
+    ----------
+    f : callable
+        Function of ``args`` returning one tensor.
+    *args : Tensor or any
+        Its arguments; float tensors are differentiated, anything else is passed as
+        it is.
+
+    Returns
+    -------
+    Tensor
+        ``f(*args)``, one node of the caller's graph.
+
+    Raises
+    ------
+    TypeError
+        ``f`` does not return a tensor.
+    RuntimeError
+        ``f`` reads a tensor that requires grad but is not one of ``args`` (its
+        gradient would be lost); or, in the backward pass, running ``f`` again gave a
+        different result (draws from a ``numpy.random.Generator``, or state that
+        changed in between).
+
+    See Also
+    --------
+    tapegrad.compile : Capture and replay a whole step.
+
+    Examples
+    --------
+    >>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+    >>> def block(y, w):
+    ...     return tnp.tanh(w * y)
+    >>> w = tg.tensor(0.5, requires_grad=True)
+    >>> y = tg.tensor([1.0, 2.0])
+    >>> for _ in range(3):
+    ...     y = tg.checkpoint(block, y, w)
+    >>> tnp.sum(y).backward()
+    >>> print(np.round(w.grad, 6))
+    1.47244
     """
     diff = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor) and a.dtype.kind == "f")
     return _Checkpoint.apply(f, diff, *args)

@@ -83,8 +83,27 @@ _CACHE_SIZE = 32
 
 
 class IntegrationError(RuntimeError):
-    """The solver could not integrate: a NaN or inf right-hand side, a step size that
-    underflowed, or more than ``max_steps`` steps."""
+    """Raised when a solver cannot integrate.
+
+    The right-hand side returned NaN or inf, the step size underflowed (the solution
+    blows up, or the system is too stiff for an explicit method), or more than
+    ``max_steps`` steps were needed. A ``RuntimeError``; :func:`solve_ivp` raises it
+    instead of returning ``success=False``.
+
+    See Also
+    --------
+    odeint, solve_ivp : The solvers that raise it.
+
+    Examples
+    --------
+    ``dy/dt = y**2`` with ``y(0) = 1`` blows up at ``t = 1``:
+
+    >>> from tapegrad.integrate import odeint
+    >>> odeint(lambda y, t: y ** 2, [1.0], [0.0, 2.0])
+    Traceback (most recent call last):
+    ...
+    tapegrad.integrate.IntegrationError: odeint (forward solve): the step size underflowed ...
+    """
 
 
 # --- the right-hand side, captured -----------------------------------------------------
@@ -749,7 +768,11 @@ def odeint(
     """Integrate ``dy/dt = func(y, t, *params)`` and return ``y`` at the times ``t``.
 
     SciPy's ``odeint`` calling convention (``tfirst=True`` for ``func(t, y, ...)``),
-    with tapegrad's explicit Runge-Kutta solvers instead of LSODA.
+    with tapegrad's explicit Runge-Kutta solvers instead of LSODA. ``func`` is captured
+    once per shape (``tg.compile``) and the solve runs in compiled loops; the whole
+    solve is one node of the caller's graph. Gradients flow to ``y0``, the times ``t``,
+    the parameters and tensors that require grad read from ``func``'s closure,
+    globals, ``self`` or attributes of a parameter object.
 
     Parameters
     ----------
@@ -760,23 +783,29 @@ def odeint(
         The initial state, any shape, at ``t[0]``.
     t : array_like or Tensor
         Output times, strictly increasing or decreasing; ``t[0]`` is the initial time.
-    *params, args
+    *params
         Extra arguments passed to ``func`` after ``y`` and ``t`` (arrays, tensors and
-        floats are differentiable; other values are constants). A nested list, tuple or
-        dict of them that is not one regular array is passed as it is, every leaf
-        differentiable (HIPS autograd's ``odeint``); an object's attributes that
-        ``func`` reads are checked on every solve.
-    method : {'RK45', 'RK4'}
+        floats are differentiable; integers and other values are constants). A nested
+        list, tuple or dict of them that is not one regular array is passed as it is,
+        every leaf differentiable (HIPS autograd's ``odeint``); an object's attributes
+        that ``func`` reads are checked on every solve.
+    args : sequence, optional
+        More extra arguments, after ``params`` (SciPy's keyword).
+    tfirst : bool, optional
+        ``func(t, y, *params)`` instead of ``func(y, t, *params)``.
+    method : {'RK45', 'RK4'}, optional
         Adaptive Dormand-Prince 5(4) (``'dopri5'`` too), or classic RK4 with fixed
-        steps: ``step`` is the largest step (default: one step per output interval).
-    rtol, atol : float
+        steps.
+    rtol, atol : float, optional
         Tolerances of the adaptive method, with SciPy's meaning (defaults: SciPy
         ``odeint``'s).
-    first_step, max_step : float
+    step : float, optional
+        ``'RK4'`` only: the largest step (default: one step per output interval).
+    first_step, max_step : float, optional
         As in SciPy's ``solve_ivp``.
-    max_steps : int
+    max_steps : int, optional
         The most steps the solve (and its adjoint) may take before it raises.
-    adjoint : bool
+    adjoint : bool, optional
         Differentiate with the continuous adjoint (constant memory) instead of the
         discrete reverse pass through the steps (exact for the computed solution).
 
@@ -790,6 +819,46 @@ def odeint(
     IntegrationError
         When ``func`` returns NaN or inf, the step size underflows, or more than
         ``max_steps`` steps are needed.
+    ValueError
+        ``t`` is not 1-D, finite and strictly monotonic; an unknown ``method``; a
+        tolerance, ``step``, ``first_step`` or ``max_step`` that is not positive;
+        ``step`` with ``'RK45'``; or ``func`` returns a shape other than ``y0``'s.
+    TypeError
+        ``func`` is not callable or returns None or non-real values; ``y0`` or a
+        parameter is complex.
+    NotImplementedError
+        A SciPy method tapegrad does not have (``'LSODA'``, ``'BDF'``, ``'Radau'``...);
+        and, when they are taken, second derivatives or forward mode through the
+        solve (its backward is one compiled node, not recorded ops).
+
+    See Also
+    --------
+    solve_ivp : SciPy's ``solve_ivp`` interface.
+
+    Notes
+    -----
+    With ``adjoint=False`` the gradient is that of the computed solution, exactly: the
+    reverse pass goes through the steps taken, with their sizes held fixed; memory
+    grows with the number of steps. With ``adjoint=True`` the adjoint equations are
+    integrated backward with the same method and tolerances: constant memory, and
+    gradients accurate to the solver's tolerance.
+
+    Examples
+    --------
+    Exponential decay, ``dy/dt = -k y``, and the derivative of ``y(2)`` in ``k``,
+    ``-2 exp(-2 k)``:
+
+    >>> import numpy as np, tapegrad as tg
+    >>> from tapegrad.integrate import odeint
+    >>> t = np.array([0.0, 1.0, 2.0])
+    >>> y = odeint(lambda y, t, k: -k * y, np.array([1.0]), t, 0.5)
+    >>> y.shape, np.allclose(y[:, 0], np.exp(-0.5 * t))
+    ((3, 1), True)
+    >>> k = tg.tensor(0.5, requires_grad=True)
+    >>> y = odeint(lambda y, t, k: -k * y, np.array([1.0]), t, k)
+    >>> y[-1, 0].backward()
+    >>> np.allclose(k.grad, -2.0 * np.exp(-1.0))
+    True
     """
     if np.shape(t._value() if isinstance(t, Tensor) else t) == (0,):
         return _no_times("odeint", func, y0, (*params, *args), t, (0, *np.shape(_values(y0))))
@@ -826,15 +895,91 @@ def solve_ivp(
 ) -> OptimizeResult:
     """Solve an initial value problem, SciPy's ``solve_ivp``, differentiably.
 
-    ``fun(t, y, *args)`` with ``y`` 1-D. The result has SciPy's fields: ``t``, ``y``
-    (``(n, len(t))``, a tensor when any input is one), ``nfev``, ``status``,
-    ``message``, ``success``. Without ``t_eval`` the solution is returned at the steps
-    the adaptive solver took (those times are constants; the end points of ``t_span``
-    are differentiable). Gradients flow to ``y0``, ``t_span``, ``t_eval``, ``args`` and
-    tensors ``fun`` reads from outside; see :func:`odeint` for ``method``, ``step``,
-    ``max_steps`` and ``adjoint``. ``dense_output`` and ``events`` are not implemented
-    (they raise). A failed integration raises :class:`IntegrationError` instead of
-    returning ``success=False``.
+    ``fun(t, y, *args)`` with ``y`` 1-D. Without ``t_eval`` the solution is returned at
+    the steps the adaptive solver took (those times are constants; the end points of
+    ``t_span`` are differentiable). Gradients flow to ``y0``, ``t_span``, ``t_eval``,
+    ``args`` and tensors ``fun`` reads from outside. A failed integration raises
+    :class:`IntegrationError` instead of returning ``success=False``.
+
+    Parameters
+    ----------
+    fun : callable
+        The right-hand side ``fun(t, y, *args)``, written with tapegrad (or
+        NumPy-style) operations; it returns an array shaped like ``y``.
+    t_span : pair of float or Tensor
+        ``(t0, t1)``, the interval of integration (``t1 < t0`` integrates backward).
+    y0 : array_like or Tensor
+        The initial state, 1-D.
+    method : {'RK45', 'RK4'}, optional
+        As in :func:`odeint`.
+    t_eval : array_like or Tensor, optional
+        Times at which to return the solution, within ``t_span`` and sorted in its
+        direction.
+    dense_output : bool, optional
+        Not implemented: True raises.
+    events : optional
+        Not implemented: anything but None raises.
+    vectorized : bool, optional
+        Accepted for SciPy's signature and ignored: ``fun`` is called on one state.
+    args : sequence, optional
+        Extra arguments of ``fun`` (arrays, tensors and floats are differentiable).
+    rtol, atol : float, optional
+        Tolerances of the adaptive method (defaults: SciPy ``solve_ivp``'s).
+    step : float, optional
+        ``'RK4'`` only: the largest step.
+    first_step, max_step : float, optional
+        As in SciPy.
+    max_steps : int, optional
+        The most steps the solve (and its adjoint) may take before it raises.
+    adjoint : bool, optional
+        Differentiate with the continuous adjoint (see :func:`odeint`).
+
+    Returns
+    -------
+    scipy.optimize.OptimizeResult
+        SciPy's fields: ``t``, ``y`` (``(n, len(t))``, a tensor when any input is
+        one), ``nfev``, ``status`` (0), ``message``, ``success`` (True); ``sol``,
+        ``t_events`` and ``y_events`` are None.
+
+    Raises
+    ------
+    IntegrationError
+        ``fun`` returns NaN or inf, the step size underflows, or more than
+        ``max_steps`` steps are needed.
+    ValueError
+        ``t_span`` is not a pair, ``y0`` is not 1-D, ``t_eval`` is outside ``t_span``
+        or not sorted in its direction, or an option is invalid (as in
+        :func:`odeint`).
+    TypeError
+        ``fun`` is not callable or returns None or non-real values; ``y0`` or an
+        argument is complex.
+    NotImplementedError
+        ``dense_output`` or ``events`` is given, or a SciPy method tapegrad does not
+        have (``'BDF'``, ``'Radau'``, ``'LSODA'``...).
+
+    See Also
+    --------
+    odeint : SciPy's ``odeint`` interface, any shape of state.
+
+    Examples
+    --------
+    >>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+    >>> from tapegrad.integrate import solve_ivp
+    >>> sol = solve_ivp(lambda t, y, k: -k * y, (0.0, 2.0), np.array([1.0, 2.0]),
+    ...                 t_eval=np.array([0.0, 1.0, 2.0]), args=(0.5,), rtol=1e-8, atol=1e-10)
+    >>> sol.success, sol.t
+    (True, array([0., 1., 2.]))
+    >>> np.round(sol.y, 6)
+    array([[1.      , 0.606531, 0.367879],
+           [2.      , 1.213061, 0.735759]])
+
+    The gradient of the final state with respect to the initial one, ``exp(-1)``:
+
+    >>> def final(y0):
+    ...     sol = solve_ivp(lambda t, y: -0.5 * y, (0.0, 2.0), y0, rtol=1e-10, atol=1e-12)
+    ...     return tnp.sum(sol.y[:, -1])
+    >>> np.allclose(tg.grad(final)(np.array([1.0, 2.0])), np.exp(-1.0))
+    True
     """
     name = "solve_ivp"
     if dense_output or events is not None:

@@ -170,7 +170,30 @@ class Tensor:
 
     Create with :func:`tapegrad.tensor`. Supports NumPy-style arithmetic, comparisons,
     indexing, ``@``, and the methods below; ``backward()`` fills ``.grad`` of the leaves
-    that require grad.
+    that require grad. NumPy's own functions and ufuncs (``np.sin(t)``, ``np.sum(t)``)
+    record on tensors too. Dtypes are float64, float32, int64 and bool; only float
+    tensors can require grad.
+
+    See Also
+    --------
+    tensor : Make a leaf tensor.
+    as_tensor : A tensor from any array-like, without copying a tensor.
+    no_grad : Ops that record nothing.
+
+    Examples
+    --------
+    >>> import numpy as np, tapegrad as tg
+    >>> x = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    >>> y = (x * x).sum()
+    >>> y
+    tensor(14., requires_grad=True)
+    >>> y.shape, y.dtype, y.is_leaf
+    ((), dtype('float64'), False)
+    >>> y.backward()
+    >>> x.grad
+    array([2., 4., 6.])
+    >>> np.sin(x).detach()
+    tensor([0.84147098, 0.90929743, 0.14112001])
     """
 
     __slots__ = (
@@ -271,7 +294,28 @@ class Tensor:
         return self._data if self._data is not None else self._read()
 
     def numpy(self) -> np.ndarray:
-        """A copy of the values as a NumPy array (detached from the graph)."""
+        """Return a copy of the values as a NumPy array (detached from the graph).
+
+        While ``tg.compile`` captures, reading a value is a guard: the program
+        replays only while the value is the same.
+
+        Returns
+        -------
+        numpy.ndarray
+            A new array of the tensor's shape and dtype.
+
+        See Also
+        --------
+        Tensor.item : One value as a Python number.
+        Tensor.detach : The values as a tensor outside the graph.
+
+        Examples
+        --------
+        >>> import tapegrad as tg
+        >>> x = tg.tensor([1.0, 2.0], requires_grad=True)
+        >>> (x * 2).numpy()
+        array([2., 4.])
+        """
         v = self._value()
         return v.copy() if v is self._data else v
 
@@ -320,7 +364,39 @@ class Tensor:
         return v.reshape(()).item()
 
     def item(self) -> float | int | bool:
-        """The value of a one-element tensor as a Python number."""
+        """Return the value of a one-element tensor as a Python number.
+
+        Eager code may ask for it, as in PyTorch. Inside a function being
+        differentiated by a transform or captured by ``tg.compile``, and from NumPy's
+        or SciPy's own code, it raises for a tensor that requires grad: the number
+        would silently drop the gradient.
+
+        Returns
+        -------
+        float, int or bool
+            The value, as ``numpy.ndarray.item`` gives it.
+
+        Raises
+        ------
+        ValueError
+            The tensor has more than one element.
+        TypeError
+            The tensor requires grad and the call is inside a function being
+            differentiated (``tg.grad``, ``tg.vjp``...) or captured by ``tg.compile``.
+
+        See Also
+        --------
+        Tensor.numpy : All the values, as an array.
+
+        Examples
+        --------
+        >>> import tapegrad as tg, tapegrad.numpy as tnp
+        >>> x = tg.tensor([1.0, 2.0], requires_grad=True)
+        >>> tnp.sum(x).item()
+        3.0
+        >>> tg.tensor([3]).item()
+        3
+        """
         return self._scalar("item()")
 
     @property
@@ -433,7 +509,33 @@ class Tensor:
         return not self._tape.slot_rg(self._slot)
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
-        """Set ``requires_grad`` in place on a leaf; returns ``self``."""
+        """Set ``requires_grad`` in place on a leaf.
+
+        Parameters
+        ----------
+        requires_grad : bool, optional
+            Whether backward passes compute this tensor's gradient (default True).
+
+        Returns
+        -------
+        Tensor
+            ``self``.
+
+        Raises
+        ------
+        RuntimeError
+            The tensor is not a leaf (it is the result of ops that require grad); use
+            ``.detach()`` to get a leaf that shares its values.
+        TypeError
+            ``requires_grad=True`` on a tensor that is not of a float dtype.
+
+        Examples
+        --------
+        >>> import tapegrad as tg
+        >>> w = tg.tensor([1.0, 2.0]).requires_grad_()
+        >>> w
+        tensor([1., 2.], requires_grad=True)
+        """
         if not self.is_leaf:
             raise RuntimeError(
                 "you can only change requires_grad flags of leaf variables. "
@@ -448,7 +550,7 @@ class Tensor:
         return self
 
     def detach(self) -> Tensor:
-        """A new tensor with the same values that does not require grad.
+        """Return a new tensor with the same values that does not require grad.
 
         The detach of a leaf shares its values, as PyTorch's does: an in-place update
         of either (``wd -= lr * g``, ``w -= ...`` under ``no_grad``) is seen by both,
@@ -456,7 +558,29 @@ class Tensor:
         run backward. A computed tensor's values live on the tape: its detach is a
         copy, and an in-place write into that copy raises (it would not reach the
         source). While ``tg.compile`` captures, it is recorded (its value follows the
-        inputs on replay)."""
+        inputs on replay).
+
+        Returns
+        -------
+        Tensor
+            A leaf that does not require grad.
+
+        See Also
+        --------
+        Tensor.numpy : The values as a NumPy array.
+
+        Examples
+        --------
+        >>> import tapegrad as tg
+        >>> x = tg.tensor([1.0, 2.0], requires_grad=True)
+        >>> d = x.detach()
+        >>> d.requires_grad
+        False
+        >>> with tg.no_grad():
+        ...     d *= 10.0  # shared with the leaf x
+        >>> x
+        tensor([10., 20.], requires_grad=True)
+        """
         if not _CAPTURING or active_capture() is None:
             if self._data is None or not self.is_leaf:
                 out = Tensor._external(self.numpy())
@@ -486,11 +610,39 @@ class Tensor:
         return "cpu"
 
     def to(self, device: str) -> Any:
-        """This tensor on ``device`` (``'cpu'``: itself; ``'cuda'``: a copy on the GPU).
+        """Return this tensor on ``device``: itself for ``'cpu'``, a copy on the GPU for ``'cuda'``.
 
         The copy is a new leaf that requires grad if this one does: gradients do not
         flow between devices, so moving a non-leaf tensor that requires grad raises
         (``.detach()`` it first) rather than silently cutting the graph.
+
+        Parameters
+        ----------
+        device : {'cpu', 'cuda'}
+            Where the values should live.
+
+        Returns
+        -------
+        Tensor or tapegrad.cuda.CudaTensor
+            ``self`` for ``'cpu'``; a :class:`tapegrad.cuda.CudaTensor` for ``'cuda'``.
+
+        Raises
+        ------
+        ValueError
+            An unknown ``device``.
+        RuntimeError
+            ``'cuda'`` for a non-leaf tensor that requires grad, or on a machine
+            without a GPU (or numba's CUDA simulator).
+
+        Examples
+        --------
+        >>> import tapegrad as tg
+        >>> x = tg.tensor([1.0, 2.0])
+        >>> x.to("cpu") is x
+        True
+        >>> # a CUDA GPU (or numba's simulator) is needed from here on
+        >>> x.to("cuda")  # doctest: +SKIP
+        tensor([1., 2.], device='cuda')
         """
         if device == "cpu":
             return self
@@ -897,21 +1049,47 @@ def tensor(
 
     Parameters
     ----------
-    data
+    data : array_like or Tensor
         Array-like (NumPy array, nested lists, Python number, another Tensor).
         float64 and float32 are kept; Python floats become float64, Python ints and
         integer arrays int64, bools bool.
-    requires_grad
+    requires_grad : bool, optional
         Record ops on this tensor so ``backward`` computes its gradient (float only).
-    dtype
-        Optional dtype to convert to: float64, float32, int64 or bool.
-    device
+    dtype : data-type, optional
+        Convert to this dtype: float64, float32, int64 or bool.
+    device : {'cpu', 'cuda'}, optional
         ``'cpu'`` (default) or ``'cuda'``: a :class:`tapegrad.cuda.CudaTensor` whose
         values live on the GPU (loads the CUDA target on first use).
 
     Returns
     -------
     Tensor
+        A new leaf (a :class:`tapegrad.cuda.CudaTensor` for ``device='cuda'``).
+
+    Raises
+    ------
+    TypeError
+        ``requires_grad=True`` for a non-float dtype; a ``dtype`` other than float64,
+        float32, int64 or bool; ``data`` of a dtype tapegrad cannot hold (strings,
+        complex numbers); or ``data`` is a tensor (or an object array of tensors) that
+        requires grad, whose gradient the copy would drop (use ``tnp.array(t)`` or
+        ``t.copy()`` to keep the graph, ``t.detach()`` for a new leaf).
+    ValueError
+        An unknown ``device``, or ragged nested lists.
+    RuntimeError
+        ``device='cuda'`` on a machine without a GPU (or numba's CUDA simulator).
+
+    See Also
+    --------
+    as_tensor : No copy of a tensor; keeps the graph of a list of tensors.
+
+    Examples
+    --------
+    >>> import numpy as np, tapegrad as tg
+    >>> tg.tensor([1.0, 2.0], requires_grad=True)
+    tensor([1., 2.], requires_grad=True)
+    >>> tg.tensor([1, 2]), tg.tensor(2.5), tg.tensor([1.0, 2.0], dtype=np.float32)
+    (tensor([1, 2]), tensor(2.5), tensor([1., 2.], dtype=float32))
     """
     if device != "cpu":
         if device != "cuda":
@@ -951,8 +1129,45 @@ def tensor(
 
 
 def as_tensor(x: Any) -> Tensor:
-    """``x`` if it is a Tensor, else a constant tensor holding its values; a list or an
-    object array holding tensors is stacked (recorded: the graph is kept)."""
+    """Convert ``x`` to a tensor: ``x`` itself if it is one, else a constant tensor.
+
+    A constant tensor holds a copy of ``x``'s values and does not require grad; a
+    list or an object array holding tensors is stacked (recorded: the graph is kept).
+
+    Parameters
+    ----------
+    x : array_like or Tensor
+        A tensor, a NumPy array, a Python number, or (nested) lists of numbers or
+        tensors.
+
+    Returns
+    -------
+    Tensor
+        ``x`` itself when it is a tensor, else a new tensor.
+
+    Raises
+    ------
+    TypeError
+        ``x`` is of a dtype tapegrad cannot hold (strings, complex numbers), or is a
+        CUDA tensor (:class:`tapegrad.cuda.CudaTensor`).
+    ValueError
+        Ragged nested lists, or parts of a list of tensors whose shapes do not match.
+
+    See Also
+    --------
+    tensor : Always a new leaf, optionally requiring grad.
+
+    Examples
+    --------
+    >>> import numpy as np, tapegrad as tg
+    >>> tg.as_tensor(np.array([1.0, 2.0]))
+    tensor([1., 2.])
+    >>> x = tg.tensor(3.0, requires_grad=True)
+    >>> tg.as_tensor(x) is x
+    True
+    >>> tg.as_tensor([x, 2 * x])
+    tensor([3., 6.], requires_grad=True)
+    """
     if isinstance(x, Tensor):
         return x
     if type(x) is np.ndarray and x.dtype in FLOAT_DTYPES:  # the common case: a copy
@@ -1482,7 +1697,31 @@ def _request_len(inputs: list, outs: list, ip: Any, fp: Any) -> int:
 
 
 class no_grad:
-    """Context manager and decorator: ops inside record no gradient information."""
+    """Turn gradient recording off: a context manager and a decorator.
+
+    Ops inside record no gradient information: their results do not require grad.
+    This is where parameter updates go (``w -= lr * w.grad``). The setting is per
+    thread; transforms (``tg.grad``...) record with grad mode on even inside it.
+
+    See Also
+    --------
+    enable_grad : Turn recording back on inside ``no_grad``.
+    is_grad_enabled : The current setting.
+
+    Examples
+    --------
+    >>> import tapegrad as tg
+    >>> x = tg.tensor([1.0, 2.0], requires_grad=True)
+    >>> with tg.no_grad():
+    ...     y = x * 2
+    >>> y.requires_grad
+    False
+    >>> @tg.no_grad()
+    ... def double(t):
+    ...     return t * 2
+    >>> double(x)
+    tensor([2., 4.])
+    """
 
     _enabled = False
 
@@ -1507,11 +1746,41 @@ class no_grad:
 
 
 class enable_grad(no_grad):
-    """Context manager and decorator: re-enable gradient recording inside ``no_grad``."""
+    """Turn gradient recording back on inside ``no_grad``: a context manager and a decorator.
+
+    See Also
+    --------
+    no_grad : Turn recording off.
+
+    Examples
+    --------
+    >>> import tapegrad as tg
+    >>> x = tg.tensor([1.0, 2.0], requires_grad=True)
+    >>> with tg.no_grad():
+    ...     with tg.enable_grad():
+    ...         y = x * 2
+    >>> y.requires_grad
+    True
+    """
 
     _enabled = True
 
 
 def is_grad_enabled() -> bool:
-    """Whether ops on this thread record gradient information."""
+    """Tell whether ops on this thread record gradient information.
+
+    Returns
+    -------
+    bool
+        False inside :class:`no_grad` (and outside a nested :class:`enable_grad`).
+
+    Examples
+    --------
+    >>> import tapegrad as tg
+    >>> tg.is_grad_enabled()
+    True
+    >>> with tg.no_grad():
+    ...     tg.is_grad_enabled()
+    False
+    """
     return current_tape().grad_enabled

@@ -27,7 +27,38 @@ __all__ = ["GradientCheckError", "check_grads", "gradcheck"]
 
 
 class GradientCheckError(AssertionError):
-    """Raised by :func:`check_grads` when a gradient disagrees with finite differences."""
+    """Raised by :func:`check_grads` when a derivative disagrees with finite differences.
+
+    An ``AssertionError``, so test runners report it as a failed check. The message
+    names the argument, the two directional derivatives and, for arguments of up to
+    4096 elements, the element with the largest error. Also raised when rounding in
+    the finite differences is too large next to the derivative for the check to
+    decide.
+
+    See Also
+    --------
+    check_grads : The check that raises it.
+
+    Examples
+    --------
+    >>> import numpy as np, tapegrad as tg
+    >>> from tapegrad.testing import GradientCheckError, check_grads
+    >>> class Wrong(tg.Function):  # the derivative of x**2 is not 3x
+    ...     @staticmethod
+    ...     def forward(ctx, x):
+    ...         ctx.save_for_backward(x)
+    ...         return x ** 2
+    ...
+    ...     @staticmethod
+    ...     def backward(ctx, g):
+    ...         (x,) = ctx.saved_tensors
+    ...         return 3.0 * x * g
+    >>> try:
+    ...     check_grads(Wrong.apply, [np.array([0.5, 1.5])])
+    ... except GradientCheckError as e:
+    ...     print(str(e).splitlines()[0])
+    check_grads: gradient of argument 0 (shape (2,), ...) disagrees with central differences:
+    """
 
 
 def _as_array(v: Any) -> np.ndarray:
@@ -77,6 +108,32 @@ def check_grads(
     GradientCheckError
         Naming the argument, the two directional derivatives, and where (which
         element) the largest error is.
+    ValueError
+        ``modes`` is empty or names a mode other than ``"rev"`` and ``"fwd"``, or
+        ``order`` is less than 1.
+    TypeError
+        ``f`` does not return a tensor.
+
+    See Also
+    --------
+    gradcheck : PyTorch's spelling, returning a bool.
+
+    Notes
+    -----
+    For a random output cotangent ``v`` and, for each argument, a random input
+    direction ``u``, the VJP ``<J^T v, u>`` (reverse mode) and the JVP ``<v, J u>``
+    (forward mode) must equal ``(<v, f(x + eps u)> - <v, f(x - eps u)>) / (2 eps)``,
+    as in HIPS autograd's ``check_grads``. One scalar per argument checks the whole
+    Jacobian in expectation. Higher orders check the derivative itself, as a function
+    of the arguments, one order down, in every mode.
+
+    Examples
+    --------
+    >>> import numpy as np, tapegrad.numpy as tnp
+    >>> from tapegrad.testing import check_grads
+    >>> def f(x, y):
+    ...     return tnp.sin(x) * y ** 2
+    >>> check_grads(f, [np.array([0.5, 1.5]), np.array([2.0, -1.0])], order=2, modes=("rev", "fwd"))
     """
     unknown = set(modes) - {"rev", "fwd"}
     if unknown or not modes:
@@ -259,8 +316,50 @@ def gradcheck(
     raise_exception: bool = True,
     seed: int = 0,
 ) -> bool:
-    """PyTorch-style wrapper of :func:`check_grads`: ``True`` when the gradients agree;
-    otherwise raise (default) or return ``False``."""
+    """Check ``f``'s gradients against central differences, PyTorch's spelling.
+
+    A wrapper of :func:`check_grads` (first order, reverse mode): ``True`` when the
+    gradients agree; otherwise raise (default) or return ``False``.
+
+    Parameters
+    ----------
+    f : callable
+        Function of tensors returning a tensor (any shape).
+    inputs : sequence of array_like
+        The point to check at (float64 recommended).
+    eps : float, optional
+        Finite-difference step (default 1e-6 for float64, 1e-2 for float32).
+    atol, rtol : float, optional
+        Tolerances on each directional derivative (see :func:`check_grads`).
+    raise_exception : bool, optional
+        Raise :class:`GradientCheckError` on a disagreement (default) instead of
+        returning ``False``.
+    seed : int, optional
+        Seed of the random cotangent and directions.
+
+    Returns
+    -------
+    bool
+        ``True`` when the gradients agree; ``False`` when they do not and
+        ``raise_exception`` is false.
+
+    Raises
+    ------
+    GradientCheckError
+        The gradients disagree and ``raise_exception`` is true.
+    TypeError
+        ``f`` does not return a tensor.
+
+    See Also
+    --------
+    check_grads : Forward mode and higher orders too.
+
+    Examples
+    --------
+    >>> import numpy as np, tapegrad as tg
+    >>> tg.gradcheck(lambda a, b: a @ b, [np.eye(2), np.array([1.0, 2.0])])
+    True
+    """
     try:
         check_grads(f, inputs, eps=eps, rtol=rtol, atol=atol, seed=seed)
     except GradientCheckError:

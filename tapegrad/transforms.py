@@ -349,26 +349,92 @@ def _value_and_grad_graph(
 def value_and_grad(
     f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False
 ) -> Callable:
-    """``f``'s value and gradient with respect to argument(s) ``argnums``.
+    """Make a function that returns ``f``'s value and its gradient.
+
+    The returned function records ``f`` once on fresh leaf tensors and runs one
+    compiled backward pass. It plugs straight into ``scipy.optimize.minimize(fun, x0,
+    jac=True)``: it returns ``(float, ndarray)``. It changes no ``.grad`` and records
+    with grad mode on even under an outer :class:`no_grad`.
 
     Parameters
     ----------
-    f
-        Function returning a scalar (a one-element tensor or number); with ``has_aux``,
-        a pair ``(scalar, aux)``.
-    argnums
-        Which positional argument(s) to differentiate: an int or a tuple of ints.
-    has_aux
-        Return ``((value, aux), grad)``; ``aux`` tensors come back as NumPy arrays.
+    f : callable
+        Function returning a scalar (a one-element tensor or a number); with
+        ``has_aux``, a pair ``(scalar, aux)``. Its arguments may be NumPy arrays,
+        Python numbers, tensors, or nested lists / tuples / dicts of them (pytrees).
+    argnums : int or tuple of int, optional
+        Which positional argument(s) to differentiate (default 0). Negative values
+        count from the end.
+    has_aux : bool, optional
+        ``f`` returns ``(value, aux)``; the result is then ``((value, aux), grad)``,
+        with ``aux`` tensors turned into NumPy arrays.
 
     Returns
     -------
-    Callable
+    callable
         ``g(*args, **kwargs) -> (value, grad)`` with ``value`` a Python float and
-        ``grad`` shaped like the argument (a tuple of them for a tuple ``argnums``).
-        When an argument is a tensor that requires grad (a transform inside another,
-        ``tg.grad(tg.grad(f))``), the value and the gradients are tensors recorded in
-        the caller's graph, so they can be differentiated again.
+        ``grad`` a NumPy array shaped like the argument (a NumPy scalar for a Python
+        number; the argument's pytree structure for a pytree; a tuple of them for a
+        tuple ``argnums``). When an argument is a tensor that requires grad (a
+        transform inside another, ``tg.grad(tg.grad(f))``), the value and the
+        gradients are tensors recorded in the caller's graph, so they can be
+        differentiated again.
+
+    Raises
+    ------
+    TypeError
+        When ``g`` is called: ``f`` returns more than one element (use
+        :func:`jacobian` or :func:`vjp`), a differentiated argument holds integers,
+        bools or non-numbers, ``has_aux=True`` but ``f`` does not return a pair, or
+        ``f`` calls ``float()`` / ``.item()`` on a tensor that requires grad.
+    ValueError
+        When ``g`` is called: an entry of ``argnums`` is out of range for the
+        number of positional arguments.
+    RuntimeError
+        When ``g`` is called with plain values: ``f``'s result depends on a tensor
+        that requires grad but is not one of the arguments (a closure, global or
+        attribute); pass it as an argument, or ``.detach()`` it.
+
+    Warns
+    -----
+    UserWarning
+        The output does not depend on the differentiated argument(s); their
+        gradient is zero.
+
+    See Also
+    --------
+    grad : The gradient alone.
+    vjp : Vector-Jacobian products of non-scalar functions.
+    tapegrad.compile : The same, captured once and replayed in compiled code.
+
+    Examples
+    --------
+    >>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+    >>> f = lambda x: tnp.sum(x ** 2)
+    >>> value, g = tg.value_and_grad(f)(np.array([1.0, 2.0, 3.0]))
+    >>> value, g
+    (14.0, array([2., 4., 6.]))
+
+    Several arguments, and an auxiliary output:
+
+    >>> def loss(w, x):
+    ...     r = x @ w
+    ...     return tnp.sum(r ** 2), r
+    >>> w, x = np.array([1.0, -1.0]), np.array([[1.0, 2.0], [3.0, 5.0]])
+    >>> (value, r), (gw, gx) = tg.value_and_grad(loss, argnums=(0, 1), has_aux=True)(w, x)
+    >>> value, r
+    (5.0, array([-1., -2.]))
+    >>> gw
+    array([-14., -24.])
+
+    With SciPy's optimisers:
+
+    >>> import scipy.optimize
+    >>> def rosen(x):
+    ...     return tnp.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1.0 - x[:-1]) ** 2)
+    >>> res = scipy.optimize.minimize(tg.value_and_grad(rosen), np.zeros(3), jac=True)
+    >>> np.round(res.x, 4)
+    array([1., 1., 1.])
     """
 
     plans: dict[int, tuple] = {}  # argnums_of's answer by argument count
@@ -400,8 +466,60 @@ def value_and_grad(
 
 
 def grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
-    """The gradient of scalar-valued ``f`` with respect to argument(s) ``argnums``
-    (see :func:`value_and_grad`); with ``has_aux`` returns ``(grad, aux)``."""
+    """Make a function that returns the gradient of scalar-valued ``f``.
+
+    The gradient with respect to argument(s) ``argnums``, computed as by
+    :func:`value_and_grad` (one recording, one compiled backward pass; no ``.grad``
+    is changed). Transforms compose: ``tg.grad(tg.grad(f))`` is the second
+    derivative.
+
+    Parameters
+    ----------
+    f : callable
+        Function returning a scalar (a one-element tensor or a number); with
+        ``has_aux``, a pair ``(scalar, aux)``. Its arguments may be NumPy arrays,
+        Python numbers, tensors, or pytrees of them.
+    argnums : int or tuple of int, optional
+        Which positional argument(s) to differentiate (default 0).
+    has_aux : bool, optional
+        ``f`` returns ``(value, aux)``; the result is then ``(grad, aux)``.
+
+    Returns
+    -------
+    callable
+        ``g(*args, **kwargs) -> grad``, shaped like the differentiated argument (a
+        tuple of gradients for a tuple ``argnums``); NumPy values, or tensors in the
+        caller's graph when an argument requires grad.
+
+    Raises
+    ------
+    TypeError
+        When ``g`` is called: ``f`` returns more than one element, a
+        differentiated argument holds integers, bools or non-numbers, or
+        ``has_aux=True`` but ``f`` does not return a pair.
+    ValueError
+        When ``g`` is called: an entry of ``argnums`` is out of range.
+    RuntimeError
+        When ``g`` is called with plain values: ``f``'s result depends on a tensor
+        that requires grad but is not one of the arguments.
+
+    See Also
+    --------
+    value_and_grad : The value and the gradient together.
+    hessian : Second derivatives.
+
+    Examples
+    --------
+    >>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+    >>> tg.grad(lambda x: tnp.sum(x ** 3))(np.array([1.0, 2.0]))
+    array([ 3., 12.])
+
+    A Python number gives a NumPy scalar; nested, the second derivative:
+
+    >>> d2 = tg.grad(tg.grad(lambda x: x ** 3))
+    >>> print(d2(2.0))
+    12.0
+    """
     vg = value_and_grad(f, argnums, has_aux)
 
     @functools.wraps(f)
@@ -415,14 +533,65 @@ def grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -
 
 
 def vjp(f: Callable, *args: Any) -> tuple[np.ndarray, Callable]:
-    """Evaluate ``f(*args)`` and return ``(out, vjp_fn)``.
+    """Evaluate ``f(*args)`` and return its value and a vector-Jacobian product function.
 
     ``vjp_fn(cotangent)`` returns a tuple with one gradient per argument (in the
     arguments' structure): ``cotangent`` pulled back through ``f``. ``f`` may return a
     tensor or a list / tuple / dict of them (``out`` has that structure, as NumPy
     values, and so does ``cotangent``); a part that is a NumPy value does not depend on
-    the arguments (zero, with a warning if nothing does). It may be called many times;
-    the graph (a tape of its own) is kept until ``vjp_fn`` is dropped.
+    the arguments (zero, with a warning if nothing does). ``vjp_fn`` may be called
+    many times; the graph (a tape of its own) is kept until ``vjp_fn`` is dropped.
+
+    Parameters
+    ----------
+    f : callable
+        The function to differentiate, of tensors (or pytrees of them).
+    *args : array_like, Tensor or pytree
+        The point: every positional argument is differentiated, so each must hold
+        floats.
+
+    Returns
+    -------
+    out : ndarray or pytree
+        ``f(*args)``, as NumPy values in the structure ``f`` returns (tensors in the
+        caller's graph when an argument requires grad).
+    vjp_fn : callable
+        ``vjp_fn(cotangent) -> tuple``: one gradient per argument, each the
+        argument's shape and structure.
+
+    Raises
+    ------
+    TypeError
+        An argument holds integers, bools or non-numbers (every argument is
+        differentiated).
+    ValueError
+        From ``vjp_fn``: the cotangent does not have the output's structure, or a
+        part of it does not have its output's shape.
+    RuntimeError
+        From ``vjp_fn``: the cotangent is a tensor that requires grad but ``vjp_fn``
+        was made from plain values (its NumPy results could not carry that
+        dependence); or ``f``'s result depends on a tensor from outside that requires
+        grad.
+
+    See Also
+    --------
+    jacobian : All the vector-Jacobian products at once.
+    jvp : Forward mode, Jacobian-vector products.
+
+    Examples
+    --------
+    >>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+    >>> out, vjp_fn = tg.vjp(lambda a, b: a * b, np.array([1.0, 2.0]), np.array([3.0, 4.0]))
+    >>> out
+    array([3., 8.])
+    >>> vjp_fn(np.array([1.0, 1.0]))
+    (array([3., 4.]), array([1., 2.]))
+
+    Outputs in a dict take a cotangent of the same structure:
+
+    >>> out, vjp_fn = tg.vjp(lambda x: {"s": tnp.sum(x), "p": tnp.prod(x)}, np.array([2.0, 3.0]))
+    >>> vjp_fn({"s": 1.0, "p": 0.0})
+    (array([1., 1.]),)
     """
     if needs_graph(args):
         return _vjp_graph(f, args)
@@ -523,14 +692,75 @@ def _jacobian_graph(f: Callable, args: tuple, kwargs: dict, nums: tuple, single:
 
 
 def jacobian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
-    """The Jacobian of ``f`` by reverse mode, one backward pass per output element.
+    """Make a function that returns the Jacobian of ``f`` by reverse mode.
 
-    ``jacobian(f)(x)`` has shape ``out.shape + x.shape``; for a tuple ``argnums`` a tuple
-    of those. A pytree argument (list / tuple / dict of arrays) gets the same structure
-    of Jacobians, one per array, as ``jax.jacrev``. The output is one tensor (a list of
+    ``f`` is recorded once and run backward once per output element. ``jacobian(f)(x)``
+    has shape ``out.shape + x.shape``; for a tuple ``argnums`` a tuple of those. A
+    pytree argument (list / tuple / dict of arrays) gets the same structure of
+    Jacobians, one per array, as ``jax.jacrev``. The output is one tensor (a list of
     same-shaped parts, or an object array of tensors, is stacked as NumPy would); a
     tuple or dict of outputs, or a list of parts of different shapes (``split``), gives
-    one Jacobian per output, in the output's structure.
+    one Jacobian per output, in the output's structure. ``jacrev`` is the same
+    function.
+
+    Parameters
+    ----------
+    f : callable
+        The function to differentiate, of arrays, tensors or pytrees of them.
+    argnums : int or tuple of int, optional
+        Which positional argument(s) to differentiate (default 0).
+
+    Returns
+    -------
+    callable
+        ``J(*args, **kwargs)``: the Jacobian(s) as NumPy arrays, or tensors in the
+        caller's graph when an argument requires grad.
+
+    Raises
+    ------
+    TypeError
+        When ``J`` is called: a differentiated argument holds integers, bools or
+        non-numbers.
+    ValueError
+        When ``J`` is called: an entry of ``argnums`` is out of range.
+    RuntimeError
+        When ``J`` is called with plain values: ``f``'s result depends on a tensor
+        that requires grad but is not one of the arguments.
+
+    Warns
+    -----
+    UserWarning
+        The output does not depend on the differentiated argument(s); the Jacobian is
+        zero.
+
+    See Also
+    --------
+    jacfwd : The same Jacobian by forward mode, cheaper for fewer inputs than outputs.
+    vjp : One row combination at a time.
+
+    Notes
+    -----
+    The cost is one backward pass per output element: reverse mode suits functions
+    with fewer outputs than inputs; :func:`jacfwd` suits the opposite.
+
+    Examples
+    --------
+    >>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+    >>> A = np.array([[1.0, 2.0], [3.0, 4.0]])
+    >>> tg.jacobian(lambda x: A @ tnp.sin(x))(np.array([0.0, 0.0]))
+    array([[1., 2.],
+           [3., 4.]])
+
+    Two arguments, and a tuple of outputs:
+
+    >>> x, y = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+    >>> jx, jy = tg.jacobian(lambda x, y: x * y, argnums=(0, 1))(x, y)
+    >>> jy
+    array([[1., 0.],
+           [0., 2.]])
+    >>> tg.jacobian(lambda x: (x ** 2, tnp.sum(x)))(x)
+    (array([[2., 0.],
+           [0., 4.]]), array([1., 1.]))
     """
 
     @functools.wraps(f)

@@ -113,7 +113,22 @@ def _module() -> Any:
 
 
 def available() -> bool:
-    """Whether CUDA tensors can be made here (a GPU, or numba's simulator)."""
+    """Tell whether CUDA tensors can be made here (a GPU, or numba's simulator).
+
+    Loads numba's CUDA target on first use.
+
+    Returns
+    -------
+    bool
+        True when numba-cuda finds a GPU and its driver, or runs its simulator
+        (``NUMBA_ENABLE_CUDASIM=1``).
+
+    Examples
+    --------
+    >>> import tapegrad.cuda as tgc
+    >>> isinstance(tgc.available(), bool)  # True on a machine with a GPU
+    True
+    """
     try:
         _module()
     except RuntimeError:
@@ -251,13 +266,53 @@ _NO_COMPARISON = (
 
 
 class CudaTensor:
-    """A tensor whose values live on the GPU (see the module docstring).
+    """A tensor whose values live on the GPU.
 
+    Made by ``tg.tensor(x, device="cuda")``, ``t.to("cuda")`` or :func:`to_device`.
     The same attributes and methods as :class:`tapegrad.Tensor` for the core ops:
     arithmetic operators with broadcasting, ``@``, indexing, ``sum mean reshape
-    transpose T astype``, ``backward``, ``grad``, ``numpy()`` (a host copy),
-    ``to(device)``. It exposes ``__cuda_array_interface__``, so CuPy, PyTorch and
-    numba kernels can read it without a copy.
+    transpose T astype``, ``backward``, ``grad`` (a CUDA tensor), ``numpy()`` (a host
+    copy), ``to(device)``. Ops on it launch CUDA kernels and record a graph;
+    ``backward()`` runs the CPU scheduler's steps, launching each node's kernels from
+    the host. It exposes ``__cuda_array_interface__``, so CuPy, PyTorch and numba
+    kernels can read it without a copy.
+
+    Parameters
+    ----------
+    data : numba.cuda.cudadrv.devicearray.DeviceNDArray
+        The values: a C-contiguous numba device array (held, not copied).
+    requires_grad : bool, optional
+        Whether backward passes compute its gradient.
+    node : optional
+        The recorded op that made it (internal; None for a leaf).
+
+    Raises
+    ------
+    TypeError
+        From ``==``, ``!=`` and the other comparisons (they have no CUDA target),
+        from an implicit conversion to a NumPy array (use ``.numpy()``), and from
+        NumPy functions, ufuncs and table ops without a CUDA kernel, or operands on
+        both devices.
+    ValueError
+        From ``item()``: more than one element.
+    NotImplementedError
+        From ``backward(create_graph=True)``: higher order is CPU only.
+
+    See Also
+    --------
+    tapegrad.tensor : ``device="cuda"`` makes one.
+
+    Examples
+    --------
+    >>> # needs a CUDA GPU (or NUMBA_ENABLE_CUDASIM=1 set before numba is imported)
+    >>> import tapegrad as tg
+    >>> x = tg.tensor([1.0, 2.0, 3.0], device="cuda", requires_grad=True)  # doctest: +SKIP
+    >>> y = (x * x).sum()  # doctest: +SKIP
+    >>> y  # doctest: +SKIP
+    tensor(14., device='cuda', requires_grad=True)
+    >>> y.backward()  # doctest: +SKIP
+    >>> x.grad, x.grad.numpy()  # doctest: +SKIP
+    (tensor([2., 4., 6.], device='cuda'), array([2., 4., 6.]))
     """
 
     device = "cuda"
@@ -448,8 +503,41 @@ _cpu.DEVICE_TENSOR = CudaTensor  # from now on the CPU front ends route CUDA ten
 
 
 def to_device(data: Any, requires_grad: bool = False, dtype: Any = None) -> CudaTensor:
-    """A CUDA leaf tensor holding a copy of ``data`` (what ``tg.tensor(...,
-    device='cuda')`` calls); the dtype rules are those of :func:`tapegrad.tensor`."""
+    """Make a CUDA leaf tensor holding a copy of ``data``.
+
+    What ``tg.tensor(..., device='cuda')`` calls; the dtype rules are those of
+    :func:`tapegrad.tensor`.
+
+    Parameters
+    ----------
+    data : array_like, Tensor or CudaTensor
+        The values (a tensor's values are copied; no graph is kept).
+    requires_grad : bool, optional
+        Whether backward passes compute its gradient (float only).
+    dtype : data-type, optional
+        Convert to this dtype: float64, float32, int64 or bool.
+
+    Returns
+    -------
+    CudaTensor
+        A new leaf on the GPU.
+
+    Raises
+    ------
+    TypeError
+        An unsupported ``dtype``, or ``requires_grad=True`` for a non-float dtype.
+    RuntimeError
+        No GPU (and no simulator) is available.
+
+    Examples
+    --------
+    >>> # needs a CUDA GPU (or NUMBA_ENABLE_CUDASIM=1 set before numba is imported)
+    >>> import numpy as np, tapegrad.cuda as tgc
+    >>> a = tgc.to_device(np.arange(6.0).reshape(2, 3), requires_grad=True)  # doctest: +SKIP
+    >>> a  # doctest: +SKIP
+    tensor([[0., 1., 2.],
+            [3., 4., 5.]], device='cuda', requires_grad=True)
+    """
     if isinstance(data, CudaTensor):
         data = data.numpy()
     elif isinstance(data, _cpu.Tensor):
@@ -508,7 +596,42 @@ def _float_dtype(op: str, *ts: CudaTensor) -> np.dtype:
 
 
 def elementwise(op: Any, x: Any, y: Any = None) -> CudaTensor:
-    """Record elementwise table row ``op`` on CUDA operands (``y`` unless unary)."""
+    """Record an elementwise op of the op table on CUDA operands.
+
+    The row's scalar formulas, compiled as CUDA device functions, lifted by
+    broadcasting kernels; what the operators and ``np.sin(t)`` call.
+
+    Parameters
+    ----------
+    op : Op
+        A row of the op table (``tapegrad.ops.BY_NAME["sin"]``) with a CUDA target.
+    x : CudaTensor, ndarray or number
+        The first operand.
+    y : CudaTensor, ndarray or number, optional
+        The second operand, for a binary op.
+
+    Returns
+    -------
+    CudaTensor
+        The result, broadcast as NumPy does.
+
+    Raises
+    ------
+    TypeError
+        The row has no CUDA target, an operand is a CPU tensor, or the operands are
+        not of float dtypes.
+    ValueError
+        The operands' shapes do not broadcast.
+
+    Examples
+    --------
+    >>> # needs a CUDA GPU (or NUMBA_ENABLE_CUDASIM=1 set before numba is imported)
+    >>> import tapegrad.cuda as tgc
+    >>> from tapegrad.ops import BY_NAME
+    >>> x = tgc.to_device([1.0, 2.0])  # doctest: +SKIP
+    >>> tgc.elementwise(BY_NAME["multiply"], x, 3.0)  # doctest: +SKIP
+    tensor([3., 6.], device='cuda')
+    """
     if op.cuda != "formulas":
         raise TypeError(
             f"{op.name} is not available for CUDA tensors (its table row has no CUDA "
@@ -552,7 +675,36 @@ def elementwise(op: Any, x: Any, y: Any = None) -> CudaTensor:
 
 
 def astype(x: CudaTensor, dtype: Any) -> CudaTensor:
-    """``x`` converted to ``dtype`` (a float<->float cast passes gradients through)."""
+    """Convert ``x`` to ``dtype`` on the GPU.
+
+    A cast between float dtypes passes gradients through; a cast to integers or bools
+    gives a tensor that does not require grad.
+
+    Parameters
+    ----------
+    x : CudaTensor
+        The tensor to convert.
+    dtype : data-type
+        The new dtype.
+
+    Returns
+    -------
+    CudaTensor
+        ``x`` itself when it already has ``dtype``, else a new tensor.
+
+    Raises
+    ------
+    TypeError
+        ``dtype`` is not a dtype NumPy understands.
+
+    Examples
+    --------
+    >>> # needs a CUDA GPU (or NUMBA_ENABLE_CUDASIM=1 set before numba is imported)
+    >>> import numpy as np, tapegrad.cuda as tgc
+    >>> x = tgc.to_device([1.5, 2.5])  # doctest: +SKIP
+    >>> tgc.astype(x, np.float32).dtype  # doctest: +SKIP
+    dtype('float32')
+    """
     dtype = np.dtype(dtype)
     if x.dtype == dtype:
         return x
@@ -605,17 +757,111 @@ def _reduce(x: CudaTensor, axis: Any, keepdims: bool, name: str) -> CudaTensor:
 
 
 def sum(x: Any, axis: Any = None, keepdims: bool = False) -> CudaTensor:
-    """Sum over ``axis`` (None, int or tuple), as ``numpy.sum``."""
+    """Sum over ``axis`` on the GPU, as ``numpy.sum``.
+
+    Parameters
+    ----------
+    x : CudaTensor
+        The tensor (integers and bools are summed in float64).
+    axis : None, int or tuple of int, optional
+        The axes to reduce (all by default).
+    keepdims : bool, optional
+        Keep the reduced axes, of length 1.
+
+    Returns
+    -------
+    CudaTensor
+        The sums.
+
+    Raises
+    ------
+    numpy.exceptions.AxisError
+        An axis is out of bounds.
+    TypeError
+        ``axis`` is a list, a bool, or not an integer.
+    ValueError
+        An axis is given twice.
+
+    Examples
+    --------
+    >>> # needs a CUDA GPU (or NUMBA_ENABLE_CUDASIM=1 set before numba is imported)
+    >>> import numpy as np, tapegrad.cuda as tgc
+    >>> a = tgc.to_device(np.arange(6.0).reshape(2, 3))  # doctest: +SKIP
+    >>> tgc.sum(a, axis=0)  # doctest: +SKIP
+    tensor([3., 5., 7.], device='cuda')
+    """
     return _reduce(x, axis, keepdims, "sum")
 
 
 def mean(x: Any, axis: Any = None, keepdims: bool = False) -> CudaTensor:
-    """Mean over ``axis`` (None, int or tuple), as ``numpy.mean``."""
+    """Average over ``axis`` on the GPU, as ``numpy.mean``.
+
+    Parameters
+    ----------
+    x : CudaTensor
+        The tensor (integers and bools are averaged in float64).
+    axis : None, int or tuple of int, optional
+        The axes to reduce (all by default).
+    keepdims : bool, optional
+        Keep the reduced axes, of length 1.
+
+    Returns
+    -------
+    CudaTensor
+        The means.
+
+    Raises
+    ------
+    numpy.exceptions.AxisError
+        An axis is out of bounds.
+    TypeError
+        ``axis`` is a list, a bool, or not an integer.
+    ValueError
+        An axis is given twice.
+
+    Examples
+    --------
+    >>> # needs a CUDA GPU (or NUMBA_ENABLE_CUDASIM=1 set before numba is imported)
+    >>> import numpy as np, tapegrad.cuda as tgc
+    >>> a = tgc.to_device(np.arange(6.0).reshape(2, 3))  # doctest: +SKIP
+    >>> tgc.mean(a, axis=0)  # doctest: +SKIP
+    tensor([1.5, 2.5, 3.5], device='cuda')
+    """
     return _reduce(x, axis, keepdims, "mean")
 
 
 def matmul(x: Any, y: Any) -> CudaTensor:
-    """Matrix product with NumPy's rules (1-D, 2-D, batched with broadcasting)."""
+    """Multiply matrices on the GPU, with ``numpy.matmul``'s rules.
+
+    1-D operands are vectors, 2-D matrices, and more dimensions batches of matrices,
+    broadcast. A tiled kernel computes the product and both of its gradients.
+
+    Parameters
+    ----------
+    x, y : CudaTensor, ndarray or number
+        The operands (at least one a CUDA tensor).
+
+    Returns
+    -------
+    CudaTensor
+        ``x @ y``.
+
+    Raises
+    ------
+    ValueError
+        The shapes do not match for a product (or a 0-d operand).
+    TypeError
+        An operand is a CPU tensor, or the operands are not of float dtypes.
+
+    Examples
+    --------
+    >>> # needs a CUDA GPU (or NUMBA_ENABLE_CUDASIM=1 set before numba is imported)
+    >>> import numpy as np, tapegrad.cuda as tgc
+    >>> a = tgc.to_device(np.arange(6.0).reshape(2, 3))  # doctest: +SKIP
+    >>> tgc.matmul(a, np.ones((3, 2)))  # doctest: +SKIP
+    tensor([[ 3.,  3.],
+            [12., 12.]], device='cuda')
+    """
     ref = x if isinstance(x, CudaTensor) else y
     tx, ty = _as_cuda(x, ref.dtype, "matmul"), _as_cuda(y, ref.dtype, "matmul")
     out_shape, params = matmul_layout(tx.shape, ty.shape)
@@ -661,8 +907,35 @@ def _gemm(kernel: Any, nbatch: int, a: Any, b: Any, c: Any, p: Any, q: tuple) ->
 
 
 def reshape(x: CudaTensor, shape: Any) -> CudaTensor:
-    """The same values in a new shape (one dimension may be -1), as ``numpy.reshape``;
-    the result shares ``x``'s memory."""
+    """Give ``x``'s values a new shape, as ``numpy.reshape``; no copy.
+
+    Parameters
+    ----------
+    x : CudaTensor
+        The tensor.
+    shape : int or tuple of int
+        The new shape; one dimension may be -1.
+
+    Returns
+    -------
+    CudaTensor
+        A tensor sharing ``x``'s memory.
+
+    Raises
+    ------
+    ValueError
+        The new shape has another size, or more than one -1.
+
+    Examples
+    --------
+    >>> # needs a CUDA GPU (or NUMBA_ENABLE_CUDASIM=1 set before numba is imported)
+    >>> import numpy as np, tapegrad.cuda as tgc
+    >>> a = tgc.to_device(np.arange(6.0))  # doctest: +SKIP
+    >>> tgc.reshape(a, (3, -1))  # doctest: +SKIP
+    tensor([[0., 1.],
+            [2., 3.],
+            [4., 5.]], device='cuda')
+    """
     shape = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
     new = normalize_shape(x.size, shape, x.shape)
     k = _moves()
@@ -689,7 +962,35 @@ def _gather(x: CudaTensor, positions: np.ndarray, name: str) -> CudaTensor:
 
 
 def transpose(x: CudaTensor, axes: Any = None) -> CudaTensor:
-    """Permute the axes (reverse them by default), as ``numpy.transpose``."""
+    """Permute the axes on the GPU (reverse them by default), as ``numpy.transpose``.
+
+    Parameters
+    ----------
+    x : CudaTensor
+        The tensor.
+    axes : sequence of int, optional
+        The permutation; negative axes count from the end.
+
+    Returns
+    -------
+    CudaTensor
+        A new tensor (a gather: its backward scatters the gradient back).
+
+    Raises
+    ------
+    ValueError
+        ``axes`` is not a permutation of ``x``'s axes.
+
+    Examples
+    --------
+    >>> # needs a CUDA GPU (or NUMBA_ENABLE_CUDASIM=1 set before numba is imported)
+    >>> import numpy as np, tapegrad.cuda as tgc
+    >>> a = tgc.to_device(np.arange(6.0).reshape(2, 3))  # doctest: +SKIP
+    >>> tgc.transpose(a)  # doctest: +SKIP
+    tensor([[0., 3.],
+            [1., 4.],
+            [2., 5.]], device='cuda')
+    """
     nd = x.ndim
     perm = (
         tuple(range(nd - 1, -1, -1))
@@ -703,8 +1004,40 @@ def transpose(x: CudaTensor, axes: Any = None) -> CudaTensor:
 
 
 def getitem(x: CudaTensor, key: Any) -> CudaTensor:
-    """``x[key]``: basic slices, ints, None, Ellipsis, integer and boolean arrays (NumPy
-    arrays, lists, or CUDA tensors, copied to the host to plan the gather)."""
+    """Index ``x[key]`` on the GPU, with NumPy's rules.
+
+    Basic slices, ints, None, Ellipsis, integer and boolean arrays (NumPy arrays,
+    lists, or CUDA tensors, copied to the host to plan the gather). The backward is a
+    scatter-add with atomics, so repeated indices add up.
+
+    Parameters
+    ----------
+    x : CudaTensor
+        The tensor.
+    key : int, slice, array_like, CudaTensor or tuple of them
+        The index.
+
+    Returns
+    -------
+    CudaTensor
+        A new tensor holding the selected elements.
+
+    Raises
+    ------
+    IndexError
+        An index is out of bounds, or there are too many indices.
+    TypeError, ValueError
+        An index NumPy refuses (its error, naming ``x``'s shape).
+
+    Examples
+    --------
+    >>> # needs a CUDA GPU (or NUMBA_ENABLE_CUDASIM=1 set before numba is imported)
+    >>> import numpy as np, tapegrad.cuda as tgc
+    >>> a = tgc.to_device(np.arange(6.0).reshape(2, 3))  # doctest: +SKIP
+    >>> tgc.getitem(a, (slice(None), [0, 2]))  # doctest: +SKIP
+    tensor([[0., 2.],
+            [3., 5.]], device='cuda')
+    """
     if isinstance(key, tuple):
         key = tuple(k.numpy() if isinstance(k, CudaTensor) else k for k in key)
     elif isinstance(key, CudaTensor):
@@ -775,11 +1108,42 @@ def _grad_buffers(root: CudaTensor, nodes: list[_Node]) -> dict[int, Any]:
 
 
 def backward(root: CudaTensor, gradient: Any = None, retain_graph: bool = False) -> None:
-    """Prune, dispatch in reverse order, validate, accumulate: the CPU scheduler's steps,
-    launching each node's backward kernels from the host.
+    """Run the backward pass from ``root``, accumulating into the leaves' ``.grad``.
 
-    Gradients accumulate into leaves' ``.grad`` as on the CPU (a new buffer each time:
-    a ``.grad`` the user holds is never modified).
+    The CPU scheduler's steps: prune to the nodes between requires-grad leaves and the
+    root, dispatch in reverse recording order, validate each gradient buffer against
+    its tensor's shape and dtype, accumulate; each node's backward kernels are
+    launched from the host. Gradients accumulate into leaves' ``.grad`` as on the CPU
+    (a new buffer each time: a ``.grad`` the user holds is never modified).
+    ``root.backward()`` calls it.
+
+    Parameters
+    ----------
+    root : CudaTensor
+        The tensor to differentiate.
+    gradient : array_like or CudaTensor, optional
+        The cotangent, of ``root``'s shape; required unless ``root`` has one element,
+        where it defaults to 1.
+    retain_graph : bool, optional
+        Keep the graph for another backward pass (by default it is freed).
+
+    Raises
+    ------
+    RuntimeError
+        ``root`` does not require grad; ``gradient`` is missing for a root of more than
+        one element or has the wrong shape; or the graph was freed by an earlier
+        backward pass.
+    TypeError
+        ``gradient`` is not of a real dtype.
+
+    Examples
+    --------
+    >>> # needs a CUDA GPU (or NUMBA_ENABLE_CUDASIM=1 set before numba is imported)
+    >>> import numpy as np, tapegrad.cuda as tgc
+    >>> w = tgc.to_device([1.0, 2.0], requires_grad=True)  # doctest: +SKIP
+    >>> tgc.backward(w * 3.0, gradient=np.array([1.0, 1.0]))  # doctest: +SKIP
+    >>> w.grad  # doctest: +SKIP
+    tensor([3., 3.], device='cuda')
     """
     if not root._rg:
         raise RuntimeError(NO_GRAD_MESSAGE)

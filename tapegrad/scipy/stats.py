@@ -1382,8 +1382,44 @@ def _dropin(f: Callable, dist: str, method: str) -> Callable:
 
 
 class Distribution:
-    """A SciPy distribution's methods (``logpdf``, ``cdf``...) on tensors; SciPy's own
-    on plain arguments."""
+    """A SciPy distribution's methods (``logpdf``, ``cdf``...) on tensors.
+
+    Each public object of :mod:`tapegrad.scipy.stats` (``norm``, ``gamma``...) is one.
+    Its methods take SciPy's arguments and give SciPy's values: written in tapegrad
+    ops when an argument holds a tensor, so that they record and are differentiable in
+    ``x`` and every continuous parameter; SciPy's own method on plain arguments. As in
+    SciPy, a point outside the support has log-density ``-inf`` (its gradient 0, with
+    no NaN from the branch not taken) and invalid parameters give NaN; shapes that do
+    not broadcast raise ``ValueError``, a missing shape parameter ``TypeError``.
+
+    Parameters
+    ----------
+    name : str
+        SciPy's name of the distribution (``"norm"``): its plain-argument methods are
+        ``scipy.stats.<name>``'s.
+    methods : dict of str to callable
+        The methods written in tapegrad ops, by name.
+
+    Attributes
+    ----------
+    name : str
+        As given.
+    methods : tuple of str
+        The methods' names, sorted.
+
+    Raises
+    ------
+    AttributeError
+        A method the distribution does not have here (``norm.ppf``).
+
+    Examples
+    --------
+    >>> from tapegrad.scipy import stats
+    >>> stats.norm
+    <tapegrad.scipy.stats.norm: cdf, logcdf, logpdf, logsf, pdf, sf>
+    >>> stats.norm.name, stats.norm.methods[:2]
+    ('norm', ('cdf', 'logcdf'))
+    """
 
     def __init__(self, name: str, methods: dict[str, Callable]) -> None:
         self.name = name
@@ -1469,6 +1505,416 @@ nbinom = Distribution(
         _discrete(_nbinom, 2, _nbinom_edges, lambda n, p: p == 1, _nbinom_ok), _nbinom_tails, 2
     ),
 )
+
+# --- what each object is (its own docstring; the class's is shared) -------------------------
+
+norm.__doc__ = """The normal distribution, recording on tensors.
+
+SciPy's ``scipy.stats.norm``: the methods ``cdf logcdf logpdf logsf pdf sf``, called as
+``norm.logpdf(x, loc=0, scale=1)``, with SciPy's parameters and values, differentiable
+in ``x``, ``loc`` and ``scale``. On plain (non-tensor) arguments each is SciPy's own
+method. ``logcdf`` and ``logsf`` use ``special.log_ndtr``: accurate far in the tails.
+
+See Also
+--------
+Distribution : What the methods share.
+
+Examples
+--------
+>>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+>>> from tapegrad.scipy import stats
+>>> x = np.array([-1.0, 0.0, 2.0])
+>>> mu = tg.tensor(0.5, requires_grad=True)
+>>> loglik = tnp.sum(stats.norm.logpdf(x, mu, 2.0))
+>>> loglik.backward()
+>>> mu.grad  # sum(x - mu) / scale**2
+array(-0.125)
+>>> import scipy.stats
+>>> np.allclose(loglik.item(), scipy.stats.norm.logpdf(x, 0.5, 2.0).sum())
+True
+"""
+
+expon.__doc__ = """The exponential distribution, recording on tensors.
+
+SciPy's ``scipy.stats.expon``: the methods ``cdf logcdf logpdf logsf pdf sf``, called as
+``expon.logpdf(x, loc=0, scale=1)``, with SciPy's parameters and values, differentiable
+in ``x``, ``loc`` and ``scale``. On plain (non-tensor) arguments each is SciPy's own
+method.
+
+See Also
+--------
+Distribution : What the methods share.
+
+Examples
+--------
+>>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+>>> from tapegrad.scipy import stats
+
+The derivative of the log-likelihood in ``scale`` vanishes at the sample mean:
+
+>>> x = np.array([1.0, 3.0])
+>>> scale = tg.tensor(2.0, requires_grad=True)
+>>> tnp.sum(stats.expon.logpdf(x, scale=scale)).backward()
+>>> np.allclose(scale.grad, 0.0)
+True
+"""
+
+laplace.__doc__ = """The Laplace distribution, recording on tensors.
+
+SciPy's ``scipy.stats.laplace``: the methods ``cdf logcdf logpdf logsf pdf sf``, called
+as ``laplace.logpdf(x, loc=0, scale=1)``, with SciPy's parameters and values,
+differentiable in ``x``, ``loc`` and ``scale``. On plain (non-tensor) arguments each is
+SciPy's own method.
+
+See Also
+--------
+Distribution : What the methods share.
+
+Examples
+--------
+>>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+>>> from tapegrad.scipy import stats
+>>> loc = tg.tensor(3.0, requires_grad=True)
+>>> tnp.sum(stats.laplace.logpdf(np.array([1.0, 2.0, 4.0]), loc)).backward()
+>>> loc.grad  # sum(sign(x - loc)) / scale
+array(-1.)
+"""
+
+cauchy.__doc__ = """The Cauchy distribution, recording on tensors.
+
+SciPy's ``scipy.stats.cauchy``: the methods ``cdf logcdf logpdf logsf pdf sf``, called
+as ``cauchy.logpdf(x, loc=0, scale=1)``, with SciPy's parameters and values,
+differentiable in ``x``, ``loc`` and ``scale``. On plain (non-tensor) arguments each is
+SciPy's own method.
+
+See Also
+--------
+Distribution : What the methods share.
+
+Examples
+--------
+>>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+>>> from tapegrad.scipy import stats
+>>> stats.cauchy.cdf(tg.tensor([0.0, 1.0]))
+tensor([0.5 , 0.75])
+>>> np.allclose(stats.cauchy.logpdf(tg.tensor(0.0)).item(), -np.log(np.pi))
+True
+"""
+
+logistic.__doc__ = """The logistic distribution, recording on tensors.
+
+SciPy's ``scipy.stats.logistic``: the methods ``cdf logcdf logpdf logsf pdf sf``, called
+as ``logistic.logpdf(x, loc=0, scale=1)``, with SciPy's parameters and values,
+differentiable in ``x``, ``loc`` and ``scale``. On plain (non-tensor) arguments each is
+SciPy's own method.
+
+See Also
+--------
+Distribution : What the methods share.
+
+Examples
+--------
+>>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+>>> from tapegrad.scipy import stats
+>>> x = tg.tensor(0.0, requires_grad=True)
+>>> stats.logistic.pdf(x)
+tensor(0.25, requires_grad=True)
+>>> stats.logistic.logcdf(x).backward()
+>>> x.grad  # d/dx log(cdf) = 1 - cdf
+array(0.5)
+"""
+
+uniform.__doc__ = """The uniform distribution, recording on tensors.
+
+SciPy's ``scipy.stats.uniform``: the methods ``cdf logpdf pdf sf``, called as
+``uniform.pdf(x, loc=0, scale=1)``, with SciPy's parameters and values, differentiable
+in ``x``, ``loc`` and ``scale``. On plain (non-tensor) arguments each is SciPy's own
+method. The support is ``[loc, loc + scale]``.
+
+See Also
+--------
+Distribution : What the methods share.
+
+Examples
+--------
+>>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+>>> from tapegrad.scipy import stats
+>>> stats.uniform.pdf(tg.tensor([0.5, 2.0]))
+tensor([1., 0.])
+>>> stats.uniform.cdf(tg.tensor([0.25, 2.0]), 0.0, 2.0)
+tensor([0.125, 1.   ])
+"""
+
+lognorm.__doc__ = """The log-normal distribution, recording on tensors.
+
+SciPy's ``scipy.stats.lognorm``: the methods ``cdf logcdf logpdf logsf pdf sf``, called
+as ``lognorm.logpdf(x, s, loc=0, scale=1)``, with SciPy's parameters and values,
+differentiable in ``x``, ``s``, ``loc`` and ``scale``. On plain (non-tensor) arguments
+each is SciPy's own method.
+
+See Also
+--------
+Distribution : What the methods share.
+
+Examples
+--------
+>>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+>>> from tapegrad.scipy import stats
+>>> import scipy.stats
+>>> x = np.array([0.5, 1.0, 2.0])
+>>> lp = stats.lognorm.logpdf(tg.tensor(x), 1.0)
+>>> np.allclose(lp.numpy(), scipy.stats.lognorm.logpdf(x, 1.0))
+True
+"""
+
+t.__doc__ = """Student's t distribution, recording on tensors.
+
+SciPy's ``scipy.stats.t``: the methods ``cdf logcdf logpdf logsf pdf sf``, called as
+``t.logpdf(x, df, loc=0, scale=1)``, with SciPy's parameters and values, differentiable
+in ``x``, ``df``, ``loc`` and ``scale``. On plain (non-tensor) arguments each is SciPy's
+own method. The distribution functions are the regularized incomplete beta function
+(``special.betainc``): second derivatives in ``df`` raise.
+
+See Also
+--------
+Distribution : What the methods share.
+
+Examples
+--------
+>>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+>>> from tapegrad.scipy import stats
+
+The derivative of the distribution function is the density:
+
+>>> import scipy.stats
+>>> x = tg.tensor([-1.0, 0.0, 2.0], requires_grad=True)
+>>> tnp.sum(stats.t.cdf(x, 3.0)).backward()
+>>> np.allclose(x.grad, scipy.stats.t.pdf([-1.0, 0.0, 2.0], 3.0))
+True
+"""
+
+gamma.__doc__ = """The gamma distribution, recording on tensors.
+
+SciPy's ``scipy.stats.gamma``: the methods ``cdf logcdf logpdf logsf pdf sf``, called as
+``gamma.logpdf(x, a, loc=0, scale=1)``, with SciPy's parameters and values,
+differentiable in ``x``, ``a``, ``loc`` and ``scale``. On plain (non-tensor) arguments
+each is SciPy's own method. The distribution functions are the regularized incomplete
+gamma functions (``special.gammainc``, ``gammaincc``): second derivatives in ``a``
+raise.
+
+See Also
+--------
+Distribution : What the methods share.
+
+Examples
+--------
+>>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+>>> from tapegrad.scipy import stats
+>>> x = tg.tensor(2.0, requires_grad=True)
+>>> stats.gamma.logpdf(x, 2.0).backward()
+>>> x.grad  # (a - 1) / x - 1
+array(-0.5)
+
+Differentiable in the shape parameter too (compared with central differences):
+
+>>> import scipy.stats
+>>> a = tg.tensor(2.0, requires_grad=True)
+>>> stats.gamma.cdf(1.0, a).backward()
+>>> h = 1e-6
+>>> fd = (scipy.stats.gamma.cdf(1.0, 2.0 + h) - scipy.stats.gamma.cdf(1.0, 2.0 - h)) / (2 * h)
+>>> np.allclose(a.grad, fd)
+True
+"""
+
+vonmises.__doc__ = """The von Mises distribution, recording on tensors.
+
+SciPy's ``scipy.stats.vonmises``: the methods ``cdf logcdf logpdf logsf pdf sf``, called
+as ``vonmises.logpdf(x, kappa, loc=0, scale=1)``, with SciPy's parameters and values,
+differentiable in ``x``, ``kappa``, ``loc`` and ``scale``. On plain (non-tensor)
+arguments each is SciPy's own method.
+
+See Also
+--------
+Distribution : What the methods share.
+
+Examples
+--------
+>>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+>>> from tapegrad.scipy import stats
+>>> import scipy.stats
+>>> kappa = tg.tensor(1.0, requires_grad=True)
+>>> lp = stats.vonmises.logpdf(0.0, kappa)
+>>> np.allclose(lp.item(), scipy.stats.vonmises.logpdf(0.0, 1.0))
+True
+"""
+
+beta.__doc__ = """The beta distribution, recording on tensors.
+
+SciPy's ``scipy.stats.beta``: the methods ``cdf logcdf logpdf logsf pdf sf``, called as
+``beta.logpdf(x, a, b, loc=0, scale=1)``, with SciPy's parameters and values,
+differentiable in ``x``, ``a``, ``b``, ``loc`` and ``scale``. On plain (non-tensor)
+arguments each is SciPy's own method. The distribution functions are the regularized
+incomplete beta function (``special.betainc``): second derivatives in ``a`` and ``b``
+raise.
+
+See Also
+--------
+Distribution : What the methods share.
+
+Examples
+--------
+>>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+>>> from tapegrad.scipy import stats
+>>> x = tg.tensor(0.5, requires_grad=True)
+>>> p = stats.beta.pdf(x, 2.0, 2.0)
+>>> p
+tensor(1.5, requires_grad=True)
+>>> p.backward()
+>>> np.allclose(x.grad, 0.0)  # the mode of beta(2, 2)
+True
+"""
+
+multivariate_normal.__doc__ = """The multivariate normal distribution, recording on tensors.
+
+SciPy's ``scipy.stats.multivariate_normal``: the methods ``cdf logcdf logpdf pdf``,
+called as ``multivariate_normal.logpdf(x, mean=None, cov=1)``, with SciPy's parameters
+and values, differentiable in ``x``, ``mean`` and ``cov``. On plain (non-tensor)
+arguments each is SciPy's own method. ``cdf`` and ``logcdf`` are exact for dimension up
+to 2, and randomised quasi-Monte Carlo from a fixed seed above.
+
+See Also
+--------
+Distribution : What the methods share.
+
+Examples
+--------
+>>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+>>> from tapegrad.scipy import stats
+
+The gradient in the mean is ``inv(cov) @ (x - mean)``:
+
+>>> mean = tg.tensor([0.0, 0.0], requires_grad=True)
+>>> cov = np.array([[2.0, 0.0], [0.0, 0.5]])
+>>> stats.multivariate_normal.logpdf(np.array([1.0, 1.0]), mean, cov).backward()
+>>> mean.grad
+array([0.5, 2. ])
+>>> stats.multivariate_normal.cdf(tg.tensor([0.0, 0.0]), np.zeros(2), np.eye(2))
+tensor(0.25)
+"""
+
+dirichlet.__doc__ = """The Dirichlet distribution, recording on tensors.
+
+SciPy's ``scipy.stats.dirichlet``: the methods ``logpdf pdf``, called as
+``dirichlet.logpdf(x, alpha)``, with SciPy's parameters and values, differentiable in
+``x`` and ``alpha``. On plain (non-tensor) arguments each is SciPy's own method.
+
+See Also
+--------
+Distribution : What the methods share.
+
+Examples
+--------
+>>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+>>> from tapegrad.scipy import stats
+>>> alpha = tg.tensor([1.0, 1.0, 1.0], requires_grad=True)
+>>> stats.dirichlet.pdf(np.array([0.2, 0.3, 0.5]), alpha)  # uniform on the simplex
+tensor(2., requires_grad=True)
+"""
+
+poisson.__doc__ = """The Poisson distribution, recording on tensors.
+
+SciPy's ``scipy.stats.poisson``: the methods ``cdf logcdf logpmf logsf pmf sf``, called
+as ``poisson.logpmf(k, mu, loc=0)``, with SciPy's parameters and values, differentiable
+in ``mu``. On plain (non-tensor) arguments each is SciPy's own method. The distribution
+functions are the regularized incomplete gamma functions (``special.gammaincc``,
+``gammainc``).
+
+See Also
+--------
+Distribution : What the methods share.
+
+Examples
+--------
+>>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+>>> from tapegrad.scipy import stats
+
+The derivative of the log-likelihood in ``mu`` vanishes at the sample mean:
+
+>>> mu = tg.tensor(2.0, requires_grad=True)
+>>> tnp.sum(stats.poisson.logpmf(np.array([1, 3]), mu)).backward()
+>>> np.allclose(mu.grad, 0.0)
+True
+"""
+
+bernoulli.__doc__ = """The Bernoulli distribution, recording on tensors.
+
+SciPy's ``scipy.stats.bernoulli``: the methods ``cdf logcdf logpmf logsf pmf sf``,
+called as ``bernoulli.logpmf(k, p, loc=0)``, with SciPy's parameters and values,
+differentiable in ``p``. On plain (non-tensor) arguments each is SciPy's own method.
+
+See Also
+--------
+Distribution : What the methods share.
+
+Examples
+--------
+>>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+>>> from tapegrad.scipy import stats
+>>> p = tg.tensor(0.5, requires_grad=True)
+>>> tnp.sum(stats.bernoulli.logpmf(np.array([0, 1, 1]), p)).backward()
+>>> p.grad  # sum(k) / p - sum(1 - k) / (1 - p)
+array(2.)
+"""
+
+binom.__doc__ = """The binomial distribution, recording on tensors.
+
+SciPy's ``scipy.stats.binom``: the methods ``cdf logcdf logpmf logsf pmf sf``, called as
+``binom.logpmf(k, n, p, loc=0)``, with SciPy's parameters and values, differentiable in
+``n`` and ``p``. On plain (non-tensor) arguments each is SciPy's own method. The
+distribution functions are the regularized incomplete beta function
+(``special.betainc``): their second derivatives in ``n`` raise.
+
+See Also
+--------
+Distribution : What the methods share.
+
+Examples
+--------
+>>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+>>> from tapegrad.scipy import stats
+>>> p = tg.tensor(0.5, requires_grad=True)
+>>> pmf = stats.binom.pmf(2, 4, p)
+>>> pmf
+tensor(0.375, requires_grad=True)
+>>> pmf.backward()
+>>> np.allclose(p.grad, 0.0)  # 2 successes in 4: p = 0.5 is the most likely
+True
+"""
+
+nbinom.__doc__ = """The negative binomial distribution, recording on tensors.
+
+SciPy's ``scipy.stats.nbinom``: the methods ``cdf logcdf logpmf logsf pmf sf``, called
+as ``nbinom.logpmf(k, n, p, loc=0)``, with SciPy's parameters and values, differentiable
+in ``n`` and ``p``. On plain (non-tensor) arguments each is SciPy's own method. The
+distribution functions are the regularized incomplete beta function
+(``special.betainc``): their second derivatives in ``n`` raise.
+
+See Also
+--------
+Distribution : What the methods share.
+
+Examples
+--------
+>>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+>>> from tapegrad.scipy import stats
+>>> p = tg.tensor(0.5, requires_grad=True)
+>>> pmf = stats.nbinom.pmf(0, 2, p)  # p**n
+>>> pmf
+tensor(0.25, requires_grad=True)
+>>> pmf.backward()
+>>> np.allclose(p.grad, 1.0)  # n p**(n - 1)
+True
+"""
 
 __all__ = [
     "bernoulli",
