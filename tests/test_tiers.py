@@ -240,3 +240,23 @@ def test_a_background_compile_hands_over_to_compiled_code(tmp_path):
     assert first == "False" and second.startswith("True")
     _, err = _run(README_SNIPPET, None, TAPEGRAD_CACHE_DIR=str(tmp_path))
     assert "not compiled on this machine" not in err
+
+
+def test_interpreted_eig_refuses_complex_eigenvalues_as_compiled_code_does(tmp_path):
+    """NumPy's eig returns complex eigenvalues where numba's raises; interpreted, the
+    kernel must refuse them too, not store their real parts (a silent wrong number)."""
+    code = """
+        import numpy as np
+        import tapegrad as tg, tapegrad.numpy as tnp
+
+        rot = tg.tensor(np.array([[0.0, -1.0], [1.0, 0.0]]), requires_grad=True)
+        try:
+            tnp.linalg.eig(rot)
+        except np.linalg.LinAlgError as e:
+            print("refused:", "complex eigenvalues" in str(e))
+        w, v = tnp.linalg.eig(tg.tensor(np.array([[2.0, 1.0], [0.0, 3.0]])))
+        print(sorted(w.numpy().tolist()))
+    """
+    cold, err = _run(code, tmp_path)
+    assert cold.split() == ["refused:", "True", "[2.0,", "3.0]"]
+    assert _compiles(err) == 0  # (it ran interpreted)

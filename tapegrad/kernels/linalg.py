@@ -464,6 +464,10 @@ def _eigen_fwd(dt, node, tp, symmetric):
                 wb, vb = np.linalg.eigh(m)
             else:
                 wb, vb = np.linalg.eig(_mat(x, b, n, n))
+                if np.iscomplexobj(wb):
+                    # NumPy (the interpreted tier) returns complex eigenvalues where
+                    # numba's eig raises: storing them would drop the imaginary parts
+                    return E_LINALG
             w[b * n : (b + 1) * n] = wb
             _mat(v, b, n, n)[:, :] = vb
     except Exception:
