@@ -145,7 +145,50 @@ class FunctionCtx:
         self._non_differentiable: set[int] = set()
 
     def save_for_backward(self, *values: Any) -> None:
-        """Keep values (arrays) for ``backward``; they are copied."""
+        """Keep arrays (copies) for ``backward``, which reads them from ``saved_tensors``.
+
+        Call it from ``forward``. Each value is copied into a new NumPy array (a tensor
+        contributes its values), so changing an array after saving it does not change
+        what ``backward`` reads; None is kept as None. A second call replaces what the
+        first kept. ``t.grad_fn.saved()`` shows the saved arrays of the node.
+
+        Parameters
+        ----------
+        *values : array_like, Tensor or None
+            The values ``backward`` needs, in the order
+            :attr:`FunctionCtx.saved_tensors` gives them.
+
+        Raises
+        ------
+        ValueError
+            A value NumPy cannot make into an array (ragged nested lists).
+
+        See Also
+        --------
+        Function.backward : Where the saved arrays are read.
+
+        Examples
+        --------
+        >>> import numpy as np, tapegrad as tg
+        >>> class Exp(tg.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, x):
+        ...         out = np.exp(x)
+        ...         ctx.save_for_backward(out)  # d exp(x) = exp(x) dx
+        ...         return out
+        ...
+        ...     @staticmethod
+        ...     def backward(ctx, g):
+        ...         (out,) = ctx.saved_tensors
+        ...         return g * out
+        >>> x = tg.tensor([0.0, 1.0], requires_grad=True)
+        >>> y = Exp.apply(x)
+        >>> y.grad_fn.saved()
+        [array([1.        , 2.71828183])]
+        >>> y.backward(np.ones(2))
+        >>> x.grad
+        array([1.        , 2.71828183])
+        """
         self._saved = tuple(
             np.array(v._value() if isinstance(v, Tensor) else v, copy=True)
             if v is not None
@@ -159,7 +202,53 @@ class FunctionCtx:
         return self._saved
 
     def mark_non_differentiable(self, *outputs: Any) -> None:
-        """Outputs (the arrays ``forward`` returns) that get no gradient."""
+        """Mark outputs of ``forward`` that get no gradient (indices, counts, masks).
+
+        Call it from ``forward`` with the very objects it returns (they are matched by
+        identity). A marked output becomes a tensor that does not require grad, and
+        ``backward`` receives zeros as its cotangent. Outputs of integer or bool dtype
+        never require grad and need no mark.
+
+        Parameters
+        ----------
+        *outputs : object
+            Objects ``forward`` returns. Anything else is accepted and has no effect.
+
+        Raises
+        ------
+        RuntimeError
+            Not from this call, which accepts any object: from a later ``backward()``
+            started at a marked output, which does not require grad.
+
+        See Also
+        --------
+        Function.forward : Where the outputs are made.
+
+        Examples
+        --------
+        >>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+        >>> class Sort(tg.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, x):
+        ...         order = np.argsort(x)
+        ...         ctx.order = order
+        ...         positions = order.astype(np.float64)
+        ...         ctx.mark_non_differentiable(positions)
+        ...         return x[order], positions
+        ...
+        ...     @staticmethod
+        ...     def backward(ctx, g, g_positions):  # g_positions: zeros
+        ...         gx = np.empty_like(g)
+        ...         gx[ctx.order] = g
+        ...         return gx
+        >>> x = tg.tensor([3.0, 1.0, 2.0], requires_grad=True)
+        >>> values, positions = Sort.apply(x)
+        >>> values, positions
+        (tensor([1., 2., 3.], requires_grad=True), tensor([1., 2., 0.]))
+        >>> tnp.sum(values * np.array([1.0, 2.0, 3.0])).backward()
+        >>> x.grad
+        array([3., 1., 2.])
+        """
         self._non_differentiable.update(id(o) for o in outputs)
 
 
@@ -230,18 +319,202 @@ class Function:
 
     @staticmethod
     def forward(ctx: FunctionCtx, *args: Any) -> Any:
+        """Compute the outputs from the inputs' values: the staticmethod a subclass writes.
+
+        :meth:`Function.apply` calls it with grad mode off, each tensor argument
+        replaced by a copy of its values (a NumPy array) and the other arguments as
+        given, and turns what it returns into tensors. What ``backward`` or ``jvp``
+        will need goes on ``ctx``: arrays through
+        :meth:`FunctionCtx.save_for_backward`, anything else as attributes
+        (``ctx.k = k``). A float output requires grad when a tensor argument does
+        (with grad mode on), unless it is marked with
+        :meth:`FunctionCtx.mark_non_differentiable`; integer and bool outputs never
+        do. An exception ``forward`` raises reaches the caller of ``apply`` unchanged.
+
+        Parameters
+        ----------
+        ctx : FunctionCtx
+            This call's state, handed to ``backward`` and ``jvp`` later.
+        *args : object
+            The arguments given to ``apply``, tensors as NumPy arrays.
+
+        Returns
+        -------
+        array_like or tuple of array_like
+            One output (``apply`` returns a tensor) or a tuple of outputs (``apply``
+            returns a tuple of tensors): arrays, numbers, nested lists or tensors of
+            float64, float32, integer or bool dtype.
+
+        Raises
+        ------
+        NotImplementedError
+            From ``apply``: the subclass does not define ``forward``.
+        TypeError
+            From ``apply``: an output of a dtype tapegrad cannot hold (complex,
+            strings, objects); or, with a ``backward_kernel``, a call with another
+            number of tensor arguments or outputs than the first call.
+        ValueError
+            From ``apply``: an output NumPy cannot make into an array (ragged nested
+            lists).
+
+        See Also
+        --------
+        Function.backward : Its reverse-mode derivative.
+        Function.jvp : Its forward-mode derivative.
+
+        Examples
+        --------
+        Two outputs; the second, an integer position, does not require grad (and its
+        cotangent in ``backward`` is zero).
+
+        >>> import numpy as np, tapegrad as tg
+        >>> class Peak(tg.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, x):
+        ...         i = np.argmax(x)
+        ...         ctx.i, ctx.shape = i, x.shape
+        ...         return x[i], i
+        ...
+        ...     @staticmethod
+        ...     def backward(ctx, g, g_i):
+        ...         gx = np.zeros(ctx.shape)
+        ...         gx[ctx.i] = g
+        ...         return gx
+        >>> x = tg.tensor([1.0, 5.0, 2.0], requires_grad=True)
+        >>> value, i = Peak.apply(x)
+        >>> value, i
+        (tensor(5., requires_grad=True), tensor(1))
+        >>> value.backward()
+        >>> x.grad
+        array([0., 1., 0.])
+        """
         raise NotImplementedError
 
     @staticmethod
     def backward(ctx: FunctionCtx, *grads: Any) -> Any:
+        """Map the outputs' cotangents to the inputs' gradients: the staticmethod a
+        subclass writes (unless it sets ``backward_kernel``).
+
+        A backward pass calls it once for the node, with NumPy arrays, and adds what it
+        returns into the inputs' gradients. It computes on NumPy arrays, so its result
+        cannot be differentiated again: ``backward(create_graph=True)`` and nested
+        transforms through the function raise. ``ctx.needs_input_grad`` tells which
+        gradients are wanted; the others may be None. An exception it raises reaches
+        the caller of ``backward()`` unchanged.
+
+        Parameters
+        ----------
+        ctx : FunctionCtx
+            The state ``forward`` left: :attr:`FunctionCtx.saved_tensors`, attributes,
+            ``needs_input_grad``.
+        *grads : numpy.ndarray
+            One cotangent per output of ``forward``, of that output's shape and dtype
+            (zeros for an output that gets no gradient).
+
+        Returns
+        -------
+        array_like, None or tuple of them
+            One gradient per ``forward`` argument, in order (a tuple for more than one;
+            None for a non-tensor argument or a gradient that is not needed); one per
+            tensor argument is also accepted. A gradient of a shape the input
+            broadcasts to is summed down to the input's shape, and it is cast to the
+            input's dtype.
+
+        Raises
+        ------
+        NotImplementedError
+            From a backward pass: the subclass defines neither ``backward`` nor
+            ``backward_kernel``; or ``create_graph=True`` (a higher-order derivative).
+        RuntimeError
+            From a backward pass: it returned another number of gradients, or one of a
+            shape the input does not broadcast to.
+        TypeError
+            From a backward pass: a gradient that is not an array of real numbers
+            (complex values, strings).
+
+        See Also
+        --------
+        Function.forward : What it differentiates.
+        kernel : A compiled backward instead (``backward_kernel``).
+
+        Examples
+        --------
+        Two tensor inputs and a number; the number gets None.
+
+        >>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+        >>> class Blend(tg.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, x, y, t):  # (1 - t) x + t y
+        ...         ctx.t = t
+        ...         return (1.0 - t) * x + t * y
+        ...
+        ...     @staticmethod
+        ...     def backward(ctx, g):
+        ...         gx = (1.0 - ctx.t) * g if ctx.needs_input_grad[0] else None
+        ...         return gx, ctx.t * g, None
+        >>> x = tg.tensor([1.0, 2.0], requires_grad=True)
+        >>> y = tg.tensor(3.0, requires_grad=True)
+        >>> tnp.sum(Blend.apply(x, y, 0.25)).backward()
+        >>> x.grad, y.grad  # y's gradient [0.25, 0.25] summed to its shape ()
+        (array([0.75, 0.75]), array(0.5))
+        """
         raise NotImplementedError("this Function defines neither backward nor backward_kernel")
 
     @staticmethod
     def jvp(ctx: FunctionCtx, *tangents: Any) -> Any:
-        """Forward mode (``tg.jvp``, ``tg.jacfwd``): one tangent per ``forward``
-        argument in (NumPy arrays, zeros for tensors without one; ``None`` for other
-        arguments), one tangent per output out. Optional: without it, forward mode
-        through the function raises."""
+        """Map the inputs' tangents to the outputs' tangents: the optional staticmethod
+        for forward mode (``tg.jvp``, ``tg.jacfwd``).
+
+        Forward mode through the function calls it after ``forward``, with the same
+        ``ctx``. Without it, forward mode through the function raises; reverse mode
+        does not need it. It computes on NumPy arrays, so forward mode through it
+        inside a derivative that is differentiated again raises.
+
+        Parameters
+        ----------
+        ctx : FunctionCtx
+            The state ``forward`` left.
+        *tangents : numpy.ndarray or None
+            One per ``forward`` argument: for a tensor argument an array of its shape
+            and dtype (zeros for a tensor that carries no tangent), None for any other
+            argument.
+
+        Returns
+        -------
+        array_like, None or tuple of them
+            One tangent per output (a tuple for more than one), of the output's shape
+            exactly (no broadcasting); None for a zero tangent. It is cast to the
+            output's dtype.
+
+        Raises
+        ------
+        NotImplementedError
+            From forward mode: the subclass does not define ``jvp``, or forward mode
+            runs inside a derivative that is differentiated again.
+        RuntimeError
+            From forward mode: it returned another number of tangents than
+            ``forward`` has outputs, or a tangent of another shape than its output.
+
+        See Also
+        --------
+        Function.forward : What it differentiates.
+        tapegrad.jvp : Forward mode.
+
+        Examples
+        --------
+        >>> import numpy as np, tapegrad as tg
+        >>> class Cube(tg.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, x):
+        ...         ctx.x = x
+        ...         return x**3
+        ...
+        ...     @staticmethod
+        ...     def jvp(ctx, tx):
+        ...         return 3.0 * ctx.x**2 * tx
+        >>> tg.jvp(Cube.apply, (np.array([1.0, 2.0]),), (np.array([1.0, 0.5]),))
+        (array([1., 8.]), array([3., 6.]))
+        """
         raise NotImplementedError("this Function defines no jvp")
 
     @classmethod

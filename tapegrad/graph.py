@@ -302,9 +302,48 @@ class Node:
         ]
 
     def saved(self) -> list[np.ndarray]:
-        """The values the backward reads, copied and read-only, inputs first, in link
-        order (``x, y, z, out, ...``). Raises if the graph was freed or one of them was
-        changed in place since it was recorded."""
+        """Return the values the node's backward reads, copied and read-only.
+
+        Exactly the operands the op's table row saves, inputs first, in link order
+        (``x, y, z``, then the outputs): ``sin`` saves ``x``, ``exp`` its output,
+        ``multiply`` both inputs. For a custom function (:class:`tapegrad.Function`),
+        what its ``forward`` kept with ``ctx.save_for_backward``. Like PyTorch's
+        ``_saved_*`` attributes, it refuses values that are gone or have changed.
+
+        Returns
+        -------
+        list of numpy.ndarray
+            New read-only arrays; what :meth:`functional`'s function takes as
+            ``saved``.
+
+        Raises
+        ------
+        RuntimeError
+            The graph was freed (a backward pass without ``retain_graph=True``, or the
+            tape was rewound); a saved value was changed in place since it was
+            recorded; or the node was recorded inside ``tg.compile`` (its values
+            change with every replay).
+
+        See Also
+        --------
+        Node.functional : The backward as a function of these values.
+
+        Examples
+        --------
+        >>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+        >>> x = tg.tensor([0.0, 1.0], requires_grad=True)
+        >>> y = tnp.exp(x)
+        >>> y.grad_fn.saved()  # exp's backward reads its output: g * out
+        [array([1.        , 2.71828183])]
+        >>> z = tnp.sin(x) * x
+        >>> z.grad_fn.saved()  # sin(x) and x
+        [array([0.        , 0.84147098]), array([0., 1.])]
+        >>> tnp.sum(z).backward()
+        >>> z.grad_fn.saved()
+        Traceback (most recent call last):
+            ...
+        RuntimeError: Trying to backward through the graph a second time ...
+        """
         with self._home.lock:  # the owner rewinds (and retires) under it: no reuse mid-read
             tape = self._live()
             if tape.kind == CAPTURE:
@@ -331,10 +370,60 @@ class Node:
 
     # --- the functional backward -----------------------------------------------------
     def functional(self) -> Callable[[Sequence[Any], Sequence[Any]], tuple]:
-        """``fn(grads, saved) -> tuple of input gradients`` (None where an input does not
-        require grad): the row's compiled backward on the given arrays. ``grads`` has
-        one cotangent per output (None or missing: zero; internal outputs may be left
-        out), ``saved`` is what :meth:`saved` returns (or arrays like it)."""
+        """Return the node's backward as a function of arrays, ``fn(grads, saved)``.
+
+        ``fn`` runs the op's compiled backward on the arrays it is given: the node is
+        recorded again on a scratch tape of its own, from ``saved`` (zeros for
+        operands the backward does not read), and its backward runs there. The
+        original tape is not touched, and for an op of the table ``functional()``
+        still works after a backward pass freed the saved values. For a custom
+        function, ``fn`` calls its Python ``backward`` with a fresh ``ctx`` holding
+        ``saved`` and the attributes its ``forward`` set, and validates the result as
+        a backward pass does.
+
+        ``fn(grads, saved)`` takes two lists: ``grads``, one cotangent per output of
+        the node's shape and dtype (None or missing: zero; internal outputs may be
+        left out), and ``saved``, arrays like those :meth:`saved` returns. It returns
+        a tuple with one gradient per input (None where the input does not require
+        grad), new arrays. It raises ``TypeError`` when ``grads`` or ``saved`` is
+        not a list or tuple, and ``ValueError`` when their counts, shapes or dtypes
+        do not match the node.
+
+        Returns
+        -------
+        callable
+            ``fn(grads, saved) -> tuple`` of input gradients.
+
+        Raises
+        ------
+        RuntimeError
+            The graph was freed by a rewind of the tape (or, for a custom function,
+            by a backward pass).
+        NotImplementedError
+            The node is a custom function with a compiled ``backward_kernel``: it runs
+            only inside a backward pass.
+
+        See Also
+        --------
+        Node.saved : The values the recorded node saved.
+
+        Examples
+        --------
+        d(x * y) = (g * y, g * x), on values of one's choice:
+
+        >>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+        >>> x = tg.tensor([1.0, 2.0], requires_grad=True)
+        >>> node = (x * tg.tensor([5.0, 6.0])).grad_fn
+        >>> fn = node.functional()
+        >>> fn([np.ones(2)], [np.array([1.0, 1.0]), np.array([3.0, 4.0])])
+        (array([3., 4.]), None)
+        >>> fn([np.ones(2)], node.saved())
+        (array([5., 6.]), None)
+        >>> fn([np.ones(3)], node.saved())
+        Traceback (most recent call last):
+            ...
+        ValueError: multiply.functional: cotangent 0 has shape (3,), the output has (2,)
+        """
         tape = self._live()
         row = self._row()
         if row is None:

@@ -401,6 +401,7 @@ class Tensor:
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """The length of each axis, a tuple of ints (``()`` for a 0-d tensor)."""
         if self._shape is None:
             shape = self._tape.slot_shape(self._slot)
             if self._data is not None:  # copied out meanwhile (another thread rewound)
@@ -410,6 +411,7 @@ class Tensor:
 
     @property
     def dtype(self) -> np.dtype:
+        """The NumPy dtype of the values: float64, float32, an integer type or bool."""
         if self._data is not None:
             return self._data.dtype
         dtype = self._tape.slot_dtype(self._slot)
@@ -471,10 +473,12 @@ class Tensor:
 
     @property
     def ndim(self) -> int:
+        """The number of axes, ``len(t.shape)``."""
         return len(self.shape)
 
     @property
     def size(self) -> int:
+        """The number of elements, the product of the shape (1 for a 0-d tensor)."""
         if self._data is not None:
             return self._data.size
         n = self._tape.slot_field(S_SIZE, self._slot)
@@ -497,6 +501,9 @@ class Tensor:
 
     @property
     def requires_grad(self) -> bool:
+        """Whether backward passes compute a gradient for this tensor: set on a leaf
+        (``tg.tensor(..., requires_grad=True)``, :meth:`Tensor.requires_grad_`); true for a
+        result of ops on such a tensor while grad mode is on."""
         if self._data is not None:
             return bool(self._flags & FLAG_RG)
         return self._tape.slot_rg(self._slot)

@@ -326,26 +326,34 @@ class CudaTensor:
     # --- metadata and copies -------------------------------------------------------------
     @property
     def shape(self) -> tuple[int, ...]:
+        """The length of each axis, a tuple of ints (``()`` for a 0-d tensor)."""
         return tuple(self.data.shape)
 
     @property
     def dtype(self) -> np.dtype:
+        """The NumPy dtype of the values (float64, float32, int64 or bool)."""
         return np.dtype(self.data.dtype)
 
     @property
     def ndim(self) -> int:
+        """The number of axes, ``len(t.shape)``."""
         return len(self.data.shape)
 
     @property
     def size(self) -> int:
+        """The number of elements, the product of the shape (1 for a 0-d tensor)."""
         return _size(self.data)
 
     @property
     def requires_grad(self) -> bool:
+        """Whether backward passes compute a gradient for this tensor: set on a leaf;
+        true for a result of ops on such a tensor while grad mode is on."""
         return self._rg
 
     @property
     def is_leaf(self) -> bool:
+        """True for a tensor no recorded op made: one made by the user, or a result
+        that does not require grad (as in PyTorch)."""
         return self._node is None
 
     @property
@@ -353,7 +361,38 @@ class CudaTensor:
         return self.data.__cuda_array_interface__
 
     def requires_grad_(self, requires_grad: bool = True) -> CudaTensor:
-        """Set ``requires_grad`` on a leaf, in place (float tensors only)."""
+        """Set ``requires_grad`` in place on a leaf.
+
+        Parameters
+        ----------
+        requires_grad : bool, optional
+            Whether backward passes compute this tensor's gradient (default True).
+
+        Returns
+        -------
+        CudaTensor
+            ``self``.
+
+        Raises
+        ------
+        RuntimeError
+            The tensor is not a leaf (a recorded op made it); ``.detach()`` gives a
+            leaf sharing its values.
+        TypeError
+            ``requires_grad=True`` on a tensor that is not of a float dtype.
+
+        See Also
+        --------
+        CudaTensor.detach : The values, outside the graph.
+
+        Examples
+        --------
+        >>> # needs a CUDA GPU (or NUMBA_ENABLE_CUDASIM=1 set before numba is imported)
+        >>> import tapegrad as tg
+        >>> w = tg.tensor([1.0, 2.0], device="cuda").requires_grad_()  # doctest: +SKIP
+        >>> w  # doctest: +SKIP
+        tensor([1., 2.], device='cuda', requires_grad=True)
+        """
         if not self.is_leaf:
             raise RuntimeError("requires_grad_: only leaf tensors can change requires_grad")
         if requires_grad:
@@ -362,19 +401,94 @@ class CudaTensor:
         return self
 
     def numpy(self) -> np.ndarray:
-        """A host copy of the values (detached from the graph)."""
+        """Copy the values to the host, as a NumPy array (detached from the graph).
+
+        Returns
+        -------
+        numpy.ndarray
+            A new array of the tensor's shape and dtype.
+
+        See Also
+        --------
+        CudaTensor.to : ``'cpu'`` gives a CPU tensor instead.
+
+        Examples
+        --------
+        >>> # needs a CUDA GPU (or NUMBA_ENABLE_CUDASIM=1 set before numba is imported)
+        >>> import tapegrad as tg
+        >>> x = tg.tensor([1.0, 2.0], device="cuda", requires_grad=True)  # doctest: +SKIP
+        >>> (x * 2.0).numpy()  # doctest: +SKIP
+        array([2., 4.])
+        """
         return self.data.copy_to_host()
 
     def item(self) -> float:
-        """The single value as a Python number."""
+        """Return the value of a one-element tensor as a Python number (copied to the host).
+
+        Returns
+        -------
+        float, int or bool
+            The value, as ``numpy.ndarray.item`` gives it.
+
+        Raises
+        ------
+        ValueError
+            The tensor has more than one element (or none).
+
+        See Also
+        --------
+        CudaTensor.numpy : All the values, as an array.
+
+        Examples
+        --------
+        >>> # needs a CUDA GPU (or NUMBA_ENABLE_CUDASIM=1 set before numba is imported)
+        >>> import tapegrad as tg
+        >>> x = tg.tensor([1.0, 2.0], device="cuda")  # doctest: +SKIP
+        >>> x.sum().item()  # doctest: +SKIP
+        3.0
+        """
         if self.size != 1:
             raise ValueError(f"item(): tensor of shape {self.shape} has {self.size} elements")
         return self.numpy().reshape(()).item()
 
     def to(self, device: str) -> Any:
-        """This tensor on ``device``: itself for ``'cuda'``; for ``'cpu'`` a host copy
-        that is a new leaf, requiring grad if this one does (gradients do not flow
-        between devices, so a non-leaf that requires grad must be ``.detach()``-ed)."""
+        """Return this tensor on ``device``: itself for ``'cuda'``, a host copy for ``'cpu'``.
+
+        The copy is a new leaf that requires grad if this one does: gradients do not
+        flow between devices, so moving a non-leaf tensor that requires grad raises
+        (``.detach()`` it first) rather than silently cutting the graph.
+
+        Parameters
+        ----------
+        device : {'cpu', 'cuda'}
+            Where the values should live.
+
+        Returns
+        -------
+        CudaTensor or tapegrad.Tensor
+            ``self`` for ``'cuda'``; a :class:`tapegrad.Tensor` for ``'cpu'``.
+
+        Raises
+        ------
+        ValueError
+            An unknown ``device``.
+        RuntimeError
+            ``'cpu'`` for a non-leaf tensor that requires grad.
+
+        See Also
+        --------
+        tapegrad.Tensor.to : The way back.
+
+        Examples
+        --------
+        >>> # needs a CUDA GPU (or NUMBA_ENABLE_CUDASIM=1 set before numba is imported)
+        >>> import tapegrad as tg
+        >>> x = tg.tensor([1.0, 2.0], device="cuda", requires_grad=True)  # doctest: +SKIP
+        >>> x.to("cpu")  # doctest: +SKIP
+        tensor([1., 2.], requires_grad=True)
+        >>> (x * 2.0).detach().to("cpu")  # doctest: +SKIP
+        tensor([2., 4.])
+        """
         if device == "cuda":
             return self
         if device != "cpu":
@@ -384,7 +498,26 @@ class CudaTensor:
         return _cpu.tensor(self.numpy(), requires_grad=self._rg)
 
     def detach(self) -> CudaTensor:
-        """The same values (shared, not copied), not requiring grad."""
+        """Return a leaf with the same values (shared, not copied) that does not require grad.
+
+        Returns
+        -------
+        CudaTensor
+            A new tensor viewing this one's device memory, outside the graph.
+
+        See Also
+        --------
+        CudaTensor.numpy : A host copy of the values.
+
+        Examples
+        --------
+        >>> # needs a CUDA GPU (or NUMBA_ENABLE_CUDASIM=1 set before numba is imported)
+        >>> import tapegrad as tg
+        >>> x = tg.tensor([1.0, 2.0], device="cuda", requires_grad=True)  # doctest: +SKIP
+        >>> d = (x * 2.0).detach()  # doctest: +SKIP
+        >>> d, d.requires_grad, d.is_leaf  # doctest: +SKIP
+        (tensor([2., 4.], device='cuda'), False, True)
+        """
         return CudaTensor(self.data)
 
     def __array__(self, *args: Any, **kwargs: Any) -> np.ndarray:
@@ -439,8 +572,46 @@ class CudaTensor:
     def backward(
         self, gradient: Any = None, retain_graph: bool = False, create_graph: bool = False
     ) -> None:
-        """Accumulate d(self)/d(leaf) into ``.grad`` of the leaves (see :func:`backward`).
-        Higher order (``create_graph``) is CPU only."""
+        """Accumulate the gradient of this tensor into the leaves' ``.grad``.
+
+        Runs :func:`backward` from this tensor: the graph's backward kernels are
+        launched from the host, and each leaf that requires grad gets (or adds to) a
+        CUDA tensor ``.grad``.
+
+        Parameters
+        ----------
+        gradient : array_like or CudaTensor, optional
+            The cotangent, of this tensor's shape; required unless it has one element,
+            where it defaults to 1.
+        retain_graph : bool, optional
+            Keep the graph for another backward pass (by default it is freed).
+        create_graph : bool, optional
+            Must be False: higher-order derivatives are CPU only.
+
+        Raises
+        ------
+        RuntimeError
+            This tensor does not require grad; ``gradient`` is missing for a tensor of
+            more than one element or has the wrong shape; or the graph was freed by an
+            earlier backward pass.
+        TypeError
+            ``gradient`` is not of a real dtype.
+        NotImplementedError
+            ``create_graph=True``.
+
+        See Also
+        --------
+        tapegrad.cuda.backward : The function it calls.
+
+        Examples
+        --------
+        >>> # needs a CUDA GPU (or NUMBA_ENABLE_CUDASIM=1 set before numba is imported)
+        >>> import tapegrad as tg
+        >>> x = tg.tensor([1.0, 2.0, 3.0], device="cuda", requires_grad=True)  # doctest: +SKIP
+        >>> (x * x).sum().backward()  # doctest: +SKIP
+        >>> x.grad  # doctest: +SKIP
+        tensor([2., 4., 6.], device='cuda')
+        """
         if create_graph:
             raise NotImplementedError(
                 "backward(create_graph=True) on the CUDA target: higher-order derivatives "
@@ -459,24 +630,212 @@ class CudaTensor:
         return matmul(other, self)
 
     def sum(self, axis: Any = None, keepdims: bool = False) -> CudaTensor:
+        """Sum of the elements over the given axes, on the GPU.
+
+        ``t.sum(...)`` is :func:`tapegrad.cuda.sum` with the tensor first.
+
+        Parameters
+        ----------
+        axis : None, int or tuple of int, optional
+            The axes to reduce (all by default); negative values count from the end.
+        keepdims : bool, optional
+            Keep the reduced axes, of length 1.
+
+        Returns
+        -------
+        CudaTensor
+            The sums (in float64 for an integer or bool tensor).
+
+        Raises
+        ------
+        numpy.exceptions.AxisError
+            An axis is out of bounds.
+        TypeError
+            ``axis`` is a list, a bool, or not an integer.
+        ValueError
+            An axis is given twice.
+
+        See Also
+        --------
+        tapegrad.cuda.sum : The function this method calls.
+
+        Examples
+        --------
+        >>> # needs a CUDA GPU (or NUMBA_ENABLE_CUDASIM=1 set before numba is imported)
+        >>> import tapegrad as tg
+        >>> x = tg.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], device="cuda")  # doctest: +SKIP
+        >>> x.sum()  # doctest: +SKIP
+        tensor(21., device='cuda')
+        >>> x.sum(axis=0)  # doctest: +SKIP
+        tensor([5., 7., 9.], device='cuda')
+        """
         return sum(self, axis, keepdims)
 
     def mean(self, axis: Any = None, keepdims: bool = False) -> CudaTensor:
+        """Average of the elements over the given axes, on the GPU.
+
+        ``t.mean(...)`` is :func:`tapegrad.cuda.mean` with the tensor first.
+
+        Parameters
+        ----------
+        axis : None, int or tuple of int, optional
+            The axes to reduce (all by default); negative values count from the end.
+        keepdims : bool, optional
+            Keep the reduced axes, of length 1.
+
+        Returns
+        -------
+        CudaTensor
+            The means (in float64 for an integer or bool tensor; NaN over no elements).
+
+        Raises
+        ------
+        numpy.exceptions.AxisError
+            An axis is out of bounds.
+        TypeError
+            ``axis`` is a list, a bool, or not an integer.
+        ValueError
+            An axis is given twice.
+
+        See Also
+        --------
+        tapegrad.cuda.mean : The function this method calls.
+
+        Examples
+        --------
+        >>> # needs a CUDA GPU (or NUMBA_ENABLE_CUDASIM=1 set before numba is imported)
+        >>> import tapegrad as tg
+        >>> x = tg.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], device="cuda")  # doctest: +SKIP
+        >>> x.mean(axis=1, keepdims=True)  # doctest: +SKIP
+        tensor([[2.],
+                [5.]], device='cuda')
+        """
         return mean(self, axis, keepdims)
 
     def reshape(self, *shape: Any) -> CudaTensor:
+        """The tensor with a new shape (C order; no copy is made).
+
+        ``t.reshape(3, 2)`` and ``t.reshape((3, 2))`` are
+        ``tapegrad.cuda.reshape(t, (3, 2))``.
+
+        Parameters
+        ----------
+        *shape : int or tuple of int
+            The new shape, as a tuple or as separate ints; one dimension may be -1
+            (inferred).
+
+        Returns
+        -------
+        CudaTensor
+            A tensor sharing this one's device memory.
+
+        Raises
+        ------
+        ValueError
+            The new shape has another number of elements, or more than one -1.
+        TypeError
+            The shape is not made of integers.
+
+        See Also
+        --------
+        tapegrad.cuda.reshape : The function this method calls.
+
+        Examples
+        --------
+        >>> # needs a CUDA GPU (or NUMBA_ENABLE_CUDASIM=1 set before numba is imported)
+        >>> import tapegrad as tg
+        >>> x = tg.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], device="cuda")  # doctest: +SKIP
+        >>> x.reshape(3, 2)  # doctest: +SKIP
+        tensor([[1., 2.],
+                [3., 4.],
+                [5., 6.]], device='cuda')
+        >>> x.reshape(-1, 3).shape  # doctest: +SKIP
+        (2, 3)
+        """
         return reshape(self, shape[0] if len(shape) == 1 else shape)
 
     def transpose(self, *axes: Any) -> CudaTensor:
+        """The tensor with its axes permuted (reversed by default).
+
+        ``t.transpose(1, 0)`` and ``t.transpose((1, 0))`` are
+        ``tapegrad.cuda.transpose(t, (1, 0))``; ``t.T`` is ``t.transpose()``.
+
+        Parameters
+        ----------
+        *axes : int or tuple of int
+            The permutation, as a tuple or as separate ints; none: reverse the axes.
+
+        Returns
+        -------
+        CudaTensor
+            A new tensor (a gather: its backward scatters the gradient back).
+
+        Raises
+        ------
+        ValueError
+            ``axes`` is not a permutation of the tensor's axes.
+
+        See Also
+        --------
+        tapegrad.cuda.transpose : The function this method calls.
+
+        Examples
+        --------
+        >>> # needs a CUDA GPU (or NUMBA_ENABLE_CUDASIM=1 set before numba is imported)
+        >>> import tapegrad as tg
+        >>> x = tg.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], device="cuda")  # doctest: +SKIP
+        >>> x.transpose(1, 0)  # doctest: +SKIP
+        tensor([[1., 4.],
+                [2., 5.],
+                [3., 6.]], device='cuda')
+        >>> x.reshape(1, 2, 3).transpose((2, 0, 1)).shape  # doctest: +SKIP
+        (3, 1, 2)
+        """
         if len(axes) == 1 and not isinstance(axes[0], int | np.integer):
             axes = axes[0]
         return transpose(self, axes or None)
 
     @property
     def T(self) -> CudaTensor:
+        """The tensor with its axes reversed, ``t.transpose()``."""
         return transpose(self)
 
     def astype(self, dtype: Any) -> CudaTensor:
+        """The tensor converted to ``dtype``, on the GPU.
+
+        ``t.astype(dtype)`` is :func:`tapegrad.cuda.astype` with the tensor first. A
+        cast between float dtypes passes gradients through; a cast to an integer or
+        bool dtype gives a tensor that does not require grad.
+
+        Parameters
+        ----------
+        dtype : data-type
+            The new dtype: float64, float32, an integer type or bool.
+
+        Returns
+        -------
+        CudaTensor
+            ``self`` when it already has ``dtype``, else a new tensor.
+
+        Raises
+        ------
+        TypeError
+            ``dtype`` is not a dtype NumPy understands.
+
+        See Also
+        --------
+        tapegrad.cuda.astype : The function this method calls.
+
+        Examples
+        --------
+        >>> # needs a CUDA GPU (or NUMBA_ENABLE_CUDASIM=1 set before numba is imported)
+        >>> import numpy as np, tapegrad as tg
+        >>> x = tg.tensor([1.5, 2.5], device="cuda", requires_grad=True)  # doctest: +SKIP
+        >>> x.astype(np.float32).dtype, x.astype(np.float32).requires_grad  # doctest: +SKIP
+        (dtype('float32'), True)
+        >>> x.astype(np.int64)  # doctest: +SKIP
+        tensor([1, 2], device='cuda')
+        """
         return astype(self, dtype)
 
 
