@@ -9,6 +9,7 @@ operators.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +21,7 @@ from . import frontends as _frontends  # noqa: F401  (attaches each row's front 
 from . import graph as _graph
 from ._protocols import CPU_FUNCTION, DROPIN, UFUNC_CALLS, array_function, array_ufunc
 from .boundary import EQUIVALENTS
+from .docstrings import DOCS
 from .frontends.elementwise import divmod as divmod_
 from .frontends.elementwise import floor_divide
 from .frontends.reduce import amax, amin
@@ -93,14 +95,60 @@ Tensor.__rfloordiv__ = lambda self, other: floor_divide(other, self)
 Tensor.__divmod__ = lambda self, other: divmod_(self, other)
 Tensor.__rdivmod__ = lambda self, other: divmod_(other, self)
 
+# Tensor methods that are tapegrad.numpy's functions with the tensor first (t.exp(),
+# t.sum(axis=0)), by name; their docstrings are generated (tapegrad.docgen)
+MIRRORED: list[str] = []
+
+
+def _install(name: str, method: Callable, signature: inspect.Signature | None = None) -> None:
+    """``Tensor.<name> = method``, with its generated docstring (and ``signature``)."""
+    method.__name__ = name
+    method.__qualname__ = f"Tensor.{name}"
+    method.__doc__ = DOCS.get(f"Tensor.{name}")
+    if signature is not None:
+        method.__signature__ = signature
+    setattr(Tensor, name, method)
+    MIRRORED.append(name)
+
+
+def _as_method(fn: Callable) -> inspect.Signature:
+    """``fn``'s signature with ``self`` for its first parameter."""
+    sig = inspect.signature(fn)
+    first, *rest = sig.parameters.values()
+    return sig.replace(parameters=[first.replace(name="self"), *rest])
+
+
+def _mirror(name: str, fn: Callable, signature: inspect.Signature | None = None) -> None:
+    """``Tensor.<name>``: ``fn(self, ...)``, with fn's parameters."""
+
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Any:
+        return fn(self, *args, **kwargs)
+
+    _install(name, method, signature or _as_method(fn))
+
+
 # NumPy's loops over object arrays call a method named like the ufunc on each element
 # (np.exp(np.array([t0, t1])) calls t0.exp()): the unary rows are also methods, as in
 # PyTorch; real tensors are their own conjugate
+_UNARY = None  # their common signature, (self, /, out=None)
 for _op in ROWS:
     if _op.kind is Kind.UNARY and _op.namespace == "numpy" and not hasattr(Tensor, _op.name):
-        setattr(Tensor, _op.name, NAMESPACES["numpy"][_op.name])
-Tensor.conjugate = Tensor.conj = lambda self: self
-del _op
+        _f = NAMESPACES["numpy"][_op.name]
+        _UNARY = _UNARY or _as_method(_f)
+        _mirror(_op.name, _f, _UNARY)
+del _op, _f, _UNARY
+
+
+def _conj(self: Tensor) -> Tensor:
+    return self
+
+
+def _conjugate(self: Tensor) -> Tensor:
+    return self
+
+
+_install("conj", _conj)
+_install("conjugate", _conjugate)
 
 install_views(NAMESPACES["numpy"])  # NumPy's view semantics for the public entry points
 
@@ -114,9 +162,6 @@ del _ns, _fns, _name
 def _install_methods() -> None:
     """NumPy's array methods (``t.sum()``, ``t.T``...) and in-place operators."""
     ns = NAMESPACES["numpy"]
-
-    def method(fn: Any) -> Any:
-        return lambda self, *args, **kwargs: fn(self, *args, **kwargs)
 
     for name in (
         "sum",
@@ -142,14 +187,30 @@ def _install_methods() -> None:
         "diagonal",
         "trace",
     ):
-        setattr(Tensor, name, method(ns[name]))
-    Tensor.reshape = lambda self, *shape: ns["reshape"](self, *shape)
-    Tensor.transpose = lambda self, *axes: ns["transpose"](
-        self, axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else (axes or None)
-    )
-    Tensor.T = property(lambda self: ns["transpose"](self))
-    Tensor.flatten = lambda self: reshape_copy(self, -1)  # a copy in NumPy: no view
-    Tensor.copy = lambda self: reshape_copy(self, self.shape)  # a new handle, recorded
+        _mirror(name, ns[name])
+
+    def reshape(self: Tensor, *shape: Any) -> Tensor:
+        return ns["reshape"](self, *shape)
+
+    def transpose(self: Tensor, *axes: Any) -> Tensor:
+        single = len(axes) == 1 and not isinstance(axes[0], int)
+        return ns["transpose"](self, axes[0] if single else (axes or None))
+
+    def flatten(self: Tensor) -> Tensor:
+        return reshape_copy(self, -1)  # a copy in NumPy: no view
+
+    def copy(self: Tensor) -> Tensor:
+        return reshape_copy(self, self.shape)  # a new handle, recorded
+
+    for f in (reshape, transpose, flatten, copy):
+        _install(f.__name__, f)
+
+    def transposed(self: Tensor) -> Tensor:
+        """The tensor with its axes reversed: ``tapegrad.numpy.transpose(t)``."""
+        return ns["transpose"](self)
+
+    transposed.__qualname__ = "Tensor.T"
+    Tensor.T = property(transposed)
     Tensor.__pos__ = lambda self: self
     # round(t) as PyTorch's and NumPy's arrays: a tensor (recorded, gradient 0)
     Tensor.__round__ = lambda self, ndigits=None: ns["round"](self, ndigits or 0)

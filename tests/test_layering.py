@@ -22,7 +22,10 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "tapegrad"
 
 LAYERS: list[tuple[str, list[str]]] = [
-    ("base: numba glue, pure rules", ["_threads", "_jit", "shapes", "boundary", "pytree"]),
+    (
+        "base: numba glue, pure rules, generated docstrings",
+        ["_threads", "_jit", "shapes", "boundary", "pytree", "docstrings"],
+    ),
     ("tape format", ["layout"]),
     (
         "compiled kernels, recorder, scheduler, replay",
@@ -99,7 +102,21 @@ LAYERS: list[tuple[str, list[str]]] = [
             "cuda",
         ],
     ),
-    ("package, and the kernel warm-up tool that drives it", ["", "warmup"]),
+    (
+        "package, and the tools that drive it: kernel warm-up, docstring generator",
+        [
+            "",
+            "warmup",
+            "docgen.params",
+            "docgen.kinds",
+            "docgen.linalg_specs",
+            "docgen.shape_specs",
+            "docgen.other_specs",
+            "docgen.specs",
+            "docgen",
+            "docgen.__main__",
+        ],
+    ),
 ]
 
 # The one function-local import allowed: the optional CUDA target, loaded on first use.

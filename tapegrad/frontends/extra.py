@@ -94,25 +94,56 @@ from .shape import (
 )
 
 
-def _rearranged(what: str, numpy_fn: Any) -> Any:
-    """A function that applies ``numpy_fn`` to the positions of its argument and
-    gathers: NumPy's exact semantics and errors, a scatter-add gradient."""
+def flipud(m: Any) -> Tensor:
+    """``numpy.flipud``: the order of the rows reversed (axis 0), as a gather of
+    positions (gradient: scatter-add)."""
+    return gather_positions(m, np.flipud, what="flipud")
 
-    def fn(m: Any, *args: Any, **kwargs: Any) -> Tensor:
-        return gather_positions(m, lambda p: numpy_fn(p, *args, **kwargs), what=what)
+
+def fliplr(m: Any) -> Tensor:
+    """``numpy.fliplr``: the order of the columns reversed (axis 1), as a gather of
+    positions (gradient: scatter-add)."""
+    return gather_positions(m, np.fliplr, what="fliplr")
+
+
+def rot90(m: Any, k: int = 1, axes: Any = (0, 1)) -> Tensor:
+    """``numpy.rot90``: rotated by 90 degrees ``k`` times, from the first axis of
+    ``axes`` toward the second, as a gather of positions (gradient: scatter-add)."""
+    return gather_positions(m, lambda p: np.rot90(p, k, axes), what="rot90")
+
+
+def rollaxis(a: Any, axis: int, start: int = 0) -> Tensor:
+    """``numpy.rollaxis``: ``axis`` moved to before position ``start``, as a gather of
+    positions (gradient: scatter-add)."""
+    return gather_positions(a, lambda p: np.rollaxis(p, axis, start), what="rollaxis")
+
+
+_AT_LEAST = {
+    "atleast_1d": "one dimension",
+    "atleast_2d": "two dimensions",
+    "atleast_3d": "three dimensions",
+}
+
+
+def _at_least(what: str, numpy_fn: Any) -> Any:
+    """``numpy.atleast_<n>d`` of each argument (a gather of positions; gradient:
+    scatter-add): one tensor for one argument, a tuple for several, as NumPy's."""
+
+    def fn(*arys: Any) -> Any:
+        out = tuple(gather_positions(a, numpy_fn, what=what) for a in arys)
+        return out[0] if len(out) == 1 else out
 
     fn.__name__ = fn.__qualname__ = what
-    fn.__doc__ = f"``numpy.{what}``, as a gather of positions (gradient: scatter-add)."
+    fn.__doc__ = (
+        f"``numpy.{what}``: each input with at least {_AT_LEAST[what]} (new axes of "
+        "length 1), as a gather of positions (gradient: scatter-add)."
+    )
     return fn
 
 
-flipud = _rearranged("flipud", np.flipud)
-fliplr = _rearranged("fliplr", np.fliplr)
-rot90 = _rearranged("rot90", np.rot90)
-rollaxis = _rearranged("rollaxis", np.rollaxis)
-atleast_1d = _rearranged("atleast_1d", np.atleast_1d)
-atleast_2d = _rearranged("atleast_2d", np.atleast_2d)
-atleast_3d = _rearranged("atleast_3d", np.atleast_3d)
+atleast_1d = _at_least("atleast_1d", np.atleast_1d)
+atleast_2d = _at_least("atleast_2d", np.atleast_2d)
+atleast_3d = _at_least("atleast_3d", np.atleast_3d)
 
 
 def _triangle(keep: Any, what: str) -> Any:

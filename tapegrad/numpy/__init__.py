@@ -80,6 +80,7 @@ def _constant(fn: Any, shape_only: bool = False) -> Any:
 
     wrapper.__name__ = wrapper.__qualname__ = name
     wrapper.__doc__ = f"numpy.{name} on the values: a constant tensor (not differentiable)."
+    wrapper.__wrapped__ = fn  # (its signature is NumPy's)
     return wrapper
 
 

@@ -1,0 +1,5 @@
+"""``python -m tapegrad.docgen``: write ``tapegrad/docstrings.py``."""
+
+from . import main
+
+main()
