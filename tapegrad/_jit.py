@@ -586,13 +586,15 @@ def blas_gemm(
     directly (rather than ``np.dot``) lets backward kernels accumulate in place
     (``beta = 1``) without a temporary.
     """
-    # Python fallback (NUMBA_DISABLE_JIT): plain NumPy on reshaped views.
+    # Python fallback (NUMBA_DISABLE_JIT, the interpreted tier): plain NumPy on reshaped
+    # views. As in BLAS, beta 0 does not read C: a fresh gradient buffer is uninitialised
+    # memory, and 0 * NaN would be NaN.
     A = np.lib.stride_tricks.as_strided(a, (k, m) if ta else (m, k), (lda * a.itemsize, a.itemsize))
     B = np.lib.stride_tricks.as_strided(b, (n, k) if tb else (k, n), (ldb * b.itemsize, b.itemsize))
     C = np.lib.stride_tricks.as_strided(c, (m, n), (ldc * c.itemsize, c.itemsize))
     A = A.T if ta else A
     B = B.T if tb else B
-    C[...] = alpha * (A @ B) + beta * C
+    C[...] = alpha * (A @ B) if beta == 0.0 else alpha * (A @ B) + beta * C
 
 
 @intrinsic

@@ -260,3 +260,27 @@ def test_interpreted_eig_refuses_complex_eigenvalues_as_compiled_code_does(tmp_p
     cold, err = _run(code, tmp_path)
     assert cold.split() == ["refused:", "True", "[2.0,", "3.0]"]
     assert _compiles(err) == 0  # (it ran interpreted)
+
+
+def test_interpreted_matmul_backward_does_not_read_a_fresh_gradient_buffer(tmp_path):
+    """A fresh gradient buffer is uninitialised; matmul's backward stores into it with
+    beta 0, which BLAS never reads. The interpreted gemm must not read it either (0 *
+    NaN): poisoned buffers (NaN) make a read show."""
+    code = """
+        import numpy as np
+        import tapegrad as tg, tapegrad.numpy as tnp
+
+        rng = np.random.default_rng(0)
+        for dt in (np.float64, np.float32):
+            a = rng.standard_normal((20, 30)).astype(dt)
+            b = rng.standard_normal((30, 25)).astype(dt)
+            v = rng.standard_normal((20, 25)).astype(dt)
+            x, y = tg.tensor(a, requires_grad=True), tg.tensor(b, requires_grad=True)
+            tnp.matmul(x, y).backward(gradient=v)
+            tol = 1e-12 if dt == np.float64 else 1e-4
+            print(np.allclose(x.grad, v @ b.T, rtol=tol, atol=tol),
+                  np.allclose(y.grad, a.T @ v, rtol=tol, atol=tol))
+    """
+    cold, err = _run(code, tmp_path, TAPEGRAD_POISON_GRADIENTS="1")
+    assert cold.split() == ["True"] * 4
+    assert _compiles(err) == 0
