@@ -313,18 +313,62 @@ def backward(
 ) -> None:
     """Accumulate d(self)/d(leaf) into ``.grad`` of every leaf that requires grad.
 
+    One compiled pass over the tape, from this tensor back to the leaves; gradients
+    are added to what ``.grad`` already holds (set it to None to start afresh).
+    Non-leaf tensors keep no ``.grad`` unless :meth:`retain_grad` asked for it.
+
     Parameters
     ----------
-    gradient
+    gradient : array_like or Tensor, optional
         The cotangent (same shape as ``self``); required unless ``self`` has one
         element, where it defaults to 1.
-    retain_graph
+    retain_graph : bool, optional
         Keep the graph so ``backward`` can run through it again; by default its
         saved values are freed and a second backward raises.
-    create_graph
+    create_graph : bool, optional
         Record the backward pass as ops, so that the gradients are themselves
         differentiable: ``.grad`` then holds tensors in the graph (PyTorch's double
         backward). The graph is kept, whatever ``retain_graph`` says.
+
+    Raises
+    ------
+    RuntimeError
+        This tensor does not require grad; ``gradient`` is missing for a tensor of
+        more than one element, or has another shape; the graph was freed by an
+        earlier backward pass (pass ``retain_graph=True`` to the first); a saved
+        value was changed in place since it was recorded; or it is called inside a
+        function that ``tg.compile`` captures, or inside a hook of a running
+        backward pass.
+    TypeError
+        ``gradient`` is not of a real dtype.
+    NotImplementedError
+        With ``create_graph=True``: the graph holds a node whose backward is not
+        recorded (a custom :class:`Function` with a NumPy or compiled backward, an
+        ODE solve).
+
+    See Also
+    --------
+    tapegrad.grad : Gradients of a function, without touching ``.grad``.
+
+    Examples
+    --------
+    >>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+    >>> x = tg.tensor([1.0, 2.0], requires_grad=True)
+    >>> tnp.sum(x ** 2).backward()
+    >>> x.grad
+    array([2., 4.])
+    >>> x.grad = None
+    >>> (x * 3.0).backward(gradient=np.array([1.0, -1.0]))
+    >>> x.grad
+    array([ 3., -3.])
+
+    With ``create_graph=True`` the gradient is a tensor that can be differentiated
+    again:
+
+    >>> x.grad = None
+    >>> tnp.sum(x ** 3).backward(create_graph=True)
+    >>> x.grad
+    tensor([ 3., 12.], requires_grad=True)
     """
     if create_graph:
         engine.backward_graph(self, gradient)
@@ -333,19 +377,107 @@ def backward(
 
 
 def register_hook(self: Tensor, hook: Callable[[Any], Any]) -> Any:
-    """Call ``hook(grad)`` when this tensor's gradient has been computed (before it
-    flows on, or, for a leaf, before it is added to ``.grad``); a returned array
-    replaces the gradient. Returns a handle with ``.remove()``."""
+    """Call ``hook(grad)`` when this tensor's gradient has been computed.
+
+    The hook runs before the gradient flows on or, for a leaf, before it is added to
+    ``.grad``, with grad mode off; a returned array replaces the gradient, None keeps
+    it.
+
+    Parameters
+    ----------
+    hook : callable
+        ``hook(grad) -> array or None``; ``grad`` is a NumPy array (a copy) of this
+        tensor's shape.
+
+    Returns
+    -------
+    RemovableHandle
+        Its ``remove()`` unregisters the hook.
+
+    Raises
+    ------
+    RuntimeError
+        This tensor does not require grad; or, in a backward pass, the hook returned
+        an array of another shape.
+    TypeError
+        In a backward pass: the hook returned something that is not real numbers.
+
+    See Also
+    --------
+    Tensor.register_post_accumulate_grad_hook : After ``.grad`` of a leaf is updated.
+
+    Examples
+    --------
+    >>> import tapegrad as tg, tapegrad.numpy as tnp
+    >>> x = tg.tensor([1.0, 2.0], requires_grad=True)
+    >>> handle = x.register_hook(lambda g: 10.0 * g)
+    >>> tnp.sum(x * 1.0).backward()
+    >>> x.grad
+    array([10., 10.])
+    >>> handle.remove()
+    """
     return engine.register_hook(self, hook)
 
 
 def register_post_accumulate_grad_hook(self: Tensor, hook: Callable[[Tensor], Any]) -> Any:
-    """Call ``hook(tensor)`` after a backward has added to this leaf's ``.grad``."""
+    """Call ``hook(tensor)`` after a backward pass has added to this leaf's ``.grad``.
+
+    Where an optimiser can step a parameter as soon as its gradient is complete.
+
+    Parameters
+    ----------
+    hook : callable
+        ``hook(tensor)``; its return value is ignored.
+
+    Returns
+    -------
+    RemovableHandle
+        Its ``remove()`` unregisters the hook.
+
+    Raises
+    ------
+    RuntimeError
+        This tensor is not a leaf that requires grad.
+
+    See Also
+    --------
+    Tensor.register_hook : Read or replace a gradient before it is used.
+
+    Examples
+    --------
+    >>> import tapegrad as tg, tapegrad.numpy as tnp
+    >>> w = tg.tensor([1.0, 2.0], requires_grad=True)
+    >>> seen = []
+    >>> handle = w.register_post_accumulate_grad_hook(lambda t: seen.append(t.grad.copy()))
+    >>> tnp.sum(3.0 * w).backward()
+    >>> seen
+    [array([3., 3.])]
+    >>> handle.remove()
+    """
     return engine.register_post_accumulate_grad_hook(self, hook)
 
 
 def retain_grad(self: Tensor) -> None:
-    """Populate ``.grad`` of this non-leaf tensor in backward passes."""
+    """Populate ``.grad`` of this non-leaf tensor in backward passes.
+
+    Its gradient is then accumulated into ``.grad`` as a leaf's is (after its other
+    hooks ran). On a leaf it does nothing: a leaf keeps its gradient anyway.
+
+    Raises
+    ------
+    RuntimeError
+        This tensor does not require grad.
+
+    Examples
+    --------
+    >>> import tapegrad as tg, tapegrad.numpy as tnp
+    >>> x = tg.tensor([1.0, 2.0], requires_grad=True)
+    >>> y = 2.0 * x
+    >>> y.retain_grad()
+    >>> tnp.sum(y ** 2).backward()
+    >>> y.grad, x.grad
+    (array([4., 8.]), array([ 8., 16.]))
+    """
     engine.retain_grad(self)
 
 

@@ -15292,6 +15292,62 @@ tensor([6.70820393, 2.23606798], requires_grad=True)
 array([[0.2236068 , 0.2236068 ],
        [0.67082039, 0.67082039]])
 """,
+    "scipy.integrate.cumulative_trapezoid": """\
+Running integral of samples by the trapezoidal rule.
+
+Running integral by the trapezoidal rule (``scipy.integrate``); ``x`` 1-D along ``axis``
+or of y's shape; ``initial`` None or 0 (prepended).
+
+Parameters
+----------
+y : Tensor or array_like
+    Samples of the integrand.
+x : Tensor or array_like, optional
+    Sample points (differentiable): 1-D along ``axis``, or of y's shape; None: spacing
+    ``dx``.
+dx : float, optional
+    Spacing of the samples when ``x`` is None.
+axis : int, optional
+    The axis to integrate along.
+initial : None or 0, optional
+    0 prepends a zero (the result keeps y's length); None gives one value fewer than
+    samples.
+
+Returns
+-------
+Tensor
+    The result; it requires grad when a tensor argument does.
+
+Raises
+------
+ValueError
+    If ``x`` does not fit the samples, ``initial`` is neither None nor 0, or there is no
+    sample along the axis.
+
+See Also
+--------
+scipy.integrate.cumulative_trapezoid : The function this one stands in for.
+
+Notes
+-----
+Written with other recorded ops (the op table row ``cumulative_trapezoid``, a
+composite): its gradient is theirs.
+
+With no tensor among its arguments, this is ``scipy.integrate.cumulative_trapezoid``.
+
+Examples
+--------
+>>> import tapegrad as tg
+>>> import tapegrad.numpy as tnp
+>>> from tapegrad.scipy import integrate
+>>> y = tg.tensor([0.0, 1.0, 4.0, 9.0], requires_grad=True)
+>>> c = integrate.cumulative_trapezoid(y, dx=0.5, initial=0)
+>>> c
+tensor([0.  , 0.25, 1.5 , 4.75], requires_grad=True)
+>>> tnp.sum(c).backward()
+>>> y.grad
+array([0.75, 1.25, 0.75, 0.25])
+""",
     "Tensor.absolute": """\
 Absolute value, elementwise: ``|x|``.
 

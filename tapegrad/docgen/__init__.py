@@ -50,7 +50,10 @@ MODULES = (
     ("numpy.linalg", "tapegrad.numpy.linalg", "numpy.linalg"),
     ("special", "tapegrad.special", "scipy.special"),
     ("scipy.linalg", "tapegrad.scipy.linalg", "scipy.linalg"),
+    ("scipy.integrate", "tapegrad.scipy.integrate", "scipy.integrate"),
 )
+# the functions of tapegrad.scipy.integrate that are op-table rows
+INTEGRATE = ("cumulative_trapezoid",)
 # the import line of each alias an example may use
 IMPORTS = (
     ("np.", "import numpy as np"),
@@ -58,6 +61,7 @@ IMPORTS = (
     ("tnp.", "import tapegrad.numpy as tnp"),
     ("special.", "from tapegrad import special"),
     ("linalg.", "from tapegrad.scipy import linalg"),
+    ("integrate.", "from tapegrad.scipy import integrate"),
 )
 WIDTH = 88
 
@@ -72,7 +76,8 @@ def public() -> list[tuple[str, Any, str]]:
         mod = importlib.import_module(modname)
         for name in mod.__all__:
             f = getattr(mod, name)
-            if not inspect.ismodule(f):
+            # (scipy.integrate's solvers are written by hand, in tapegrad/integrate.py)
+            if not inspect.ismodule(f) and (prefix != "scipy.integrate" or name in INTEGRATE):
                 out.append((f"{prefix}.{name}", f, library))
     return out
 

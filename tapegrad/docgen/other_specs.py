@@ -291,6 +291,38 @@ OTHER: dict[str, Doc] = {
             y.grad
             """,
     ),
+    "scipy.integrate.cumulative_trapezoid": Doc(
+        summary="Running integral of samples by the trapezoidal rule.",
+        params={
+            "y": (T, "Samples of the integrand."),
+            "x": (
+                T,
+                "Sample points (differentiable): 1-D along ``axis``, or of y's shape; "
+                "None: spacing ``dx``.",
+            ),
+            "dx": ("float", "Spacing of the samples when ``x`` is None."),
+            "axis": ("int", "The axis to integrate along."),
+            "initial": (
+                "None or 0",
+                "0 prepends a zero (the result keeps y's length); None "
+                "gives one value fewer than samples.",
+            ),
+        },
+        raises=[
+            (
+                "ValueError",
+                "If ``x`` does not fit the samples, ``initial`` is neither None "
+                "nor 0, or there is no sample along the axis.",
+            ),
+        ],
+        example="""
+            y = tg.tensor([0.0, 1.0, 4.0, 9.0], requires_grad=True)
+            c = integrate.cumulative_trapezoid(y, dx=0.5, initial=0)
+            c
+            tnp.sum(c).backward()
+            y.grad
+            """,
+    ),
     "numpy.interp": Doc(
         params={
             "x": (T, "Points to evaluate at."),
