@@ -484,7 +484,9 @@ class Function:
         array_like, None or tuple of them
             One tangent per output (a tuple for more than one), of the output's shape
             exactly (no broadcasting); None for a zero tangent. It is cast to the
-            output's dtype.
+            output's dtype. An output that gets no gradient in reverse mode (integer or
+            bool dtype, or marked with :meth:`FunctionCtx.mark_non_differentiable`)
+            gets no tangent either: what is returned for it is checked, then unused.
 
         Raises
         ------
@@ -494,6 +496,9 @@ class Function:
         RuntimeError
             From forward mode: it returned another number of tangents than
             ``forward`` has outputs, or a tangent of another shape than its output.
+        TypeError
+            From forward mode: a tangent that is not an array of real numbers
+            (complex values, strings), as for ``backward``'s gradients.
 
         See Also
         --------

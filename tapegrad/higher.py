@@ -114,24 +114,44 @@ def _custom_jvp(tape: Tape, k: int, tangents: list) -> list:
         if t is None:
             checked.append(None)
             continue
-        t = np.asarray(values_of(t))
+        t = _real_tangent(values_of(t), f"function {cls.__name__}.jvp (tangent {j}) returned")
         if t.shape != shape:
             raise RuntimeError(
                 f"function {cls.__name__}.jvp returned a tangent of shape {t.shape} for "
                 f"output {j}, expected {shape}"
             )
-        checked.append(t.astype(tape.slot_dtype(s), copy=False))
+        # an output that gets no gradient in reverse mode (integers, bools, one marked
+        # non-differentiable: its slot does not require grad) gets no tangent either,
+        # rather than the returned one truncated to integers or used as it is
+        checked.append(t.astype(tape.slot_dtype(s), copy=False) if tape.slot_rg(s) else None)
     return checked
 
 
-def _tangent(t: Any, primal: Any, where: str) -> Any:
-    """A tangent for ``primal`` (its shape and dtype): checked, cast (a tensor stays one)."""
+def _real_tangent(value: Any, what: str) -> np.ndarray:
+    """A tangent from the user (``jvp``'s tangents, what a custom ``jvp`` returns) as an
+    array of real numbers; complex values (whose imaginary part a cast would drop),
+    strings and objects are a ``TypeError`` naming ``what``, as for gradients."""
+    arr = np.asarray(value)
+    if arr.dtype.kind == "c":
+        raise TypeError(
+            f"{what} complex values (dtype {arr.dtype}); the tangent of a real tensor is real"
+        )
+    if arr.dtype.kind not in "fiub":
+        raise TypeError(f"{what} values of dtype {arr.dtype}, not real numbers")
+    return arr
+
+
+def _tangent(t: Any, primal: Any, where: str, i: int) -> Any:
+    """Tangent ``i`` for ``primal`` (its shape and dtype): checked, cast (a tensor stays
+    one)."""
     shape = tuple(np.shape(t) if not isinstance(t, Tensor) else t.shape)
     if shape != primal.shape:
-        raise ValueError(f"{where}: tangent of shape {shape} for a primal of shape {primal.shape}")
+        raise ValueError(
+            f"{where}: tangent {i} of shape {shape} for a primal of shape {primal.shape}"
+        )
     if isinstance(t, Tensor):
         return t if t.dtype == primal.dtype else t.astype(primal.dtype)
-    return np.asarray(t).astype(primal.dtype)
+    return _real_tangent(t, f"{where}: tangent {i} holds").astype(primal.dtype)
 
 
 class _Recording:
@@ -200,7 +220,7 @@ def jvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[A
         The point: one entry per positional argument of ``f``, each holding floats.
     tangents : tuple or list
         The direction: the same length and structure as ``primals``, one tangent per
-        primal leaf, of its shape (cast to its dtype).
+        primal leaf, of its shape, of real numbers (cast to its dtype).
 
     Returns
     -------
@@ -215,7 +235,9 @@ def jvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[A
         ``primals`` and ``tangents`` differ in length or structure, or a tangent's
         shape is not its primal's.
     TypeError
-        A primal holds integers, bools or non-numbers.
+        A primal holds integers, bools or non-numbers; a tangent holds complex values
+        or non-numbers (checked before ``f`` runs); a custom :class:`Function`'s ``jvp``
+        returns them.
     RuntimeError
         With plain values: ``f``'s result depends on a tensor that requires grad but
         is not one of the primals (a closure, global or attribute).
@@ -248,19 +270,19 @@ def jvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[A
     rec = _Recording(needs_graph(primals, tangents))
     try:
         args, groups, made = aliases(primals, tuple(range(len(primals))), "jvp", rec.graph)
-        out = f(*args)
-        outs, rebuild = flatten(out)
-        hi = rec.tape.h[H_NNODES]
-        rec.check_closures(outs, hi)
-        seeds: dict[int, Any] = {}
+        seeds: dict[int, Any] = {}  # checked before f runs
         t_leaves = []
         for (views, _, _), t in zip(groups, tangents):
             leaves, _ = flatten(t)
             if len(leaves) != len(views):
                 raise ValueError("jvp: each tangent must have its primal's structure")
             t_leaves += leaves
-        for m, tv in zip(made, t_leaves):
-            seeds[m.slot] = _tangent(tv, m, "jvp")
+        for i, (m, tv) in enumerate(zip(made, t_leaves)):
+            seeds[m.slot] = _tangent(tv, m, "jvp", i)
+        out = f(*args)
+        outs, rebuild = flatten(out)
+        hi = rec.tape.h[H_NNODES]
+        rec.check_closures(outs, hi)
         pushed = rec.push(seeds, hi, outs)
         found = _out_tangents(outs, pushed, rec.graph)
         if rec.graph:
@@ -297,6 +319,7 @@ def jacfwd(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     ------
     TypeError
         When ``J`` is called: a differentiated argument holds integers, bools or
+        non-numbers, or a custom :class:`Function`'s ``jvp`` returns complex values or
         non-numbers.
     ValueError
         When ``J`` is called: an entry of ``argnums`` is out of range.

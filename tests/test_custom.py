@@ -1,6 +1,9 @@
-"""Custom functions: Python and compiled backwards, validation of what backward returns."""
+"""Custom functions: Python and compiled backwards, validation of what backward and jvp
+return."""
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import pytest
@@ -120,6 +123,95 @@ def test_python_custom_function_graph_is_freed():
     np.testing.assert_allclose(x.grad, 2 * np.array([3.0, 12.0]))
     with pytest.raises(RuntimeError, match="retain_graph=True"):
         y.backward()
+
+
+class _Doubling(tg.Function):
+    """2 x, with a tangent rule each subclass replaces."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2.0
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2.0
+
+
+def _jvp_returning(name, rule):
+    return type(name, (_Doubling,), {"jvp": staticmethod(rule)})
+
+
+@pytest.mark.parametrize(
+    ("rule", "message"),
+    [
+        (lambda ctx, t: t * (2.0 + 1j), r"complex values \(dtype complex128\)"),
+        (lambda ctx, t: (t * 2.0).astype(np.complex64), r"complex values \(dtype complex64\)"),
+        (lambda ctx, t: np.array(["a", "b", "c"]), r"values of dtype <U1, not real numbers"),
+        (
+            lambda ctx, t: np.array([1.0, None, 2.0], dtype=object),
+            r"values of dtype object, not real numbers",
+        ),
+    ],
+    ids=["complex128", "complex64", "str", "object"],
+)
+def test_custom_jvp_returning_non_tangents_is_a_type_error(rule, message):
+    """As a backward returning complex gradients: the imaginary part used to be dropped
+    with only a ComplexWarning (and None in an object array became nan)."""
+    fn = _jvp_returning("Twice", rule)
+    x = np.array([1.0, 2.0, 3.0])
+    want = r"function Twice\.jvp \(tangent 0\) returned " + message
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(TypeError, match=want):
+            tg.jvp(fn.apply, (x,), (np.ones(3),))
+        with pytest.raises(TypeError, match=want):
+            tg.jacfwd(lambda v: tnp.sin(fn.apply(v)))(x)
+    ok = _jvp_returning("Twice", lambda ctx, t: np.asarray(t * 2, dtype=np.int64))
+    np.testing.assert_array_equal(tg.jvp(ok.apply, (x,), (np.ones(3),))[1], [2.0, 2.0, 2.0])
+
+
+class _WithIndex(tg.Function):
+    """2 x and argsort(x); the jvp returns a tangent for both outputs."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2.0, np.argsort(x)
+
+    @staticmethod
+    def backward(ctx, g, g_index):
+        return g * 2.0
+
+    @staticmethod
+    def jvp(ctx, t):
+        return t * 2.0, t * 1.5
+
+
+class _WithMarked(_WithIndex):
+    """2 x and floor(x), marked non-differentiable."""
+
+    @staticmethod
+    def forward(ctx, x):
+        m = np.floor(x)
+        ctx.mark_non_differentiable(m)
+        return x * 2.0, m
+
+
+@pytest.mark.parametrize("fn", [_WithIndex, _WithMarked], ids=["int64", "marked"])
+def test_outputs_without_gradients_get_no_tangent(fn):
+    """An integer output, or one marked non-differentiable, gets no gradient in reverse
+    mode; in forward mode it gets no tangent, whatever jvp returns (the int64 output's
+    tangent 1.5 was truncated to 1 and carried on, the marked one's was used)."""
+    x = np.array([2.5, 0.5, 1.5])
+    f = lambda v: v * fn.apply(v)[1]  # noqa: E731
+    second = fn.apply(x)[1].numpy()
+    _, t = tg.jvp(f, (x,), (np.ones(3),))
+    np.testing.assert_array_equal(t, second)
+    np.testing.assert_array_equal(tg.jacfwd(f)(x), np.diag(second))
+    np.testing.assert_array_equal(tg.grad(lambda v: tnp.sum(f(v)))(x), second)
+    _, t = tg.jvp(lambda v: fn.apply(v)[1], (x,), (np.ones(3),))
+    np.testing.assert_array_equal(t, np.zeros(3))
+    _, t = tg.jvp(lambda v: fn.apply(v)[0], (x,), (np.ones(3),))
+    np.testing.assert_array_equal(t, np.full(3, 2.0))
 
 
 CUSTOM = {

@@ -393,8 +393,36 @@ def test_jvp_pytrees_and_jacfwd():
     m = np.arange(6.0).reshape(2, 3)
     fn = lambda v: tnp.sin(m @ v)  # noqa: E731
     np.testing.assert_allclose(tg.jacfwd(fn)(np.ones(3)), tg.jacrev(fn)(np.ones(3)))
-    with pytest.raises(ValueError, match="tangent of shape"):
+    with pytest.raises(ValueError, match=r"jvp: tangent 0 of shape \(2,\) for a primal of shape"):
         tg.jvp(fn, (np.ones(3),), (np.ones(2),))
+
+
+@pytest.mark.parametrize(
+    ("tangent", "message"),
+    [
+        (np.ones(3) * (1 + 1j), r"complex values \(dtype complex128\)"),
+        (np.array([1.0, None, 2.0], dtype=object), r"values of dtype object, not real numbers"),
+        (np.array(["a", "b", "c"]), r"values of dtype <U1, not real numbers"),
+    ],
+    ids=["complex", "object", "str"],
+)
+def test_jvp_refuses_tangents_that_are_not_real_numbers(tangent, message):
+    """A complex tangent lost its imaginary part with only a ComplexWarning, and None in
+    an object array became nan; now a TypeError, before ``f`` runs."""
+    calls = []
+
+    def f(v):
+        calls.append(1)
+        return v * 2.0
+
+    x = tg.tensor(np.ones(3), requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for primal in (np.ones(3), x):  # plain and recorded mode
+            with pytest.raises(TypeError, match=r"jvp: tangent 0 holds " + message):
+                tg.jvp(f, (primal,), (tangent,))
+    assert not calls and x.grad is None
+    assert tg.jvp(f, (np.ones(3),), (np.array([1, 0, 2]),))[1].tolist() == [2.0, 0.0, 4.0]
 
 
 class CubeJvp(Cube):

@@ -38,6 +38,7 @@ from __future__ import annotations
 import builtins
 import itertools
 import math
+import operator
 import threading
 import warnings
 from collections.abc import Callable
@@ -772,6 +773,8 @@ class CudaTensor:
 
         Raises
         ------
+        TypeError
+            An axis is not an integer (``t.transpose(1.0, 0.0)``), as in NumPy.
         ValueError
             ``axes`` is not a permutation of the tensor's axes.
 
@@ -792,7 +795,7 @@ class CudaTensor:
         (3, 1, 2)
         """
         if len(axes) == 1 and not isinstance(axes[0], int | np.integer):
-            axes = axes[0]
+            return transpose(self, axes[0])  # a tuple, an array, None, or a refused float
         return transpose(self, axes or None)
 
     @property
@@ -810,7 +813,8 @@ class CudaTensor:
         Parameters
         ----------
         dtype : data-type
-            The new dtype: float64, float32, an integer type or bool.
+            The new dtype: float64, float32, int64 or bool (the dtypes of
+            :func:`tapegrad.cuda.to_device`).
 
         Returns
         -------
@@ -820,7 +824,8 @@ class CudaTensor:
         Raises
         ------
         TypeError
-            ``dtype`` is not a dtype NumPy understands.
+            ``dtype`` is not a dtype NumPy understands, or another dtype than those
+            four (complex, str, float16, int32, ...): nothing is converted.
 
         See Also
         --------
@@ -1044,7 +1049,8 @@ def astype(x: CudaTensor, dtype: Any) -> CudaTensor:
     x : CudaTensor
         The tensor to convert.
     dtype : data-type
-        The new dtype.
+        The new dtype: float64, float32, int64 or bool, the dtypes :func:`to_device`
+        accepts.
 
     Returns
     -------
@@ -1054,7 +1060,9 @@ def astype(x: CudaTensor, dtype: Any) -> CudaTensor:
     Raises
     ------
     TypeError
-        ``dtype`` is not a dtype NumPy understands.
+        ``dtype`` is not a dtype NumPy understands, or another dtype than those four
+        (complex, str, float16, int32, ...); the message names the op, ``x``'s shape
+        and both dtypes, and nothing is converted or recorded.
 
     Examples
     --------
@@ -1064,7 +1072,15 @@ def astype(x: CudaTensor, dtype: Any) -> CudaTensor:
     >>> tgc.astype(x, np.float32).dtype  # doctest: +SKIP
     dtype('float32')
     """
-    dtype = np.dtype(dtype)
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"astype: {dtype!r} is not a dtype") from None
+    if dtype not in _cpu.NP_DTYPES:  # what to_device refuses: there are no kernels for it
+        raise TypeError(
+            f"astype: unsupported dtype {dtype} (CUDA tensors hold float64, float32, int64 "
+            f"or bool); the tensor has shape {x.shape} and dtype {x.dtype}"
+        )
     if x.dtype == dtype:
         return x
     k = _moves()
@@ -1337,6 +1353,8 @@ def transpose(x: CudaTensor, axes: Any = None) -> CudaTensor:
 
     Raises
     ------
+    TypeError
+        An axis is not an integer (floats are refused, not truncated), as in NumPy.
     ValueError
         ``axes`` is not a permutation of ``x``'s axes.
 
@@ -1351,13 +1369,18 @@ def transpose(x: CudaTensor, axes: Any = None) -> CudaTensor:
             [2., 5.]], device='cuda')
     """
     nd = x.ndim
-    perm = (
-        tuple(range(nd - 1, -1, -1))
-        if axes is None
-        else tuple(int(a) + nd if int(a) < 0 else int(a) for a in axes)
-    )
-    if sorted(perm) != list(range(nd)):
-        raise ValueError(f"transpose: axes {tuple(axes)} don't match array of shape {x.shape}")
+    if axes is None:
+        perm = tuple(range(nd - 1, -1, -1))
+    else:
+        try:  # as NumPy: integers only, a float axis is an error rather than truncated
+            given = tuple(operator.index(a) for a in np.atleast_1d(axes).tolist())
+        except TypeError:
+            raise TypeError(
+                f"transpose: axes {axes!r} must be integers (tensor of shape {x.shape})"
+            ) from None
+        perm = tuple(a + nd if a < 0 else a for a in given)
+        if sorted(perm) != list(range(nd)):
+            raise ValueError(f"transpose: axes {given} don't match array of shape {x.shape}")
     positions = np.transpose(np.arange(x.size).reshape(x.shape), perm)
     return _gather(x, np.array(positions, order="C"), "transpose")  # 0-d stays 0-d
 

@@ -311,6 +311,64 @@ def test_bad_input_leaves_grads():
         tg.tensor([1.0], device="tpu")
 
 
+@pytest.mark.parametrize(
+    "dtype",
+    [str, "U3", complex, np.complex64, np.float16, np.int32, np.uint8, object],
+    ids=lambda d: np.dtype(d).str,
+)
+def test_astype_refuses_what_to_device_refuses(dtype):
+    """CUDA tensors hold float64, float32, int64 or bool, as ``to_device`` says: astype
+    to anything else raises, naming the op, shape and dtypes, and changes nothing (it
+    used to give ``['', '', '']`` for str and a complex tensor for complex)."""
+    x = tg.tensor([1.5, 2.5, 3.0], requires_grad=True, device="cuda")
+    (x * 2.0).sum().backward()
+    with pytest.raises(TypeError, match="tensor: unsupported dtype"):
+        tg.tensor([1.5, 2.5, 3.0], device="cuda", dtype=dtype)
+    want = rf"astype: unsupported dtype {np.dtype(dtype)} .*shape \(3,\) and dtype float64"
+    with pytest.raises(TypeError, match=want):
+        x.astype(dtype)
+    with pytest.raises(TypeError, match=want):
+        tnp.astype(x, dtype)
+    np.testing.assert_array_equal(x.numpy(), [1.5, 2.5, 3.0])
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0, 2.0])
+    assert x.dtype == np.float64 and x.requires_grad
+
+
+def test_astype_keeps_the_supported_dtypes():
+    x = tg.tensor([1.5, -2.5, 0.0], requires_grad=True, device="cuda")
+    with pytest.raises(TypeError, match="astype: 'not a dtype' is not a dtype"):
+        x.astype("not a dtype")
+    for dtype, want in [
+        (np.float32, [1.5, -2.5, 0.0]),
+        (float, [1.5, -2.5, 0.0]),
+        (np.int64, [1, -2, 0]),
+        (bool, [True, True, False]),
+    ]:
+        y = x.astype(dtype)
+        assert y.dtype == np.dtype(dtype) and y.requires_grad == (np.dtype(dtype).kind == "f")
+        np.testing.assert_array_equal(y.numpy(), want)
+
+
+def test_transpose_refuses_float_axes():
+    """NumPy raises TypeError for float axes; ``int()`` used to truncate them."""
+    x = tg.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True, device="cuda")
+    for f in (
+        lambda: x.transpose(1.0, 0.0),
+        lambda: x.transpose((1.0, 0)),
+        lambda: x.transpose(np.array([1.0, 0.0])),
+        lambda: tnp.transpose(x, (1.5, 0)),
+        lambda: x.reshape(6).transpose(0.0),
+    ):
+        with pytest.raises(TypeError, match=r"transpose: axes .* must be integers.*shape"):
+            f()
+    assert x.transpose(np.int64(1), 0).shape == (3, 2)
+    assert x.transpose(np.array([1, 0])).shape == (3, 2)
+    assert x.reshape(6).transpose(0).shape == (6,)
+    with pytest.raises(ValueError, match=r"transpose: axes \(0, 0\) don't match"):
+        x.transpose(0, 0)
+    assert x.grad is None and x.shape == (2, 3)
+
+
 def _run(code: str, **env) -> subprocess.CompletedProcess:
     full = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     full.update(env)
