@@ -524,7 +524,53 @@ class Function:
 
     @classmethod
     def apply(cls, *args: Any) -> Any:
-        """Run ``forward`` on the values and record one node."""
+        """Call the function: run ``forward`` on the values and record one node.
+
+        ``forward`` runs without recording, on NumPy values (each tensor argument's
+        values); its result becomes the node's outputs, which require grad when an input
+        does and grad mode is on (float outputs not marked non-differentiable). The
+        backward pass calls ``backward`` (or the compiled ``backward_kernel``), forward
+        mode calls ``jvp``.
+
+        Parameters
+        ----------
+        *args : Tensor, array_like or any
+            The arguments of ``forward``, in its order (after ``ctx``); tensors are the
+            node's inputs, anything else is passed through as it is.
+
+        Returns
+        -------
+        Tensor or tuple of Tensor
+            One tensor per array ``forward`` returned (a tuple when it returned one).
+
+        Raises
+        ------
+        TypeError
+            ``forward`` returned something tapegrad cannot hold (strings, objects,
+            complex values), or a class with a compiled backward is called with another
+            number of tensor inputs or outputs than before.
+
+        Examples
+        --------
+        >>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+        >>> class Cube(tg.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, x):
+        ...         ctx.save_for_backward(x)
+        ...         return x**3
+        ...
+        ...     @staticmethod
+        ...     def backward(ctx, g):
+        ...         (x,) = ctx.saved_tensors
+        ...         return 3 * x**2 * g
+        >>> x = tg.tensor([1.0, 2.0], requires_grad=True)
+        >>> y = Cube.apply(x)
+        >>> y
+        tensor([1., 8.], requires_grad=True)
+        >>> tnp.sum(y).backward()
+        >>> x.grad
+        array([ 3., 12.])
+        """
         grad_on = is_grad_enabled()
         needs = tuple(isinstance(a, Tensor) and a.requires_grad and grad_on for a in args)
         ctx = FunctionCtx(needs)
