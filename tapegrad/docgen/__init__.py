@@ -419,6 +419,11 @@ def _literal(doc: str) -> str:
 
 
 def main() -> None:
+    import argparse
+
+    argparse.ArgumentParser(
+        description=f"Write {TARGET.name}: run every example and compose the docstrings."
+    ).parse_args()
     TARGET.write_text(render())
     print(f"wrote {TARGET}")
 

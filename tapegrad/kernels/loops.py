@@ -189,7 +189,8 @@ def ux(i):
     """An element offset as an unsigned index. numba wraps negative signed indices
     (``x[-1]``), a select per access that hides the stride from LLVM; unsigned offsets
     let it version the inner loops for unit strides and vectorise them (a broadcast add
-    over (256, 256) + (256,): 85 -> 16 us). Strided offsets here are never negative."""
+    over (256, 256) + (256,): 16 us, against 85 with signed offsets). Strided offsets
+    here are never negative."""
     return np.uint64(i)
 
 

@@ -11,7 +11,6 @@ Run ``python -m tapegrad.ops.codegen`` after adding or changing a row;
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from ..layout import DTYPE_NAMES, FWD, N_DTYPES
@@ -112,9 +111,13 @@ def render(rows: list[Op]) -> str:
 
 
 def main() -> int:
+    import argparse
 
+    parser = argparse.ArgumentParser(description=f"Write {TARGET.name} from the op table.")
+    parser.add_argument("--check", action="store_true", help="only say whether it is stale")
+    args = parser.parse_args()
     text = render(ROWS)
-    if "--check" in sys.argv:
+    if args.check:
         stale = not TARGET.exists() or TARGET.read_text() != text
         print("stale" if stale else "up to date")
         return 1 if stale else 0

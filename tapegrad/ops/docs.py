@@ -85,6 +85,9 @@ def render() -> str:
 
 
 def main() -> None:
+    import argparse
+
+    argparse.ArgumentParser(description=f"Write {TARGET.name} from the op table.").parse_args()
     TARGET.parent.mkdir(exist_ok=True)
     TARGET.write_text(render())
     print(f"wrote {TARGET}")

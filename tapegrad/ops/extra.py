@@ -1,4 +1,4 @@
-"""More of NumPy's functions (issue 20), written in other ops: composite rows, no kernels.
+"""More of NumPy's functions, written in other ops: composite rows, no kernels.
 
 Index rearrangements (``flipud``, ``rot90``, ``tril``, ``atleast_2d``, ``sort``...) apply
 NumPy's own function to an array of positions and gather (``frontends.shape.

@@ -226,7 +226,7 @@ def xlogy_bwd_y(g, x, y, out):
     return select((x == 0) & (y == 0), 0.0 * g, g * x / y)
 
 
-# --- normal distribution functions, inverses, gamma and beta (issue 22) ----------------------
+# --- normal distribution functions, inverses, gamma and beta ----------------------
 
 SQRT2 = 1.4142135623730951
 LOG_SQRT_2PI = 0.9189385332046728  # log(2 pi) / 2
@@ -598,7 +598,7 @@ def xlog1py_bwd_y(g, x, y, out):
     return select((x == 0) & (y == -1), 0.0 * g, g * x / (1 + y))  # as xlogy's
 
 
-# --- modified Bessel functions of orders 0 and 1, incomplete gamma (issue 22) ------------------
+# --- modified Bessel functions of orders 0 and 1, incomplete gamma ------------------
 
 
 @jit
@@ -1217,7 +1217,7 @@ def gammaincc_bwd_y(g, x, y, out):
     return -g * np.exp(_log_gamma_density(x, y))
 
 
-# --- the regularized incomplete beta function (issue 22) ------------------------------
+# --- the regularized incomplete beta function ------------------------------
 # The regularized incomplete beta function ``I_x(a, b)`` (SciPy's ``betainc``) and its
 # derivatives in all three arguments, as array kernels (three same-shape inputs).
 #
