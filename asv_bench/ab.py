@@ -12,9 +12,9 @@ new/old ratios. Single-threaded (OMP, OpenBLAS, numba and tapegrad pools at 1).
            replay ns/node (the scalar recurrence, ~10,000 nodes)
   fixed    backward time of a 10-node and a 5,000-node chain (fixed vs per-node cost)
   plain    20,000 steps of a 32-64-1 MLP: seconds and RSS growth
-  held     the same, holding one metric with a graph every 1,000 steps (issue 18, item 4)
-  retain   3,000 steps with backward(retain_graph=True) (issue 18, item 5)
-  threads  RSS growth of 300 results kept from short-lived threads (issue 18, item 6)
+  held     the same, holding one metric with a graph every 1,000 steps
+  retain   3,000 steps with backward(retain_graph=True)
+  threads  RSS growth of 300 results kept from short-lived threads
   mlp      compare.py's eager MLP step (``value_and_grad`` each call), us, at full size
            and at 2x2 (fixed cost), each with NumPy by hand timed beside it
 

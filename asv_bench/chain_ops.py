@@ -1,4 +1,4 @@
-"""What bounds the first eager chain of ``compare.py --eager`` at two threads (issue 24).
+"""What bounds the first eager chain of ``compare.py --eager`` at two threads.
 
     python asv_bench/chain_ops.py [--threads 2] [--size 2000000] [--repeat 15]
     python asv_bench/chain_ops.py --vecmath

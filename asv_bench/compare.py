@@ -7,7 +7,7 @@ PyTorch and HIPS autograd, on the same workloads in the same run.
 
 ``--cold`` times whole processes on an empty kernel cache (a machine that never
 compiled this version) against the same on the warm cache: the README's first snippet,
-``examples/lotka_volterra.py``, and with ``--warmup`` ``python -m tapegrad.warmup``.
+``examples/lotka_volterra.py``, and with ``--warmup`` ``python -m tapegrad.warmup --jobs 2``.
 
 ``--busy`` times the eager rows on a quiet machine, then while ``--hogs`` (default 2)
 CPU-bound processes run beside them (a shared CI runner, a laptop, one MPI rank per
@@ -393,7 +393,7 @@ def _second_order_rows(repeat: int) -> list[dict]:
 
 
 def _ode_rows(repeat: int, peers: bool = True) -> list[dict]:
-    """The Lotka-Volterra fit's loss and gradient through an ODE solver (issue 22):
+    """The Lotka-Volterra fit's loss and gradient through an ODE solver:
     1000 RK4 steps, by tapegrad's solver, hand-written NumPy (RK4 and its discrete
     adjoint), PyTorch + torchdiffeq and HIPS autograd's odeint; and each tapegrad
     gradient's cost in forward solves."""
@@ -460,7 +460,7 @@ def _ode_rows(repeat: int, peers: bool = True) -> list[dict]:
 
 
 def _eager_rows(repeat: int, steady: bool = False) -> list[dict]:
-    """Issue 24's workloads, eager, as users write them: two elementwise chains on 2e6
+    """The eager workloads, as users write them: two elementwise chains on 2e6
     elements (transcendental; log/sqrt/pow), Lennard-Jones 512 in three spellings, and
     the MLP; each against hand-written NumPy and PyTorch, gradients checked first.
     ``steady``: each timed call right after an untimed one of the same implementation
@@ -520,7 +520,7 @@ MIN_ROUNDS_MS = 61  # rounds of a millisecond-long row of --eager (the MLP)
 
 
 def _elementwise_rows(repeat: int) -> list[dict]:
-    """Issue 24 item 1: single elementwise functions on 1e6 float64, forward and
+    """Single elementwise functions on 1e6 float64, forward and
     backward (1 ms = 1 ns an element), against NumPy's ufunc plus the derivative by
     hand, and PyTorch."""
     from benchmarks import eager_workloads as ew
@@ -550,9 +550,16 @@ def _listed(value_and_grads):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--json", default=None, help="write the results here")
-    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=15,
+        help="timed rounds per row (default 15; --eager's MLP row takes at least 61)",
+    )
     parser.add_argument(
         "--threads", type=int, default=1, help="threads for every library's pool (default 1)"
     )
@@ -561,7 +568,7 @@ def main() -> None:
     )
     parser.add_argument("--ode", action="store_true", help="only the ODE-solver rows")
     parser.add_argument(
-        "--eager", action="store_true", help="only issue 24's eager rows (chains, pairwise, MLP)"
+        "--eager", action="store_true", help="only the eager rows (chains, pairwise, MLP)"
     )
     parser.add_argument(
         "--steady",
@@ -572,7 +579,7 @@ def main() -> None:
     parser.add_argument(
         "--elementwise",
         action="store_true",
-        help="only single elementwise functions on 1e6 elements (issue 24 item 1)",
+        help="only single elementwise functions on 1e6 elements",
     )
     parser.add_argument(
         "--no-peers", action="store_true", help="ODE rows without PyTorch and HIPS autograd"
@@ -583,7 +590,9 @@ def main() -> None:
         help="whole processes on an empty kernel cache against the warm cache",
     )
     parser.add_argument(
-        "--warmup", action="store_true", help="with --cold: also python -m tapegrad.warmup"
+        "--warmup",
+        action="store_true",
+        help="with --cold: also python -m tapegrad.warmup --jobs 2",
     )
     parser.add_argument(
         "--busy",

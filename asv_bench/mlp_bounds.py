@@ -1,4 +1,4 @@
-"""What bounds the eager MLP row of ``compare.py --eager`` (issue 24).
+"""What bounds the eager MLP row of ``compare.py --eager``.
 
     python asv_bench/mlp_bounds.py [--repeat 300] [--threads 1] [--evict MB] [--after]
 

@@ -39,7 +39,7 @@ PUBLISHED: dict[str, dict[str, Any]] = {}
 # wrapper, and ``tnp.diagonal`` made no view while no CUDA tensor type existed)
 CPU_FUNCTION: dict[Callable, Callable] = {}
 
-# The namespaces that are drop-ins (issue 20, item 4), and the library each stands in for
+# The namespaces that are drop-ins, and the library each stands in for
 DROPIN = {
     "numpy": "numpy",
     "numpy.linalg": "numpy.linalg",

@@ -9,7 +9,7 @@ machine is shared:
   With more runnable threads than cores (two other processes on a 2-core CI runner,
   a laptop, one MPI rank per core) every spinning worker holds a core the thread that
   would release it is waiting for, and each parallel region costs a scheduler time
-  slice: Lennard-Jones 512 by einsum went from 1.3x NumPy to 15x. ``PASSIVE`` workers
+  slice: Lennard-Jones 512 by einsum runs at 15x NumPy instead of 1.3x. ``PASSIVE`` workers
   sleep at once; on a quiet machine a region then costs a wake-up (docs/design/large_arrays.md,
   "Threads on a shared machine", gives both measurements).
 * **One pool per MPI rank.** Each rank starts a thread per CPU, so ``mpiexec -n 2`` on

@@ -197,9 +197,10 @@ UNHELD_MIN = 64 << 20
 # arena grew to (a soft cap: H_ARENA_CAP). Reaching it tries a rewind, and lifts the cap
 # (doubling, up to the chunk) only when a graph that may still run backward is held.
 # Without it, ops whose results nobody keeps (a forward on tensors that do not require
-# grad, a no_grad loop) rewound only when the whole arena was full: after one 2e6-element
-# step had grown it to 474 MB, a 28 MB Lennard-Jones forward ran through its cold end
-# at 80 ms a call (page faults of memory the kernel had reclaimed) instead of 6 ms.
+# grad, a no_grad loop) would rewind only when the whole arena was full: after one
+# 2e6-element step had grown it to 474 MB, a 28 MB Lennard-Jones forward would run
+# through its cold end at 80 ms a call (page faults of memory the kernel has reclaimed)
+# instead of 6 ms.
 SOFT_ARENA = int(os.environ.get("TAPEGRAD_SOFT_ARENA", str(64 << 20)))
 # Leaves' gradients of at least this many elements get arrays of their own in a
 # backward (``Tape.use_own_grads``); smaller ones are copied out of the arena. The test
@@ -873,9 +874,9 @@ class Tape:
         live = self._live()
         if _VIEW_HOOKS is not None and _VIEW_HOOKS[0](live):
             # views are taken again from their roots at a handover; with in-place
-            # writes through them (z = y[1:]; z += 1 in the loop) a hostile pass found
-            # the handed-over tapes holding each other for good: grow, as before, and
-            # let the next backward rewind
+            # writes through them (z = y[1:]; z += 1 in the loop) the handed-over tapes
+            # would hold each other for good: so the tape grows, and the next backward
+            # rewinds it
             return False
         held, _ = self._reach(live)
         return 2 * held < used

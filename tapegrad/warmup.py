@@ -1,10 +1,12 @@
 """Compile every kernel of the op table into the disk cache: ``python -m tapegrad.warmup``.
 
-First use of an op compiles its kernels (about a second each), and the cache lives in a
-directory keyed on the package's sources (see ``tapegrad._jit``). Run this once after
-installing or editing tapegrad to pay that cost up front, in parallel:
-``python -m tapegrad.warmup --jobs 4``. Each worker process compiles a share of the
-kernels and numba writes them to the shared cache.
+First use of an op compiles its kernels (a few seconds each, a binary row's backward up
+to ~40 s), and the cache lives in a directory keyed on the package's compiled modules
+and numba's version (``tapegrad._jit.HASHED``). Run this once after installing or
+upgrading tapegrad, or editing a compiled module, to pay that cost up front, in
+parallel: ``python -m tapegrad.warmup`` (one worker per CPU; ``--jobs N`` sets the
+number; the 420 kernels take about 20 minutes on 2 cores). Each worker process compiles
+a share of the kernels and numba writes them to the shared cache.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Eager cost of the coverage rows (issue 20) against the NumPy / SciPy call that
+"""Eager cost of linear algebra and array functions against the NumPy / SciPy call that
 computes the same values: (64, 64) linear algebra, 1e5-element array functions. Target:
 within 2x. The forward is recorded on a tensor that requires grad (what a model pays).
 

@@ -1,4 +1,4 @@
-"""Issue 24's eager workloads as users write them (``eager_workloads``): two elementwise
+"""The eager workloads as users write them (``eager_workloads``): two elementwise
 chains on 2e6 elements and Lennard-Jones 512 in three spellings, tapegrad against the
 hand-written NumPy baseline (``python asv_bench/compare.py --eager`` adds PyTorch)."""
 
@@ -60,8 +60,8 @@ class EagerPairwise:
 
 
 class EagerElementwise:
-    """One elementwise function on 1e6 float64, forward and backward (issue 24 item 1:
-    the vector formulas against NumPy's ufuncs; ``compare.py --elementwise`` adds
+    """One elementwise function on 1e6 float64, forward and backward (the vector
+    formulas against NumPy's ufuncs; ``compare.py --elementwise`` adds
     PyTorch and prints ns an element)."""
 
     params = (list(ELEMENTWISE),)

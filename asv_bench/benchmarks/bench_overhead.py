@@ -95,7 +95,7 @@ class ArrayOpOverhead:
 
 
 class TransformOverhead:
-    """The fixed cost of one ``tg.value_and_grad`` call (issue 24's MLP row is a step
+    """The fixed cost of one ``tg.value_and_grad`` call (the eager MLP row is a step
     of ~10 ops on small matrices, so this is most of its gap to NumPy): the gradient
     of ``sum(x)`` for a 3-element array, and the MLP step of ``compare.py`` on 2x2
     matrices (four arguments, two NumPy constants), each against NumPy by hand."""

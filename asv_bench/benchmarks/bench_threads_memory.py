@@ -1,4 +1,4 @@
-"""Threads and memory (issue 18): what the compiled step's lock costs, and the peak
+"""Threads and memory: what the compiled step's lock costs, and the peak
 memory of the training loops that keep graphs alive."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def _mlp(steps: int, hold_every: int, retain: bool) -> list:
 
 class TrainingLoopMemory:
     """Peak memory of 2,000 MLP steps: plain, holding one metric per 100 steps, and
-    with ``retain_graph=True`` every step (issue 18, items 4 and 5)."""
+    with ``retain_graph=True`` every step."""
 
     timeout = 300
 

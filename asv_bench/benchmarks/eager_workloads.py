@@ -1,4 +1,4 @@
-"""Eager code as users write it (issue 24): elementwise chains on 2e6 elements and the
+"""Eager code as users write it: elementwise chains on 2e6 elements and the
 Lennard-Jones energy and forces of 512 particles in three common spellings, each as
 tapegrad code, PyTorch code (an oracle, not a dependency) and hand-written NumPy
 (forward plus a hand-derived backward, the baseline).
@@ -206,7 +206,7 @@ def _torch_lj(f, x):
     return 2.0 * ((inv6 * inv6 - inv6) * (1.0 - eye)).sum()
 
 
-# --- single elementwise functions, forward and backward, per element (issue 24 item 1) ----
+# --- single elementwise functions, forward and backward, per element -------------------
 #
 # name: (f(m, x) for tapegrad.numpy / torch, NumPy forward, NumPy derivative (x, out)).
 # Inputs in (0.5, 3) (inside every domain; erf's tails are not the point here).

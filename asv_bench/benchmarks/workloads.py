@@ -287,7 +287,7 @@ def smooth100(w, x, np_mod=tnp):
 
 def second_order_impls():
     """``{workload: {name: thunk}}`` for tapegrad's HVP / JVP against its gradient /
-    forward on the MLP and Lennard-Jones 512 (the issue's budgets: an HVP within 4x a
+    forward on the MLP and Lennard-Jones 512 (the budgets: an HVP within 4x a
     gradient, a JVP within 3x a forward pass)."""
     params, x, labels = mlp_data()
     onehot = np.eye(10)[labels]

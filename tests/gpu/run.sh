@@ -8,7 +8,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export NUMBA_ENABLE_CUDASIM=0          # the real GPU, never the simulator
 export TAPEGRAD_CUDA_SIZE="${TAPEGRAD_CUDA_SIZE:-2000000}"
 # the versions first: a GPU image's own NumPy/numba/numba-cuda are what usually breaks
-# (see "GPU runs" in docs/design/cuda.md)
+# (numba-cuda 0.30.4 needs NumPy < 2.5: docs/design/cuda.md)
 python -c "import sys, numpy, numba, numba_cuda
 print('python', sys.version.split()[0], 'numpy', numpy.__version__, 'numba',
       numba.__version__, 'numba-cuda', numba_cuda.__version__)"
