@@ -13,16 +13,20 @@ included), its defaults, ``self`` of a bound method, and the call's arguments. S
 into functions (their closures and globals), attributes of plain objects, the methods
 their class defines (``obj.forward`` reads ``self.W`` and globals of its own), list and
 tuple items, dict values, ``functools.partial``'s function and arguments, and the
-attributes of a global module that the code names (plain values only: ``cfg.K``);
-modules and classes are not entered otherwise. tapegrad's own objects are not entered (a compiled
-step leads only to the function it wraps) and its functions only through their closure
-cells (``tg.grad(f)`` leads to ``f``), and do not count toward the depth. The search
-stops at depth ``DEPTH`` or after ``BUDGET`` objects.
+attributes of a global module that the code names (plain values only, ``cfg.K``, and
+what fn may draw from, ``cfg.rng``: :func:`draws`); modules and classes are not
+entered otherwise, nor random generators (their state is watched whole). tapegrad's own
+objects are not entered (a compiled step leads only to the function it wraps) and its
+functions only through their closure cells (``tg.grad(f)`` leads to ``f``), and do not
+count toward the depth. The search stops at depth ``DEPTH`` or after ``BUDGET`` objects.
 """
 
 from __future__ import annotations
 
 import functools
+import io
+import random
+import sys
 import types
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -37,6 +41,10 @@ BUDGET = 20000
 ITEMS = 1000  # list, tuple and dict entries looked at per container
 _MISSING = object()
 _LEAVES = (str, bytes, int, float, complex, bool, type(None), types.ModuleType, type)
+# (and Python's random generators: a generator's state is watched whole by
+# tapegrad.compile; its attributes, ``gauss_next``, and methods are the random module's,
+# not values fn reads)
+_NOT_ENTERED = (*_LEAVES, random.Random)
 # (None too: ``scale = None`` read by ``1.0 if scale is None else scale`` is a constant
 # of the recording like any number)
 _SCALARS = (bool, int, float, complex, str, bytes, np.generic, type(None), Fraction, Decimal)
@@ -54,6 +62,40 @@ def is_plain(o: Any) -> bool:
     if isinstance(o, dict):
         return bool(o) and all(isinstance(v, _SCALARS) for v in o.values())
     return False
+
+
+def is_random_generator(o: Any) -> bool:
+    """A random generator: NumPy's (``Generator``, ``RandomState``) or Python's
+    (``random.Random`` and its subclasses, ``SystemRandom`` included)."""
+    return isinstance(o, np.random.Generator | np.random.RandomState | random.Random)
+
+
+def is_iterator(o: Any) -> bool:
+    """An iterator or generator object (``iter(xs)``, ``itertools.count()``, ``zip``, a
+    file open for reading, a class with ``__next__``): something ``next()`` draws from.
+    Not tapegrad's own objects, nor the standard streams or a file open only for
+    writing: what fn writes (a log, ``print(file=sys.stderr)``) is a side effect, as
+    ``print`` is, not a value it draws."""
+    kind = type(o)
+    if not hasattr(kind, "__next__") or kind.__module__.split(".")[0] == "tapegrad":
+        return False
+    if any(o is s for s in (sys.stdin, sys.stdout, sys.stderr)) or any(
+        o is s for s in (sys.__stdin__, sys.__stdout__, sys.__stderr__)
+    ):
+        return False
+    if isinstance(o, io.IOBase):
+        try:
+            return o.readable()
+        except (ValueError, OSError):  # (a closed file: nothing to draw)
+            return False
+    return True
+
+
+def draws(o: Any) -> bool:
+    """Whether fn reading ``o`` may draw a new value from it on every call (a random
+    generator or an iterator): what a recording cannot hold constant, so a capture
+    watches it (``tapegrad.compile``) rather than guard it."""
+    return is_random_generator(o) or is_iterator(o)
 
 
 def code_names(fn: types.FunctionType) -> set[str]:
@@ -83,14 +125,15 @@ def _function_steps(fn: types.FunctionType) -> Iterator[tuple[tuple, Any]]:
         if name in g:
             yield ("global", name), g[name]
     # ``cfg.K`` with cfg a module: the module's attributes the code names (only plain
-    # values: entering a library's functions would walk the library)
+    # values, and generators and iterators fn may draw from, ``cfg.rng``: entering a
+    # library's functions would walk the library)
     for name in names:
         module = g.get(name)
         if isinstance(module, types.ModuleType):
             attrs = vars(module)
             for attr in names:
                 value = attrs.get(attr, _MISSING)
-                if value is not _MISSING and is_plain(value):
+                if value is not _MISSING and (is_plain(value) or draws(value)):
                     yield ("gattr", name, attr), value
     for i, d in enumerate(fn.__defaults__ or ()):
         yield ("default", i), d
@@ -100,7 +143,7 @@ def _function_steps(fn: types.FunctionType) -> Iterator[tuple[tuple, Any]]:
 
 def _steps(obj: Any) -> Iterator[tuple[tuple, Any]]:
     """The objects one step from ``obj``, with the step."""
-    if isinstance(obj, _LEAVES) or hasattr(obj, "__array_interface__"):
+    if isinstance(obj, _NOT_ENTERED) or hasattr(obj, "__array_interface__"):
         return
     if type(obj).__module__.split(".")[0] == "tapegrad":
         # tapegrad's own objects (a compiled step and its tapes) are not the user's; a

@@ -37,8 +37,12 @@ What a program depends on is made explicit while it is captured:
   computed (``tapegrad.replay``); when one fails, the other programs of the signature are
   tried, then the new branch is captured. ``float()`` / ``.item()`` of a tensor that
   requires grad raise instead (the gradient through a Python number is lost).
-* **Randomness** drawn with NumPy during capture is a constant of the program; a change
-  of ``numpy.random``'s global state during capture is warned about once.
+* **Draws** are constants of the program. A random generator that moved while ``fn``
+  was captured is warned about once: NumPy's and Python's ``random`` global state, and
+  every NumPy ``Generator`` / ``RandomState`` and ``random.Random`` reachable from ``fn``
+  and its arguments. So is an iterator or generator object ``fn`` reads from outside
+  (``next(it)``, ``itertools.count()``, a file), whether or not it drew from it: what
+  ``next`` consumed cannot be seen without consuming more.
 
 A compiled step called on tensors that require grad is one node of the caller's graph
 (its backward replays the program; differentiated again or in forward mode, it records
@@ -56,6 +60,7 @@ from __future__ import annotations
 import functools
 import math
 import operator
+import random
 import threading
 import types
 import warnings
@@ -479,14 +484,41 @@ def _random_state() -> tuple:
     return key.tobytes(), pos, has_gauss, gauss
 
 
+# Random numbers drawn while capturing are constants of the program: a replay gives the
+# capture's draw where eager code draws anew. A capture cannot keep a generator out of
+# fn, but it can see that one moved: the state of every generator fn can reach (and of
+# the global ones) is compared before and after fn runs, and a change is warned about
+# once. Python's ``random`` is watched as NumPy's generators are, with the same answer:
+# a warning, not a refusal, since a function that seeds and then draws (the same numbers
+# on every call) replays correctly and a refusal would break it.
 def _generator_state(g: Any) -> Any:
-    """The state of a NumPy random generator (``Generator``, ``RandomState``)."""
+    """The state of a random generator: NumPy's (``Generator``, ``RandomState``) or
+    Python's (``random.Random``). A ``random.SystemRandom`` has no state to read: a new
+    object each time, so that reaching one counts as drawing from it."""
+    if isinstance(g, random.Random):
+        try:
+            return g.getstate()
+        except NotImplementedError:  # (SystemRandom: the operating system's entropy)
+            return object()
     bit = getattr(g, "bit_generator", None) or getattr(g, "_bit_generator", None)
     return repr(bit.state) if bit is not None else None
 
 
-def _is_generator(obj: Any) -> bool:
-    return isinstance(obj, np.random.Generator | np.random.RandomState)
+def _python_random_sources(
+    generators: list[tuple[tuple, Any]], changed: list[bool], module_changed: bool
+) -> list[str]:
+    """What Python random numbers were drawn from while capturing, as the user names it:
+    ``Python's random module`` (``random.random()``, ``random.gauss``: the module's hidden
+    instance, however fn reached it), ``random.Random r`` for an instance of its own."""
+    out = ["Python's random module"] if module_changed else []
+    for (path, g), moved in zip(generators, changed):
+        if moved and isinstance(g, random.Random) and g is not getattr(random, "_inst", None):
+            kind = type(g)
+            what = f"{kind.__module__}.{kind.__qualname__} {closures.describe(path)}"
+            if isinstance(g, random.SystemRandom):
+                what += " (reached: draws from it cannot be seen)"
+            out.append(what)
+    return out
 
 
 class _StepNode(Function):
@@ -787,8 +819,10 @@ class Compiled:
     # --- capture ----------------------------------------------------------------------
     def _capture(self, args: tuple, call: _Call) -> Program:
         """Run ``fn`` eagerly on a fresh private tape and keep the recording."""
-        generators = closures.find(self.reach, args, _is_generator)
+        generators = closures.find(self.reach, args, closures.is_random_generator)
         generators_before = [_generator_state(g) for _, g in generators]
+        python_random_before = random.getstate()
+        iterators: list[tuple[tuple, Any]] = []  # reached from outside (_plain_values)
         tape = Tape()
         tape.pinned = True  # never rewound: the recording is the program
         cap = _Capture(tape)
@@ -810,7 +844,7 @@ class Compiled:
             arrays = [t._data for t in inputs]
 
             # before fn runs: what it was captured with
-            plain = _plain_values(self.reach, args, call)
+            plain = _plain_values(self.reach, args, call, iterators)
             out = self.fn(*_arguments(call.entries, inputs))
             aux = None
             if self.has_aux:
@@ -868,14 +902,45 @@ class Compiled:
                 f"found after it returns ({closures.describe(leaked[0][0])}); a captured "
                 "program does not repeat side effects. Return it (has_aux=True) instead"
             )
-        if _random_state() != random_before or any(
-            _generator_state(g) != s for (_, g), s in zip(generators, generators_before)
-        ):
+        name = getattr(self.fn, "__name__", "fn")
+        changed = [_generator_state(g) != s for (_, g), s in zip(generators, generators_before)]
+        numpy_changed = any(
+            moved and not isinstance(g, random.Random) for (_, g), moved in zip(generators, changed)
+        )
+        if _random_state() != random_before or numpy_changed:
             self._warn_once(
                 "random",
-                f"tapegrad.compile({getattr(self.fn, '__name__', 'fn')}): a NumPy random "
-                "generator was used while capturing; the numbers drawn are constants of "
-                "the program (the same on every replay). Pass random draws as arguments.",
+                f"tapegrad.compile({name}): a NumPy random generator was used while "
+                "capturing; the numbers drawn are constants of the program (the same on "
+                "every replay). Pass random draws as arguments.",
+            )
+        drawn = _python_random_sources(
+            generators, changed, random.getstate() != python_random_before
+        )
+        if drawn:
+            self._warn_once(
+                "python random",
+                f"tapegrad.compile({name}) drew from {', '.join(drawn)} while capturing: "
+                "the numbers drawn are constants of the program (the same on every replay, "
+                "where eager code draws anew). Draw them outside and pass them as "
+                "arguments: step(w, random.random()).",
+            )
+        # An iterator has no state to compare: what next() consumed cannot be seen without
+        # consuming more (and a generator's frame may stand at the same yield after every
+        # draw). So reaching one from outside is what is warned about, by name, whether
+        # or not fn drew from it: a false alarm costs a line, a frozen item a wrong number.
+        if iterators:
+            where = ", ".join(
+                f"{closures.describe(path)} (a {type(it).__name__})" for path, it in iterators[:3]
+            )
+            more = f" and {len(iterators) - 3} more" if len(iterators) > 3 else ""
+            self._warn_once(
+                "iterator",
+                f"tapegrad.compile({name}) reads an iterator from outside: {where}{more}. "
+                "The items it draws while capturing (next(it), a for loop) are "
+                "constants of the program: every replay gives them again where eager "
+                "code would draw the next ones, and does not advance the iterator. Draw "
+                "outside and pass the items as arguments: step(w, next(it)).",
             )
         paths = closures.locate(self.reach, args, [i.tensor for i in program.outside])
         program.plain = self._own_state_left_out(plain, args)
@@ -1301,7 +1366,10 @@ def _reached(
 
 
 def _plain_values(
-    fn: Callable, args: tuple = (), call: _Call | None = None
+    fn: Callable,
+    args: tuple = (),
+    call: _Call | None = None,
+    iterators: list[tuple[tuple, Any]] | None = None,
 ) -> list[tuple[tuple, Any, Any]]:
     """``(path, object, what to compare)`` of every plain value ``fn`` reaches from outside
     (numbers, strings, NumPy arrays, containers of numbers: ``closures.is_plain``), of
@@ -1312,7 +1380,8 @@ def _plain_values(
     recording took each as a constant; a replay is valid only while they hold (``k =
     3.0``, ``A[:] = 0``, ``obj.X = other`` or ``layers.append(layer)`` after capture
     means capturing again, never replaying the old value, as torch.compile guards on
-    globals)."""
+    globals). ``iterators`` receives ``(path, object)`` of each iterator or generator
+    reached the same way (``closures.is_iterator``), once each."""
     starts = [((("fn",),), fn), *_constant_arguments(args, call)]
     # the starting points themselves are fn and constants of the signature (its key)
     skip = {path for path, _ in starts}
@@ -1332,6 +1401,12 @@ def _plain_values(
             stacklevel=4,
         )
     first: dict[int, tuple] = {}  # containers and objects: the route their items are under
+    drawn: set[int] = set()  # iterators reported
+    if iterators is not None:  # (an argument that is one: a generator passed in)
+        for path, obj in starts:
+            if closures.is_iterator(obj) and id(obj) not in drawn:
+                drawn.add(id(obj))
+                iterators.append((path, obj))
     for path, obj in reached:
         if path in skip or path[:-1] in whole:
             continue
@@ -1351,9 +1426,15 @@ def _plain_values(
             out.append((path, obj, kept))
         elif isinstance(obj, list | tuple | dict):
             out.append((path, obj, _Layout(obj)))
-        elif _identity(obj) and path[-1][0] != "meth":
-            # (a method is its class's: the same on every instance a loop reaches)
-            out.append((path, obj, obj))
+        elif _identity(obj):
+            if path[-1][0] != "meth":
+                # (a method is its class's: the same on every instance a loop reaches)
+                out.append((path, obj, obj))
+        elif iterators is not None and closures.is_iterator(obj) and id(obj) not in drawn:
+            # (looked for only here: numbers and containers, most of what fn reaches,
+            # are not iterators)
+            drawn.add(id(obj))
+            iterators.append((path, obj))
     return out
 
 

@@ -7,6 +7,9 @@ seen. Each test tries to make a replay return the first call's numbers quietly."
 from __future__ import annotations
 
 import itertools
+import random
+import sys
+import types
 import warnings
 
 import numpy as np
@@ -540,3 +543,141 @@ def test_a_container_reached_by_two_routes_is_guarded_on_both():
     assert value == pytest.approx(-2.8, rel=1e-12)
     np.testing.assert_allclose(grad, [7.0, 7.0], rtol=1e-12)
     assert step.stats["captures"] == 2
+
+
+# --- draws from outside: iterators and Python's random ------------------------------------
+# A value drawn while capturing (``next(it)``, ``random.random()``) is a constant of the
+# program: replays give the first call's draw where eager code draws anew. Capture must
+# say so, once, naming what was drawn from; never replay the frozen draw silently.
+def _drawn(step, calls=3):
+    """The step's values over ``calls`` calls and the compile warnings they raised."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        values = [float(step(np.ones(2))) for _ in range(calls)]
+    return values, [str(w.message) for w in caught if "tapegrad.compile" in str(w.message)]
+
+
+@pytest.fixture
+def python_random():
+    """The module-level ``random`` generator, seeded, and put back as it was."""
+    state = random.getstate()
+    random.seed(0)
+    yield random
+    random.setstate(state)
+
+
+def test_python_random_module_drawn_while_capturing_warns(python_random):
+    for draw in (lambda: python_random.random(), lambda: python_random.gauss(0.0, 1.0)):
+        values, said = _drawn(tg.compile(lambda w, draw=draw: tnp.sum(w * draw())))
+        assert values[0] == values[1] == values[2]  # (the capture's draw, replayed)
+        assert len(said) == 1 and "Python's random module" in said[0], said
+        assert "constants of the program" in said[0] and "argument" in said[0]
+
+
+def test_a_random_instance_in_a_closure_warns(python_random):
+    r = random.Random(0)  # its own state: the module's does not change
+
+    def f(w):
+        # (gauss keeps a second draw in r.gauss_next: the generator's state, watched
+        # whole, not a value of fn's to guard or to warn about again)
+        return tnp.sum(w * r.uniform(1.0, 2.0)) + tnp.sum(w * r.gauss(0.0, 1.0))
+
+    values, said = _drawn(tg.compile(f))
+    assert values[0] == values[1] == values[2]
+    assert len(said) == 1 and "random.Random r" in said[0], said
+    # drawn from by a helper it calls, through the helper's globals (a SystemRandom,
+    # whose state cannot be read: reaching it is enough)
+    _values, said = _drawn(tg.compile(lambda w: _system_draw(w) * 2.0))
+    assert len(said) == 1 and "random.SystemRandom _SYSTEM" in said[0], said
+
+
+_SYSTEM = random.SystemRandom()
+
+
+def _system_draw(w):
+    return tnp.sum(w * _SYSTEM.random())
+
+
+_CFG = types.ModuleType("draw_cfg")  # a configuration module fn reads ``_CFG.x`` from
+
+
+def test_generators_in_a_module_attribute_warn():
+    _CFG.rng, _CFG.r = np.random.default_rng(0), random.Random(0)
+    values, said = _drawn(tg.compile(lambda w: tnp.sum(w * _CFG.rng.normal())))
+    assert values[0] == values[1] == values[2]
+    assert len(said) == 1 and "NumPy random generator" in said[0], said
+    _values, said = _drawn(tg.compile(lambda w: tnp.sum(w * _CFG.r.random())))
+    assert len(said) == 1 and "random.Random _CFG.r" in said[0], said
+
+
+def _iterator_cases():
+    """(name, fn of w, what the warning names): each fn draws with next() from outside."""
+    it = iter([1.0, 2.0, 3.0])
+    count = itertools.count(1)
+    in_list = [iter([1.0, 2.0, 3.0]), 0.5]
+    in_dict = {"draws": iter([1.0, 2.0, 3.0]), "scale": 0.5}
+    helper_it = iter([1.0, 2.0, 3.0])
+    _CFG.batches = iter([1.0, 2.0, 3.0])
+
+    def helper():
+        return next(helper_it)
+
+    return [
+        ("next() on a closure iterator", lambda w: tnp.sum(w * next(it)), "it"),
+        ("itertools.count", lambda w: tnp.sum(w * next(count)), "count"),
+        ("inside a list", lambda w: tnp.sum(w * next(in_list[0]) * in_list[1]), "in_list[0]"),
+        ("inside a dict", lambda w: tnp.sum(w * next(in_dict["draws"])), "in_dict['draws']"),
+        ("a helper's closure", lambda w: tnp.sum(w * helper()), "helper_it"),
+        ("a module's attribute", lambda w: tnp.sum(w * next(_CFG.batches)), "_CFG.batches"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_iterator_cases())))
+def test_an_iterator_read_from_outside_warns(case):
+    name, f, where = _iterator_cases()[case]
+    values, said = _drawn(tg.compile(f))
+    assert values[0] == values[1] == values[2], name  # (what the warning is about)
+    assert len(said) == 1 and "iterator" in said[0] and where in said[0], (name, said)
+    assert "constants of the program" in said[0], name
+
+
+def test_a_generator_object_as_argument_warns():
+    def draws():
+        yield from (1.0, 2.0, 3.0)
+
+    gen = draws()
+    step = tg.compile(lambda w, g: tnp.sum(w * next(g)))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        values = [float(step(np.ones(2), gen)) for _ in range(3)]
+    said = [str(w.message) for w in caught if "tapegrad.compile" in str(w.message)]
+    assert values == [2.0, 2.0, 2.0]  # (eager: 2, 4, 6)
+    assert len(said) == 1 and "argument 1" in said[0] and "generator" in said[0], said
+
+
+def test_no_draws_no_warning(python_random, tmp_path):
+    """Closures, globals, containers, helpers, a random.Random never drawn from while
+    capturing (nor the module's generator), iterators made inside fn, and files it only
+    writes to (a log, the standard streams): nothing to say."""
+    table = {"scale": 0.5, "shift": [1.0, 2.0]}
+    r = random.Random(0)
+    steps = range(3)
+
+    def helper(w):
+        return w * table["shift"][1]
+
+    def f(w):
+        if r is None:  # (reads the generator, draws nothing)
+            return tnp.sum(w)
+        print("capturing", file=log)
+        print("capturing", file=sys.stderr)
+        return tnp.sum(helper(w) * table["scale"]) + sum(float(k) for k in iter(steps))
+
+    w = np.array([0.3, -0.7])
+    with open(tmp_path / "log.txt", "w") as log, warnings.catch_warnings():
+        warnings.simplefilter("error")
+        step = tg.compile(f)
+        for _ in range(3):
+            value, _ = step.value_and_grad(w)
+        assert value == pytest.approx(float(tg.value_and_grad(f)(w)[0]), rel=1e-12)
+    assert step.stats["captures"] == 1
