@@ -466,8 +466,10 @@ def _eigen_fwd(dt, node, tp, symmetric):
                 wb, vb = np.linalg.eig(_mat(x, b, n, n))
                 if np.iscomplexobj(wb):
                     # NumPy (the interpreted tier) returns complex eigenvalues where
-                    # numba's eig raises: storing them would drop the imaginary parts
-                    return E_LINALG
+                    # numba's eig raises: storing them would drop the imaginary parts.
+                    # Raised, not returned: a return inside this try stops numba from
+                    # catching its own eig's error
+                    raise ValueError("complex eigenvalues")
             w[b * n : (b + 1) * n] = wb
             _mat(v, b, n, n)[:, :] = vb
     except Exception:
