@@ -17,12 +17,14 @@ def pyplot() -> Any:
 
 
 def save(fig: Any, path: str) -> Path:
-    """Save ``fig`` as a PNG (relative paths: the current directory) and print where."""
+    """Save ``fig`` as a PNG (relative paths: the current directory) and print where.
+
+    The figure stays open: the docs' example gallery renders the figures a script leaves
+    open when it ends."""
     out = Path(path).resolve()
     fig.tight_layout()
     fig.savefig(out, dpi=110)
-    pyplot().close(fig)
-    print(f"plot saved to {out}")
+    print(f"plot saved to {path}")
     return out
 
 

@@ -1,5 +1,9 @@
-"""Logistic regression on sharded data over MPI: every rank holds a slice of the rows,
-evaluates its part of the loss and gradient, and one Allreduce sums them.
+"""
+Logistic regression on sharded data over MPI
+============================================
+
+Logistic regression on sharded data over MPI: every rank holds a slice of the rows,
+evaluates its part of the loss and gradient, and one Allreduce sums them::
 
     mpiexec -n 4 python examples/distributed_fit.py
 
@@ -27,6 +31,12 @@ import tapegrad as tg
 import tapegrad.numpy as tnp
 from tapegrad import distributed as dist
 
+# %%
+# One shard's loss
+# ----------------
+# The loss and data come from ``logistic_regression.py``; each rank evaluates the sum
+# over its own rows, and ``DataParallel`` adds the ranks' values and gradients.
+
 
 def shard_loss(w, x, y, lam, ranks):
     """This shard's part of the penalised loss: its data term, plus the penalty split
@@ -35,8 +45,15 @@ def shard_loss(w, x, y, lam, ranks):
     return tnp.sum(tnp.logaddexp(0.0, z) - y * z) + 0.5 * lam * tnp.sum(w * w) / ranks
 
 
+# %%
+# The fit on every rank
+# ---------------------
+# Every rank runs ``main``; ``dist.minimize`` drives scipy on rank 0 while the others
+# evaluate the same points, and rank 0 alone prints, checks and plots.
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="Logistic regression on sharded data over MPI.")
     parser.add_argument("--samples", type=int, default=200_000)
     parser.add_argument("--features", type=int, default=20, help="including the intercept")
     parser.add_argument("--lam", type=float, default=1.0)

@@ -1,5 +1,9 @@
-"""Gaussian-process regression: fit the kernel's hyperparameters by maximising the log
-marginal likelihood, through a Cholesky factorisation, triangular solves and a log-det.
+"""
+Gaussian-process hyperparameters by maximum likelihood
+======================================================
+
+Gaussian-process regression: fit the kernel's hyperparameters by maximising the log
+marginal likelihood, through a Cholesky factorisation, triangular solves and a log-det::
 
     k(x, x') = s^2 exp(-(x - x')^2 / (2 l^2)),    K = k(X, X) + noise^2 I
     log p(y) = -1/2 y^T K^-1 y - sum(log diag L) - n/2 log(2 pi),    L = chol(K)
@@ -22,6 +26,13 @@ import tapegrad as tg
 import tapegrad.numpy as tnp
 
 TRUE_NOISE = 0.1
+
+# %%
+# The kernel and the marginal likelihood
+# --------------------------------------
+# Written once with ``tapegrad.numpy``: on tensors (inside ``tg.value_and_grad``) the
+# Cholesky factor, the solves and the log-determinant are recorded and differentiated;
+# on plain arrays the same ``kernel`` is NumPy code, used for the posterior.
 
 
 def make_data(n, seed):
@@ -59,8 +70,17 @@ def posterior(params, x, y, xs):
     return ks @ alpha, np.sqrt(np.maximum(kss - np.sum(v * v, axis=0), 0) + np.exp(2 * log_noise))
 
 
+# %%
+# Fit, predict and plot
+# ---------------------
+# L-BFGS on the three log-hyperparameters, then the posterior mean and a 95% predictive
+# band on a grid a little wider than the data.
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description="Fit a Gaussian process's hyperparameters by maximum likelihood."
+    )
     parser.add_argument("--points", type=int, default=80)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="gaussian_process.png")

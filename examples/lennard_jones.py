@@ -1,4 +1,8 @@
-"""Relax a 38-atom Lennard-Jones cluster: forces are minus the gradient of the energy.
+"""
+Relaxing a Lennard-Jones cluster
+================================
+
+Relax a 38-atom Lennard-Jones cluster: forces are minus the gradient of the energy::
 
     E = sum_{i<j} 4 (r_ij^-12 - r_ij^-6)        (reduced units: epsilon = sigma = 1)
 
@@ -22,6 +26,12 @@ from scipy.optimize import minimize
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
+
+# %%
+# The energy, and the forces by hand
+# ----------------------------------
+# ``energy`` is the only function differentiated; ``analytic_forces`` is the textbook
+# formula, used to check the gradient.
 
 
 def energy(x):
@@ -54,8 +64,15 @@ def random_cluster(n, seed):
     return np.array(pts)
 
 
+# %%
+# Check the forces, then relax
+# ----------------------------
+# From a random compact start: the autodiff forces are compared with the analytic ones,
+# then L-BFGS minimises the energy, recording it at every iteration for the plot.
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="Relax a Lennard-Jones cluster.")
     parser.add_argument("--atoms", type=int, default=38)
     parser.add_argument("--seed", type=int, default=3)
     parser.add_argument("--max-iter", type=int, default=2000)

@@ -1,5 +1,9 @@
-"""Fit the four Lotka-Volterra parameters to predator-prey data by gradient-based
-optimisation through a differentiable ODE solver (``tapegrad.integrate.odeint``).
+"""
+Fitting Lotka-Volterra parameters
+=================================
+
+Fit the four Lotka-Volterra parameters to predator-prey data by gradient-based
+optimisation through a differentiable ODE solver (``tapegrad.integrate.odeint``)::
 
     dx/dt = alpha x - beta x y        (prey)
     dy/dt = delta x y - gamma y       (predator)
@@ -37,8 +41,14 @@ from tapegrad.integrate import odeint
 NAMES = ("alpha", "beta", "gamma", "delta")
 TRUE = np.array([1.0, 0.1, 1.5, 0.075])
 TRUE_X0 = (10.0, 5.0)  # initial prey and predator populations (simulated data)
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "hudson_bay.csv")
 RTOL = 1e-8
+
+# %%
+# The model
+# ---------
+# The right-hand side is ordinary ``tapegrad.numpy`` code; ``odeint`` takes it and the
+# parameters, and the trajectory it returns is differentiable with respect to both the
+# parameters and the initial populations.
 
 
 def lotka_volterra(z, t, theta):
@@ -52,6 +62,13 @@ def trajectory(theta, z0, t, adjoint=False):
     return odeint(lotka_volterra, z0, t, theta, rtol=RTOL, atol=1e-8, adjoint=adjoint)
 
 
+# %%
+# Data
+# ----
+# Simulated observations: the true trajectory at the observation times, multiplied by
+# log-normal noise. The Hudson's Bay counts are read from ``examples/data``.
+
+
 def simulate(theta, x0, y0, t, noise, seed):
     """Noisy observations ``(2, len(t))`` of the true trajectory."""
     z = trajectory(np.asarray(theta), np.array([x0, y0]), t)
@@ -60,11 +77,23 @@ def simulate(theta, x0, y0, t, noise, seed):
 
 
 def load_hudson_bay():
-    with open(DATA) as fh:
+    """Years, and pelt counts ``(2, len(years))`` (hare, lynx; thousands) from the CSV."""
+    # the path is found from __file__ when called: sphinx-gallery runs the script (the
+    # simulated fit only) without a __file__
+    data = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "hudson_bay.csv")
+    with open(data) as fh:
         rows = [r for r in csv.DictReader(fh)]
     years = np.array([int(r["year"]) for r in rows])
     obs = np.array([[float(r["hare"]) for r in rows], [float(r["lynx"]) for r in rows]])
     return years, obs
+
+
+# %%
+# The loss and its gradient
+# -------------------------
+# The parameters are fitted on the log scale, which keeps them positive. One call of
+# the objective solves the ODE and returns the loss and its gradient together, the
+# ``(fun, jac)`` pair that ``scipy.optimize.minimize(..., jac=True)`` expects.
 
 
 def make_objective(log_obs, t, fit_initial, adjoint=False):
@@ -100,6 +129,13 @@ def fit(obs, t, fit_initial, start, progress=True, adjoint=False):
     return res
 
 
+# %%
+# Plot and command line
+# ---------------------
+# ``main`` simulates (or loads) the data, fits, prints the estimates and plots the fitted
+# trajectory on a fine grid over the data.
+
+
 def plot(path, t_obs, obs, t_fine, fine, title):
     plt = common.pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.5))
@@ -114,7 +150,7 @@ def plot(path, t_obs, obs, t_fine, fine, title):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="Fit Lotka-Volterra parameters to data.")
     parser.add_argument("--data", choices=("simulated", "hudson-bay"), default="simulated")
     parser.add_argument("--n-obs", type=int, default=41, help="observations (simulated)")
     parser.add_argument("--noise", type=float, default=0.1, help="log-normal noise sd")

@@ -1,4 +1,8 @@
-"""Parameter uncertainty for the Lotka-Volterra model from second derivatives.
+"""
+Parameter uncertainty from the Hessian
+======================================
+
+Parameter uncertainty for the Lotka-Volterra model from second derivatives.
 
 The predator-prey model of ``lotka_volterra.py`` is fitted to simulated data with
 log-normal noise of known size by maximum likelihood, and the fit is then asked how
@@ -38,6 +42,12 @@ import tapegrad.numpy as tnp
 
 DT, SUBSTEPS = 0.05, 10
 
+# %%
+# The trajectory, step by step
+# ----------------------------
+# A fixed-step RK4 loop in plain arithmetic: on tensors each operation is recorded, so
+# the tape holds every step and can be differentiated twice.
+
 
 def rk4_trajectory(theta, x0, y0, n_obs, dt, substeps):
     """Integrate with RK4; return (prey, predator) at every ``substeps``-th step.
@@ -71,6 +81,13 @@ def simulate(theta, x0, y0, n_obs, dt, substeps, noise, seed):
     return np.array([xs, ys]) * np.exp(noise * rng.standard_normal((2, n_obs)))
 
 
+# %%
+# The likelihood
+# --------------
+# Log-normal noise of known size ``noise``: the negative log-likelihood is the sum of
+# squared log errors over ``2 noise^2`` (up to a constant).
+
+
 def squared_log_error(xs, ys, log_obs):
     """Sum of squared differences between the log populations and ``log_obs``."""
     total = 0.0
@@ -94,6 +111,13 @@ def make_nll(n_obs, noise):
     return nll
 
 
+# %%
+# Fitting, and the Laplace approximation
+# --------------------------------------
+# ``step`` is the captured NLL (``tg.compile``): ``step.value_and_grad`` and
+# ``step.hvp`` replay it in compiled code, for every dataset of the same shape.
+
+
 def fit(step, log_obs, start, method):
     """Minimise the captured NLL from ``start`` by Newton-CG (exact Hessian-vector
     products) or L-BFGS-B (gradients only)."""
@@ -102,6 +126,13 @@ def fit(step, log_obs, start, method):
         hessp = lambda phi, v: step.hvp(phi, log_obs, v)  # noqa: E731
         return minimize(fun, start, jac=True, hessp=hessp, method=method, options={"xtol": 1e-8})
     return minimize(fun, start, jac=True, method=method, options={"gtol": 1e-9, "maxiter": 500})
+
+
+# %%
+# Plot and command line
+# ---------------------
+# ``main`` fits both ways, takes the Hessian at the optimum, runs the bootstrap and
+# plots the fit and the estimates with their error bars.
 
 
 def plot(path, obs, fitted, estimates, errors, boot):
@@ -136,7 +167,9 @@ def plot(path, obs, fitted, estimates, errors, boot):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description="Lotka-Volterra parameter uncertainty from the Hessian."
+    )
     parser.add_argument("--n-obs", type=int, default=41)
     parser.add_argument("--noise", type=float, default=0.1, help="log-normal noise sd")
     parser.add_argument("--bootstrap", type=int, default=40, help="refits (0: none)")

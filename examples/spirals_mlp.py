@@ -1,4 +1,8 @@
-"""A two-layer neural network classifying two interleaved spirals.
+"""
+A neural network on two spirals
+===============================
+
+A two-layer neural network classifying two interleaved spirals::
 
     p = softmax(tanh(X W1 + b1) W2 + b2),    loss = mean cross-entropy
 
@@ -29,6 +33,14 @@ def two_spirals(n_per_class, noise, seed):
     return x, y
 
 
+# %%
+# The network and its loss
+# ------------------------
+# ``loss_fn`` takes the four parameter arrays first; ``tg.compile(loss_fn,
+# argnums=(0, 1, 2, 3))`` differentiates with respect to all four. ``predict`` is the
+# same network in NumPy.
+
+
 def loss_fn(w1, b1, w2, b2, x, onehot):
     hidden = tnp.tanh(x @ w1 + b1)
     logp = tsp.log_softmax(hidden @ w2 + b2, axis=1)
@@ -40,8 +52,15 @@ def predict(params, x):
     return np.argmax(np.tanh(x @ w1 + b1) @ w2 + b2, axis=1)
 
 
+# %%
+# Training
+# --------
+# The first call captures the step; every call, the first included, replays it in
+# compiled code on the current parameters. Adam's update is NumPy code outside the step.
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="Train a two-layer network on two spirals.")
     parser.add_argument("--points", type=int, default=200, help="per class")
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--iterations", type=int, default=2000)
