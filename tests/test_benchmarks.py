@@ -1,4 +1,4 @@
-"""The benchmark workloads compute what they claim: issue 24's eager workloads
+"""The benchmark workloads compute what they claim: the eager workloads
 (asv_bench/benchmarks/eager_workloads.py), small, each against its hand-written NumPy
 baseline (compare.py checks the same at full size before it times them)."""
 

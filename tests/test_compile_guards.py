@@ -443,7 +443,7 @@ def test_items_of_a_container_checked_together_catch_every_change(kind):
         assert step.stats["captures"] == captures + 2
 
 
-# --- what a hostile pass changed between calls: each recaptures, never a stale number -----
+# --- what changes between calls: each recaptures, never a stale number -------------------
 T2 = tg.tensor(np.array([1.0, 2.0]))
 
 

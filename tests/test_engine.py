@@ -499,9 +499,9 @@ def test_passed_gradients_replay_like_the_eager_run():
 
 @pytest.mark.parametrize("op", ["add", "subtract"])
 def test_anomaly_mode_names_the_add_for_a_nan_on_its_output(op):
-    """A hostile pass found a NaN a hook put on an add's output unreported (the input
-    had taken the output's buffer, so the check after the add skipped it) or blamed on
-    the op upstream. Anomaly mode does not pass buffers."""
+    """A NaN a hook puts on an add's output is reported, and blamed on the add (were the
+    input to take the output's buffer, the check after the add would skip it, or blame
+    the op upstream). Anomaly mode does not pass buffers."""
     x = tg.tensor(np.linspace(-1.0, 1.0, 10), requires_grad=True)
     with tg.detect_anomaly():
         z = x * 3.0

@@ -171,7 +171,7 @@ def test_a_held_graph_of_another_thread_cannot_join_this_one():
     np.testing.assert_array_equal(w.grad, [2.0, 4.0])
 
 
-# --- what a hostile round found (each returned a wrong number or crashed before) ---------
+# --- ways to get a wrong number or a crash out of held graphs, each refused or right ---
 
 
 def test_a_view_kept_across_handovers_keeps_its_values():
@@ -304,7 +304,7 @@ def test_backward_of_a_running_threads_graph_raises():
     np.testing.assert_array_equal(u.grad, [2.0, 4.0, 6.0])
 
 
-# --- the second hostile round ----------------------------------------------------------
+# --- more of them ------------------------------------------------------------------------
 
 
 def _flush():

@@ -588,7 +588,7 @@ def test_einsum_scalar_operands(spec):
 )
 def test_matmul_with_an_empty_batch_gives_zero_gradients(xs, ys):
     """An empty batch contributes nothing: the broadcast operand's gradient is zeros
-    (its buffer was left as it was, a hostile pass found, once buffers went fresh)."""
+    (a fresh buffer left as it was would hold garbage)."""
     x = tg.tensor(np.ones(xs), requires_grad=True)
     y = tg.tensor(np.ones(ys), requires_grad=True)
     tnp.sum(x @ y).backward()
@@ -639,8 +639,8 @@ def test_numpys_blas_is_found_and_used():
 
 
 def test_blas_environment_values_are_forgiving(monkeypatch):
-    """An empty TAPEGRAD_BLAS is unset and the names ignore case and spaces (a
-    hostile pass found ``TAPEGRAD_BLAS=`` failing every product)."""
+    """An empty TAPEGRAD_BLAS is unset and the names ignore case and spaces (``TAPEGRAD_BLAS=``
+    must not fail every product)."""
     from tapegrad._jit import blas_addresses
 
     monkeypatch.setenv("TAPEGRAD_BLAS", "")

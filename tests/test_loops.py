@@ -126,8 +126,8 @@ def test_power_gradient_by_ratio_and_by_pow(dtype):
 
 
 def test_power_gradient_float32_near_its_range():
-    """out / x must not leave float32's range where the gradient itself is finite (a
-    hostile pass: -inf and 0 where pow gave -1.86e38 and -1e-28)."""
+    """out / x must not leave float32's range where the gradient itself is finite (-inf
+    and 0 would stand where pow gives -1.86e38 and -1e-28)."""
     for x, c, up in ((1.93086e-26, -0.5, 1.0), (1e-20, -1.0, 1e-3), (1e29, -1.0, 1e30)):
         t = tg.tensor(np.array([x], np.float32), requires_grad=True)
         (t**c * np.float32(up)).sum().backward()

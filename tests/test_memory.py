@@ -204,7 +204,7 @@ def test_soak_50000_steps_mixing_eager_replay_held_graphs_and_threads():
 
 
 def test_forward_loop_with_in_place_writes_through_views_is_released():
-    """Views written in place in a forward loop without backward (a hostile pass): the
+    """Views written in place in a forward loop without backward: the
     tape grows while the loop runs (no handover with views around), and the next step
     with a backward gives all of it back: one tape, no handed-over ones kept."""
     in_new_thread(_view_loop)

@@ -1,4 +1,4 @@
-"""``import tapegrad.numpy as np`` as a drop-in for NumPy (issue 20, item 4).
+"""``import tapegrad.numpy as np`` as a drop-in for NumPy.
 
 On plain inputs every ``tapegrad.numpy`` / ``tapegrad.special`` function is NumPy's or
 SciPy's own: realistic scripts give the same outputs, types included, under both imports.

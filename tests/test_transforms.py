@@ -114,7 +114,7 @@ def test_value_and_grad_drives_scipy_minimize():
     assert np.max(np.abs(grad_at)) < 1e-5
 
 
-# --- container outputs (issue 20, item 3) ---------------------------------------------------
+# --- container outputs ----------------------------------------------------------------------
 
 
 def test_vjp_of_container_outputs():

@@ -389,7 +389,7 @@ def test_binary_gate_reads_only_what_is_saved(plain):
 @pytest.mark.parametrize("n", [SMALL - 1, 2 * BLOCK], ids=["libm", "vector"])
 def test_logaddexp_weights_do_not_depend_on_the_size_of_x(dtype, n):
     """Far from 0, ulp(out) is large: weights from e^(x - out) lost every digit there
-    (logaddexp(x, x) at 2e7 in float32 had derivative 2, a hostile pass found); from
+    (logaddexp(x, x) at 2e7 in float32 would have derivative 2); from
     x - y they stay exact, as PyTorch's. At x = +inf and y finite they are 1 and 0."""
     big = 3e7 if dtype == np.float32 else 1e16
     x0 = np.full(n, big, dtype)
