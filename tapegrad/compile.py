@@ -42,7 +42,13 @@ What a program depends on is made explicit while it is captured:
   every NumPy ``Generator`` / ``RandomState`` and ``random.Random`` reachable from ``fn``
   and its arguments. So is an iterator or generator object ``fn`` reads from outside
   (``next(it)``, ``itertools.count()``, a file), whether or not it drew from it: what
-  ``next`` consumed cannot be seen without consuming more.
+  ``next`` consumed cannot be seen without consuming more. So is a generator ``fn`` (or
+  a library it calls) makes itself without a seed, however its name was imported, seen
+  on the capturing thread by the entropy it takes from the operating system:
+  ``default_rng()``, a bit generator, ``SeedSequence()``, ``RandomState()``,
+  ``random.Random()``, draws from ``random.SystemRandom`` and ``secrets``. One made from
+  a seed replays correctly and is not warned about (``RandomState(seed)`` counts as
+  seeded whatever ``seed`` holds); ``os.urandom()`` and ``time.time()`` are not seen.
 
 A compiled step called on tensors that require grad is one node of the caller's graph
 (its backward replays the program; differentiated again or in forward mode, it records
@@ -57,14 +63,17 @@ differs from the program that ran (slow, for debugging). Custom functions
 
 from __future__ import annotations
 
+import contextlib
+import dis
 import functools
 import math
 import operator
 import random
+import sys
 import threading
 import types
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -521,6 +530,123 @@ def _python_random_sources(
     return out
 
 
+# A generator fn makes itself is reached by no walk, so its state is never compared; made
+# without a seed, it draws anew on every eager call and the capture's numbers on every
+# replay. What every such generator does is ask the operating system for entropy: NumPy's
+# SeedSequence() through ``secrets.randbits`` (default_rng(), every bit generator,
+# RandomState()), Python's through ``random.Random.seed(None)``, random.SystemRandom and
+# ``secrets`` through ``random._urandom``. While fn is captured those three are wrapped
+# for every thread (each wrapper calls the original), and a call on the capturing thread
+# is noted with the line that made it. Public names (np.random.default_rng, random.Random)
+# are never replaced: a class replaced by a wrapper fails isinstance on other threads, and
+# a name bound at import (from numpy.random import default_rng) would miss the wrapper.
+# The line is the innermost Python frame outside ``random`` and ``secrets``; one in the
+# standard library (tempfile's names, copy.deepcopy of a seeded generator), NumPy
+# (unpickling), numba or tapegrad is not fn's draw. Some seeded calls also take fresh
+# entropy before their state is overwritten, and are told apart by the call fn makes:
+# ``RandomState(seed)`` (legacy seeding), ``bit_generator.jumped()``, ``pickle.loads``.
+_ENTROPY_LOCK = threading.Lock()
+_entropy_users = 0  # captures running, all threads together: the wrappers are in place
+_entropy_wrapped: list[tuple[Any, str, Any, Any]] = []  # (owner, name, original, wrapper)
+_wrappers: dict[tuple[int, str], tuple[Any, Callable]] = {}  # made once per original
+_capturing = threading.local()  # .made: the notes of the capture running on this thread
+_NOT_FN = frozenset({"tapegrad", "numpy", "numba", "llvmlite", *sys.stdlib_module_names})
+_ENTROPY = " (the operating system's entropy: random.SystemRandom, secrets)"
+# (owner, attribute, kind) of what a generator made without a seed calls
+_ENTROPY_SOURCES: list[tuple[Any, str, str]] = [
+    (random, "_urandom", "os"),
+    (random.Random, "seed", "random"),
+    (np.random.bit_generator, "randbits", "numpy"),
+]
+
+
+def _watched(original: Callable, kind: str) -> Callable:
+    if kind == "random":  # a method: random.Random.seed(self, a=None, version=2)
+
+        @functools.wraps(original)
+        def seed(self: Any, a: Any = None, *args: Any, **kwargs: Any) -> Any:
+            if a is None:
+                _note_unseeded(kind)
+            return original(self, a, *args, **kwargs)
+
+        return seed
+
+    @functools.wraps(original)
+    def entropy(*args: Any, **kwargs: Any) -> Any:
+        _note_unseeded(kind)
+        return original(*args, **kwargs)
+
+    return entropy
+
+
+def _note_unseeded(kind: str) -> None:
+    made = getattr(_capturing, "made", None)
+    if made is None:  # no capture on this thread
+        return
+    frame = sys._getframe(2)  # (the wrapper's caller)
+    while frame is not None and frame.f_globals.get("__name__") in ("random", "secrets"):
+        frame = frame.f_back
+    if frame is None or (frame.f_globals.get("__name__") or "").partition(".")[0] in _NOT_FN:
+        return
+    called, nargs = _calling(frame)
+    if called in ("jumped", "load", "loads") or (called == "RandomState" and nargs != 0):
+        return  # (unpickled: a saved state)
+    made.append((kind, called, f"{frame.f_code.co_filename}:{frame.f_lineno}"))
+
+
+def _calling(frame: types.FrameType) -> tuple[str | None, int | None]:
+    """The name a frame is calling and how many arguments it passes, read from the call
+    it stands at (``np.random.RandomState(4)``: ``("RandomState", 1)``); None for what
+    the bytecode does not say (Python 3.10, ``f(*args)``, ``f()()``)."""
+    if not hasattr(frame.f_code, "co_positions"):
+        return None, None
+    # (f_lasti is the call, or its last inline cache when it called Python code)
+    before = [i for i in dis.get_instructions(frame.f_code) if i.offset <= frame.f_lasti]
+    if not before or not before[-1].opname.startswith("CALL"):
+        return None, None
+    call = before.pop()
+    nargs = call.arg if call.opname in ("CALL", "CALL_KW") else None
+    # the callee is the last name loaded where the call's source starts (np.random.X)
+    start = (call.positions.lineno, call.positions.col_offset)
+    called = [
+        i.argval
+        for i in before
+        if i.opname.startswith("LOAD_") and (i.positions.lineno, i.positions.col_offset) == start
+    ]
+    return (called[-1] if called else None), nargs
+
+
+@contextlib.contextmanager
+def _unseeded_generators() -> Iterator[list[tuple[str, str | None, str]]]:
+    """The generators this thread makes without a seed meanwhile: (kind, the name
+    called, ``file:line``) each."""
+    global _entropy_users
+    with _ENTROPY_LOCK:
+        if _entropy_users == 0:
+            for owner, name, kind in _ENTROPY_SOURCES:
+                original = vars(owner).get(name)
+                if original is None:  # (not there in this version: what it saw is missed)
+                    continue
+                cached = _wrappers.get((id(owner), name))
+                if cached is None or cached[0] is not original:
+                    cached = _wrappers[id(owner), name] = (original, _watched(original, kind))
+                setattr(owner, name, cached[1])
+                _entropy_wrapped.append((owner, name, original, cached[1]))
+        _entropy_users += 1
+    outer = getattr(_capturing, "made", None)
+    _capturing.made = made = []
+    try:
+        yield made
+    finally:
+        _capturing.made = outer
+        with _ENTROPY_LOCK:
+            _entropy_users -= 1
+            while _entropy_users == 0 and _entropy_wrapped:
+                owner, name, original, wrapper = _entropy_wrapped.pop()
+                if vars(owner).get(name) is wrapper:  # (else replaced meanwhile: theirs)
+                    setattr(owner, name, original)
+
+
 class _StepNode(Function):
     """A compiled step inside a recorded graph: one node whose forward is the replayed
     loss and whose backward replays the program's backward (see ``Compiled.__call__``).
@@ -845,7 +971,8 @@ class Compiled:
 
             # before fn runs: what it was captured with
             plain = _plain_values(self.reach, args, call, iterators)
-            out = self.fn(*_arguments(call.entries, inputs))
+            with _unseeded_generators() as made:
+                out = self.fn(*_arguments(call.entries, inputs))
             aux = None
             if self.has_aux:
                 if not (isinstance(out, tuple) and len(out) == 2):
@@ -941,6 +1068,26 @@ class Compiled:
                 "constants of the program: every replay gives them again where eager "
                 "code would draw the next ones, and does not advance the iterator. Draw "
                 "outside and pass the items as arguments: step(w, next(it)).",
+            )
+        # (a SystemRandom reached from outside is warned about above, by name)
+        if any(isinstance(g, random.SystemRandom) for _, g in generators):
+            made = [m for m in made if m[0] != "os"]
+        if made:
+            sites = list(
+                dict.fromkeys(
+                    f"{f'{called}()' if called else 'a generator'}"
+                    f"{_ENTROPY if kind == 'os' else ''} at {where}"
+                    for kind, called, where in made
+                )
+            )
+            more = f" and {len(sites) - 3} more" if len(sites) > 3 else ""
+            self._warn_once(
+                "unseeded",
+                f"tapegrad.compile({name}) created an unseeded random generator while "
+                f"capturing: {', '.join(sites[:3])}{more}. Its draws are constants of the "
+                "program (the same on every replay, where eager code draws anew). Draw "
+                "outside and pass them in, step(w, rng.standard_normal(3)), or seed it: "
+                "np.random.default_rng(0), random.Random(0).",
             )
         paths = closures.locate(self.reach, args, [i.tensor for i in program.outside])
         program.plain = self._own_state_left_out(plain, args)

@@ -6,14 +6,20 @@ seen. Each test tries to make a replay return the first call's numbers quietly."
 
 from __future__ import annotations
 
+import copy
 import itertools
+import os
+import pickle
 import random
+import secrets
 import sys
+import threading
 import types
 import warnings
 
 import numpy as np
 import pytest
+from numpy.random import default_rng  # a name bound at import: the same function
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
@@ -681,3 +687,141 @@ def test_no_draws_no_warning(python_random, tmp_path):
             value, _ = step.value_and_grad(w)
         assert value == pytest.approx(float(tg.value_and_grad(f)(w)[0]), rel=1e-12)
     assert step.stats["captures"] == 1
+
+
+# --- generators fn makes itself -----------------------------------------------------------
+# A generator made inside fn without a seed cannot be reached from outside, and it draws
+# anew on every eager call: the capture's draws would be replayed silently. Capture sees
+# it being made (it asks the operating system for entropy) on its own thread, and warns.
+def _unseeded_cases():
+    """(what the warning names, fn of w): each makes a generator without a seed."""
+    return [
+        ("default_rng()", lambda w: tnp.sum(w * np.random.default_rng().normal())),
+        ("default_rng()", lambda w: tnp.sum(w * default_rng().normal())),  # from-import
+        ("PCG64()", lambda w: tnp.sum(w * np.random.Generator(np.random.PCG64()).random())),
+        ("SeedSequence()", lambda w: tnp.sum(w * default_rng(np.random.SeedSequence()).random())),
+        ("MT19937()", lambda w: tnp.sum(w * np.random.Generator(np.random.MT19937()).random())),
+        ("RandomState()", lambda w: tnp.sum(w * np.random.RandomState().rand())),
+        ("Random()", lambda w: tnp.sum(w * random.Random().random())),
+        ("SystemRandom", lambda w: tnp.sum(w * random.SystemRandom().random())),
+        ("secrets", lambda w: tnp.sum(w * secrets.randbelow(1000))),
+        ("default_rng()", _made_in_a_helper),
+    ]
+
+
+def _made_in_a_helper(w):
+    return tnp.sum(w * _noise())
+
+
+def _noise():
+    rng = np.random.default_rng()
+    return rng.normal()
+
+
+@pytest.mark.parametrize("case", range(len(_unseeded_cases())))
+def test_a_generator_made_inside_fn_without_a_seed_warns(case):
+    what, f = _unseeded_cases()[case]
+    values, said = _drawn(tg.compile(f))
+    assert values[0] == values[1] == values[2]  # (the capture's draw, replayed)
+    assert len(said) == 1 and "unseeded random generator" in said[0], (what, said)
+    assert what in said[0] and __file__ in said[0], (what, said)  # where it was made
+    assert "constants of the program" in said[0] and "seed it" in said[0]
+
+
+def _seeded_cases():
+    """Generators made inside fn from a seed: the same numbers on every call."""
+    return [
+        lambda w: tnp.sum(w * np.random.default_rng(0).normal()),
+        lambda w: tnp.sum(w * default_rng(seed=1).normal()),
+        lambda w: tnp.sum(w * np.random.Generator(np.random.PCG64(2)).random()),
+        lambda w: tnp.sum(w * default_rng(np.random.SeedSequence(3)).random()),
+        lambda w: tnp.sum(w * np.random.RandomState(4).rand()),  # (legacy seeding)
+        lambda w: tnp.sum(w * np.random.Generator(np.random.PCG64(5).jumped()).random()),
+        lambda w: tnp.sum(w * copy.deepcopy(np.random.default_rng(6)).random()),
+        lambda w: tnp.sum(w * np.random.default_rng(7).spawn(1)[0].random()),
+        lambda w: tnp.sum(w * random.Random(8).random()),
+        lambda w: tnp.sum(w * copy.deepcopy(random.Random(9)).random()),
+        lambda w: tnp.sum(w * pickle.loads(pickle.dumps(random.Random(10))).random()),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_seeded_cases())))
+def test_a_generator_made_inside_fn_from_a_seed_replays_without_warning(case):
+    f = _seeded_cases()[case]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        step = tg.compile(f)
+        values = [float(step(np.ones(2))) for _ in range(3)]
+    assert values == [float(f(tg.tensor(np.ones(2))))] * 3
+
+
+def _entropy_sources():
+    """What capture wraps while fn runs (what generators made without a seed call)."""
+    return (random._urandom, random.Random.__dict__["seed"], np.random.bit_generator.randbits)
+
+
+_ENTROPY = _entropy_sources()  # as they are outside a capture
+
+
+def test_what_is_not_seen_is_as_documented():
+    """RandomState(seed) counts as seeded whatever seed holds, and os.urandom() is not a
+    generator: both replay the capture's numbers without a word (docs/guide/compile.md)."""
+    seed = None
+    for f in (
+        lambda w: tnp.sum(w * np.random.RandomState(seed).rand()),
+        lambda w: tnp.sum(w * os.urandom(1)[0]),
+    ):
+        values, said = _drawn(tg.compile(f))
+        assert values[0] == values[1] == values[2] and said == []
+
+
+def test_what_capture_watches_is_put_back_even_when_fn_raises():
+    made = np.random.default_rng
+
+    def fails(w):
+        np.random.default_rng()
+        raise ValueError("inside fn")
+
+    with pytest.raises(ValueError, match="inside fn"):
+        tg.compile(fails)(np.ones(2))
+    _drawn(tg.compile(_unseeded_cases()[0][1]), calls=1)
+    assert np.random.default_rng is made  # public names are never replaced
+    assert random._urandom is os.urandom
+    assert all(a is b for a, b in zip(_entropy_sources(), _ENTROPY))
+
+
+def test_generators_made_on_another_thread_while_capturing_are_not_the_capture_s():
+    """Eager code on another thread makes unseeded generators while fn is captured (and a
+    second capture runs there too): they are ordinary generators, and neither capture
+    takes the other thread's for its own."""
+    capturing, made_them = threading.Event(), threading.Event()
+    made, said_there = [], []
+
+    def other_thread():
+        capturing.wait(60)
+        for _ in range(3):
+            made.append((np.random.default_rng(), random.Random()))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            tg.compile(lambda w: tnp.sum(w * default_rng().normal()))(np.ones(2))
+        said_there.extend(str(w.message) for w in caught)
+        made_them.set()
+
+    def f(w):  # captured while the other thread makes its generators
+        capturing.set()
+        assert made_them.wait(60)
+        return tnp.sum(w * 2.0)
+
+    there = threading.Thread(target=other_thread)
+    there.start()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        value = float(tg.compile(f)(np.ones(2)))
+        there.join()
+    said = [str(w.message) for w in caught if "tapegrad.compile(f)" in str(w.message)]
+    assert value == 4.0 and not any("unseeded" in s for s in said), said
+    assert any("unseeded" in s for s in said_there), said_there  # (its own capture's)
+    draws = [(g.random(), r.random()) for g, r in made]
+    assert all(isinstance(g, np.random.Generator) for g, _ in made)
+    assert len(set(draws)) == 3  # each made from fresh entropy
+    assert all(a is b for a, b in zip(_entropy_sources(), _ENTROPY))
