@@ -80,11 +80,12 @@ def main(argv=None):
     if comm.rank != 0:
         return {"w": res.x}
 
-    np.set_printoptions(precision=5, suppress=True)
+    fmt = {"precision": 5, "suppress": True}  # (printoptions for these lines only)
     print(
         f"{comm.size} rank(s), rows per rank {rows}; {res.nit} L-BFGS iterations, {elapsed:.2f} s"
     )
-    print(f"distributed fit: {res.x[:6]}{' ...' if args.features > 6 else ''}")
+    with np.printoptions(**fmt):
+        print(f"distributed fit: {res.x[:6]}{' ...' if args.features > 6 else ''}")
     out = {"w": res.x, "ranks": comm.size}
     if not args.no_check:
         single = minimize(
@@ -96,7 +97,8 @@ def main(argv=None):
             options={"gtol": 1e-10, "ftol": 1e-15},
         )
         out["difference"] = float(np.max(np.abs(res.x - single.x)))
-        print(f"single process:  {single.x[:6]}{' ...' if args.features > 6 else ''}")
+        with np.printoptions(**fmt):
+            print(f"single process:  {single.x[:6]}{' ...' if args.features > 6 else ''}")
         print(f"max |difference| {out['difference']:.2e}")
     plt = common.pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))

@@ -32,3 +32,15 @@ def _no_device_type_outside_gpu_tests(request, monkeypatch):
     that look at it were then never tested (a view wrapper they skipped went unseen)."""
     if request.node.path.parent.name != "gpu":
         monkeypatch.setattr(tensors, "DEVICE_TENSOR", None)
+
+
+@pytest.fixture(autouse=True)
+def _numpy_print_options_do_not_leak():
+    """A test (or an example run in this process) that sets NumPy's print options
+    globally must not change what later tests print: the doc-page tests compare printed
+    output with what the pages show."""
+    import numpy as np
+
+    saved = np.get_printoptions()
+    yield
+    np.set_printoptions(**saved)
