@@ -42,6 +42,28 @@ numpydoc_class_members_toctree = False
 # missing docstring, parameter, Returns or Examples section.
 numpydoc_validation_checks = {"GL08", "SS01", "PR01", "PR02", "RT01", "EX01"}
 
+
+def _properties() -> set[str]:
+    """Regexes naming each property (or named-tuple field) of the public classes: it
+    needs a summary (what it holds), not an Examples section; tests/test_docstrings.py
+    checks its summary."""
+    import importlib
+    import inspect
+
+    out = set()
+    for modname in ("tapegrad", "tapegrad.graph", "tapegrad.cuda", "tapegrad.testing"):
+        mod = importlib.import_module(modname)
+        for name in mod.__all__:
+            cls = getattr(mod, name)
+            if inspect.isclass(cls):
+                for attr, value in vars(cls).items():
+                    if inspect.isdatadescriptor(value) and not attr.startswith("_"):
+                        out.add(rf"^{modname}\.{name}\.{attr}$")
+    return out
+
+
+numpydoc_validation_exclude = _properties()
+
 html_theme = "pydata_sphinx_theme"
 html_title = "tapegrad"
 html_theme_options = {
