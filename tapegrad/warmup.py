@@ -5,7 +5,7 @@ to ~40 s), and the cache lives in a directory keyed on the package's compiled mo
 and numba's version (``tapegrad._jit.HASHED``). Run this once after installing or
 upgrading tapegrad, or editing a compiled module, to pay that cost up front, in
 parallel: ``python -m tapegrad.warmup`` (one worker per CPU; ``--jobs N`` sets the
-number; the 420 kernels take about 20 minutes on 2 cores). Each worker process compiles
+number; the 420 kernels take 15-20 minutes on 2 cores). Each worker process compiles
 a share of the kernels and numba writes them to the shared cache.
 """
 
