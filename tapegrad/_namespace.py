@@ -193,7 +193,7 @@ def _install_methods() -> None:
         return ns["reshape"](self, *shape)
 
     def transpose(self: Tensor, *axes: Any) -> Tensor:
-        single = len(axes) == 1 and not isinstance(axes[0], int)
+        single = len(axes) == 1 and not isinstance(axes[0], int | np.integer)
         return ns["transpose"](self, axes[0] if single else (axes or None))
 
     def flatten(self: Tensor) -> Tensor:

@@ -147,6 +147,9 @@ def test_operators_and_methods():
     np.testing.assert_allclose(x.T.numpy(), a.T)
     np.testing.assert_allclose(x.transpose(1, 0).numpy(), a.T)
     np.testing.assert_allclose(x.transpose((1, 0)).numpy(), a.T)
+    np.testing.assert_allclose(x.transpose(np.int64(1), np.int64(0)).numpy(), a.T)
+    v = tg.tensor(a[0], requires_grad=True)  # one NumPy integer axis: NumPy's axes, not a tuple
+    np.testing.assert_allclose(v.transpose(np.int64(0)).numpy(), a[0].transpose(np.int64(0)))
     np.testing.assert_allclose(x[1].numpy(), a[1])
     np.testing.assert_allclose(x.astype(np.float32).numpy(), a.astype(np.float32))
     assert [v.item() for v in tg.tensor([1.0, 2.0])] == [1.0, 2.0]  # iteration
