@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
@@ -38,6 +39,19 @@ def kernels() -> list[tuple[int, int, int]]:
         for d in (FWD, BWD)
         if d == FWD or op.bwd is not None
     ]
+
+
+def _leave_with(parent: int) -> None:
+    """A worker's initializer: exit once ``parent`` has (a warm-up killed by a signal to
+    its own pid, which the workers, other processes, do not get). Otherwise a worker
+    compiles on, or waits for work forever: its end of the task queue never closes."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="tapegrad-warmup-parent", daemon=True).start()
 
 
 def _compile_share(share: list[tuple[int, int, int]], engine: bool, ode: bool = True) -> int:
@@ -91,7 +105,8 @@ def warmup(jobs: int | None = None) -> int:
     # (fixed shares left one worker compiling alone for the last 8-10 minutes: every
     # backward fell to one of two workers)
     todo.sort(key=_weight, reverse=True)
-    with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+    spawn = get_context("spawn")
+    with ProcessPoolExecutor(jobs, spawn, _leave_with, (os.getpid(),)) as pool:
         tasks = [pool.submit(_compile_share, [], True)]
         tasks += [pool.submit(_compile_share, [k], False) for k in todo]
         return sum(t.result() for t in tasks)

@@ -284,3 +284,58 @@ def test_interpreted_matmul_backward_does_not_read_a_fresh_gradient_buffer(tmp_p
     cold, err = _run(code, tmp_path, TAPEGRAD_POISON_GRADIENTS="1")
     assert cold.split() == ["True"] * 4
     assert _compiles(err) == 0
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (Linux /proc)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(entry.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie no init has reaped yet counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_a_killed_warmup_leaves_no_workers_compiling(tmp_path):
+    """SIGTERM to ``python -m tapegrad.warmup`` alone (the workers are other processes)
+    must not leave its workers compiling the rest of the table for an hour."""
+    env = dict(os.environ, TAPEGRAD_CACHE_DIR=str(tmp_path), TAPEGRAD_BACKGROUND="0")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tapegrad.warmup", "--jobs", "2"],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(_children(proc.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        workers = _children(proc.pid)
+        assert len(workers) >= 2
+        time.sleep(5)  # the workers have taken tasks
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        # each watches its parent once a second (mid-compile too, give or take an LLVM
+        # pass that holds the GIL)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and any(_alive(w) for w in workers):
+            time.sleep(1)
+        left = [w for w in workers if _alive(w)]
+    finally:
+        proc.kill()
+    for w in left:
+        with contextlib.suppress(OSError):
+            os.kill(w, signal.SIGKILL)
+    assert not left
