@@ -8,14 +8,12 @@ some blocks compute."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import re
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from .test_readme_snippets import ROOT, blocks, run_page
+
 PAGES = sorted(
     [ROOT / "README.md"]
     + [
@@ -24,15 +22,6 @@ PAGES = sorted(
         if not {"_build", "auto_examples"} & set(p.relative_to(ROOT / "docs").parts)
     ]
 )
-BLOCK = re.compile(
-    r"(<!-- compile-only: [^>]*-->\s*\n)?```python\n(.*?)```(?:\s*\n```text\n(.*?)```)?", re.S
-)
-
-
-def blocks(page: Path) -> list[tuple[bool, str, str | None]]:
-    """(run it, code, the output shown after it) for each ```python block of ``page``:
-    a ```text block right after a ```python block is what that block prints."""
-    return [(m.group(1) is None, m.group(2), m.group(3)) for m in BLOCK.finditer(page.read_text())]
 
 
 def test_pages_are_found():
@@ -51,17 +40,7 @@ def test_pages_are_found():
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_page_runs(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # blocks that write files (to_dot, savefig) write here
-    env: dict = {"__name__": "__docs__"}
-    name = page.relative_to(ROOT).as_posix()
-    for i, (run, code, shown) in enumerate(blocks(page)):
-        where = f"{name}, block {i + 1}"
-        compiled = compile(code, where, "exec")
-        if run:
-            out = io.StringIO()
-            with contextlib.redirect_stdout(out):
-                exec(compiled, env)
-            if shown is not None:
-                assert out.getvalue().rstrip() == shown.rstrip(), f"{where} printed otherwise"
+    run_page(page)  # (blocks in order, one namespace; what each prints is what it shows)
 
 
 def test_compile_only_blocks_say_why():
