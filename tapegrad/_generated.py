@@ -9,11 +9,16 @@ import numpy as np
 
 from ._jit import (
     StaticRef,
+    jit,
 )
 from .kernels.elementwise import (
     binary_bwd,
     binary_fwd,
+    bwd1,
+    bwd2,
     compare_fwd,
+    fwd1,
+    fwd2,
     unary_bwd,
     unary_fwd,
 )
@@ -1947,3 +1952,344 @@ def log_softmax__float32__fwd(node, tp):
 
 def log_softmax__float32__bwd(node, tp):
     return log_softmax_bwd(np.float32, node, tp)
+
+
+SCALAR_FWD_OPS = frozenset((0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 125, 126, 127, 128, 129, 130, 131, 132, 133, 134, 135, 136, 137, 138, 139, 140, 141, 142, 143, 144, 145, 146, 147, 148, 149))
+SCALAR_BWD_OPS = frozenset((0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 125, 126, 127, 128, 129, 130, 131, 132, 133, 134, 135, 136, 137, 138, 139, 140, 141, 142, 143, 144, 145, 146, 147, 148, 149))
+
+
+@jit(inline="always")
+def scalar_fwd(op, x, y):
+    """Row ``op``'s forward formula at float64 ``x`` (and ``y``: binary rows)."""
+    if op == 0:
+        return fwd2(OP_add, x, y)
+    if op == 1:
+        return fwd2(OP_subtract, x, y)
+    if op == 2:
+        return fwd2(OP_multiply, x, y)
+    if op == 3:
+        return fwd2(OP_true_divide, x, y)
+    if op == 4:
+        return fwd2(OP_power, x, y)
+    if op == 5:
+        return fwd2(OP_maximum, x, y)
+    if op == 6:
+        return fwd2(OP_minimum, x, y)
+    if op == 7:
+        return fwd1(OP_negative, x)
+    if op == 8:
+        return fwd1(OP_exp, x)
+    if op == 9:
+        return fwd1(OP_log, x)
+    if op == 10:
+        return fwd1(OP_sin, x)
+    if op == 11:
+        return fwd1(OP_cos, x)
+    if op == 12:
+        return fwd1(OP_tanh, x)
+    if op == 13:
+        return fwd1(OP_sqrt, x)
+    if op == 14:
+        return fwd1(OP_safe_sqrt, x)
+    if op == 15:
+        return fwd1(OP_absolute, x)
+    if op == 22:
+        return fwd1(OP_expm1, x)
+    if op == 23:
+        return fwd1(OP_exp2, x)
+    if op == 24:
+        return fwd1(OP_log1p, x)
+    if op == 25:
+        return fwd1(OP_log2, x)
+    if op == 26:
+        return fwd1(OP_log10, x)
+    if op == 27:
+        return fwd1(OP_cbrt, x)
+    if op == 28:
+        return fwd1(OP_square, x)
+    if op == 29:
+        return fwd1(OP_reciprocal, x)
+    if op == 30:
+        return fwd1(OP_tan, x)
+    if op == 31:
+        return fwd1(OP_arcsin, x)
+    if op == 32:
+        return fwd1(OP_arccos, x)
+    if op == 33:
+        return fwd1(OP_arctan, x)
+    if op == 34:
+        return fwd1(OP_sinh, x)
+    if op == 35:
+        return fwd1(OP_cosh, x)
+    if op == 36:
+        return fwd1(OP_arcsinh, x)
+    if op == 37:
+        return fwd1(OP_arccosh, x)
+    if op == 38:
+        return fwd1(OP_arctanh, x)
+    if op == 39:
+        return fwd1(OP_sign, x)
+    if op == 40:
+        return fwd1(OP_floor, x)
+    if op == 41:
+        return fwd1(OP_ceil, x)
+    if op == 42:
+        return fwd1(OP_trunc, x)
+    if op == 43:
+        return fwd1(OP_rint, x)
+    if op == 44:
+        return fwd2(OP_arctan2, x, y)
+    if op == 45:
+        return fwd2(OP_hypot, x, y)
+    if op == 46:
+        return fwd2(OP_logaddexp, x, y)
+    if op == 47:
+        return fwd2(OP_logaddexp2, x, y)
+    if op == 48:
+        return fwd2(OP_fmax, x, y)
+    if op == 49:
+        return fwd2(OP_fmin, x, y)
+    if op == 50:
+        return fwd2(OP_remainder, x, y)
+    if op == 125:
+        return fwd1(OP_expit, x)
+    if op == 126:
+        return fwd1(OP_logit, x)
+    if op == 127:
+        return fwd1(OP_erf, x)
+    if op == 128:
+        return fwd1(OP_erfc, x)
+    if op == 129:
+        return fwd1(OP_gammaln, x)
+    if op == 130:
+        return fwd1(OP_digamma, x)
+    if op == 131:
+        return fwd2(OP_polygamma, x, y)
+    if op == 132:
+        return fwd2(OP_xlogy, x, y)
+    if op == 133:
+        return fwd1(OP_ndtr, x)
+    if op == 134:
+        return fwd1(OP_log_ndtr, x)
+    if op == 135:
+        return fwd1(OP_ndtri, x)
+    if op == 136:
+        return fwd1(OP_erfinv, x)
+    if op == 137:
+        return fwd1(OP_erfcinv, x)
+    if op == 138:
+        return fwd1(OP_erfcx, x)
+    if op == 139:
+        return fwd1(OP_gamma, x)
+    if op == 140:
+        return fwd2(OP_betaln, x, y)
+    if op == 141:
+        return fwd2(OP_beta, x, y)
+    if op == 142:
+        return fwd2(OP_xlog1py, x, y)
+    if op == 143:
+        return fwd1(OP_i0, x)
+    if op == 144:
+        return fwd1(OP_i1, x)
+    if op == 145:
+        return fwd1(OP_i0e, x)
+    if op == 146:
+        return fwd1(OP_i1e, x)
+    if op == 147:
+        return fwd2(OP_gammainc, x, y)
+    if op == 148:
+        return fwd2(OP_gammaincc, x, y)
+    if op == 149:
+        return fwd2(OP_ive, x, y)
+    return np.nan
+
+
+@jit(inline="always")
+def scalar_bwd(op, which, g, x, y, out):
+    """Row ``op``'s backward formula for input ``which`` (0: x, 1: y) at float64
+    values: the gradient ``g`` times d out / d input."""
+    if op == 0:
+        if which == 0:
+            return bwd2(OP_add, 0, g, x, y, out)
+        return bwd2(OP_add, 1, g, x, y, out)
+    if op == 1:
+        if which == 0:
+            return bwd2(OP_subtract, 0, g, x, y, out)
+        return bwd2(OP_subtract, 1, g, x, y, out)
+    if op == 2:
+        if which == 0:
+            return bwd2(OP_multiply, 0, g, x, y, out)
+        return bwd2(OP_multiply, 1, g, x, y, out)
+    if op == 3:
+        if which == 0:
+            return bwd2(OP_true_divide, 0, g, x, y, out)
+        return bwd2(OP_true_divide, 1, g, x, y, out)
+    if op == 4:
+        if which == 0:
+            return bwd2(OP_power, 0, g, x, y, out)
+        return bwd2(OP_power, 1, g, x, y, out)
+    if op == 5:
+        if which == 0:
+            return bwd2(OP_maximum, 0, g, x, y, out)
+        return bwd2(OP_maximum, 1, g, x, y, out)
+    if op == 6:
+        if which == 0:
+            return bwd2(OP_minimum, 0, g, x, y, out)
+        return bwd2(OP_minimum, 1, g, x, y, out)
+    if op == 7:
+        return bwd1(OP_negative, g, x, out)
+    if op == 8:
+        return bwd1(OP_exp, g, x, out)
+    if op == 9:
+        return bwd1(OP_log, g, x, out)
+    if op == 10:
+        return bwd1(OP_sin, g, x, out)
+    if op == 11:
+        return bwd1(OP_cos, g, x, out)
+    if op == 12:
+        return bwd1(OP_tanh, g, x, out)
+    if op == 13:
+        return bwd1(OP_sqrt, g, x, out)
+    if op == 14:
+        return bwd1(OP_safe_sqrt, g, x, out)
+    if op == 15:
+        return bwd1(OP_absolute, g, x, out)
+    if op == 22:
+        return bwd1(OP_expm1, g, x, out)
+    if op == 23:
+        return bwd1(OP_exp2, g, x, out)
+    if op == 24:
+        return bwd1(OP_log1p, g, x, out)
+    if op == 25:
+        return bwd1(OP_log2, g, x, out)
+    if op == 26:
+        return bwd1(OP_log10, g, x, out)
+    if op == 27:
+        return bwd1(OP_cbrt, g, x, out)
+    if op == 28:
+        return bwd1(OP_square, g, x, out)
+    if op == 29:
+        return bwd1(OP_reciprocal, g, x, out)
+    if op == 30:
+        return bwd1(OP_tan, g, x, out)
+    if op == 31:
+        return bwd1(OP_arcsin, g, x, out)
+    if op == 32:
+        return bwd1(OP_arccos, g, x, out)
+    if op == 33:
+        return bwd1(OP_arctan, g, x, out)
+    if op == 34:
+        return bwd1(OP_sinh, g, x, out)
+    if op == 35:
+        return bwd1(OP_cosh, g, x, out)
+    if op == 36:
+        return bwd1(OP_arcsinh, g, x, out)
+    if op == 37:
+        return bwd1(OP_arccosh, g, x, out)
+    if op == 38:
+        return bwd1(OP_arctanh, g, x, out)
+    if op == 39:
+        return bwd1(OP_sign, g, x, out)
+    if op == 40:
+        return bwd1(OP_floor, g, x, out)
+    if op == 41:
+        return bwd1(OP_ceil, g, x, out)
+    if op == 42:
+        return bwd1(OP_trunc, g, x, out)
+    if op == 43:
+        return bwd1(OP_rint, g, x, out)
+    if op == 44:
+        if which == 0:
+            return bwd2(OP_arctan2, 0, g, x, y, out)
+        return bwd2(OP_arctan2, 1, g, x, y, out)
+    if op == 45:
+        if which == 0:
+            return bwd2(OP_hypot, 0, g, x, y, out)
+        return bwd2(OP_hypot, 1, g, x, y, out)
+    if op == 46:
+        if which == 0:
+            return bwd2(OP_logaddexp, 0, g, x, y, out)
+        return bwd2(OP_logaddexp, 1, g, x, y, out)
+    if op == 47:
+        if which == 0:
+            return bwd2(OP_logaddexp2, 0, g, x, y, out)
+        return bwd2(OP_logaddexp2, 1, g, x, y, out)
+    if op == 48:
+        if which == 0:
+            return bwd2(OP_fmax, 0, g, x, y, out)
+        return bwd2(OP_fmax, 1, g, x, y, out)
+    if op == 49:
+        if which == 0:
+            return bwd2(OP_fmin, 0, g, x, y, out)
+        return bwd2(OP_fmin, 1, g, x, y, out)
+    if op == 50:
+        if which == 0:
+            return bwd2(OP_remainder, 0, g, x, y, out)
+        return bwd2(OP_remainder, 1, g, x, y, out)
+    if op == 125:
+        return bwd1(OP_expit, g, x, out)
+    if op == 126:
+        return bwd1(OP_logit, g, x, out)
+    if op == 127:
+        return bwd1(OP_erf, g, x, out)
+    if op == 128:
+        return bwd1(OP_erfc, g, x, out)
+    if op == 129:
+        return bwd1(OP_gammaln, g, x, out)
+    if op == 130:
+        return bwd1(OP_digamma, g, x, out)
+    if op == 131:
+        if which == 0:
+            return bwd2(OP_polygamma, 0, g, x, y, out)
+        return bwd2(OP_polygamma, 1, g, x, y, out)
+    if op == 132:
+        if which == 0:
+            return bwd2(OP_xlogy, 0, g, x, y, out)
+        return bwd2(OP_xlogy, 1, g, x, y, out)
+    if op == 133:
+        return bwd1(OP_ndtr, g, x, out)
+    if op == 134:
+        return bwd1(OP_log_ndtr, g, x, out)
+    if op == 135:
+        return bwd1(OP_ndtri, g, x, out)
+    if op == 136:
+        return bwd1(OP_erfinv, g, x, out)
+    if op == 137:
+        return bwd1(OP_erfcinv, g, x, out)
+    if op == 138:
+        return bwd1(OP_erfcx, g, x, out)
+    if op == 139:
+        return bwd1(OP_gamma, g, x, out)
+    if op == 140:
+        if which == 0:
+            return bwd2(OP_betaln, 0, g, x, y, out)
+        return bwd2(OP_betaln, 1, g, x, y, out)
+    if op == 141:
+        if which == 0:
+            return bwd2(OP_beta, 0, g, x, y, out)
+        return bwd2(OP_beta, 1, g, x, y, out)
+    if op == 142:
+        if which == 0:
+            return bwd2(OP_xlog1py, 0, g, x, y, out)
+        return bwd2(OP_xlog1py, 1, g, x, y, out)
+    if op == 143:
+        return bwd1(OP_i0, g, x, out)
+    if op == 144:
+        return bwd1(OP_i1, g, x, out)
+    if op == 145:
+        return bwd1(OP_i0e, g, x, out)
+    if op == 146:
+        return bwd1(OP_i1e, g, x, out)
+    if op == 147:
+        if which == 0:
+            return bwd2(OP_gammainc, 0, g, x, y, out)
+        return bwd2(OP_gammainc, 1, g, x, y, out)
+    if op == 148:
+        if which == 0:
+            return bwd2(OP_gammaincc, 0, g, x, y, out)
+        return bwd2(OP_gammaincc, 1, g, x, y, out)
+    if op == 149:
+        if which == 0:
+            return bwd2(OP_ive, 0, g, x, y, out)
+        return bwd2(OP_ive, 1, g, x, y, out)
+    return np.nan

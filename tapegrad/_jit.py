@@ -423,6 +423,9 @@ if not INTERPRETED:
 
 
 KERNEL_SIGNATURE = "int64(int64, int64)"
+# A run executor (``replay.fused_forward``/``fused_backward``): ``f(first, count, tape)``
+# runs ``count`` nodes of a replay plan from ``first`` in one call
+RUN_SIGNATURE = "int64(int64, int64, int64)"
 
 # Under NUMBA_DISABLE_JIT the "address" of a kernel is its index in this list.
 # Index 0 is never used: a zero in the dispatch table means "not compiled yet".
@@ -464,6 +467,13 @@ def kernel_cfunc(
     cf = numba.cfunc(
         KERNEL_SIGNATURE, cache=cache, nopython=True, error_model="numpy", parallel=parallel
     )(pyfunc)
+    return cf.address, cf
+
+
+def run_cfunc(pyfunc: Callable[[int, int, int], int]) -> tuple[int, Any]:
+    """Compile a run executor ``f(first, count, tape_address) -> status`` to a C
+    callback in the disk cache; returns ``(address, keepalive)`` as :func:`kernel_cfunc`."""
+    cf = numba.cfunc(RUN_SIGNATURE, cache=True, nopython=True, error_model="numpy")(pyfunc)
     return cf.address, cf
 
 
@@ -530,6 +540,31 @@ def _call_kernel(typingctx, fn, node, tape):
 @overload(call_kernel)
 def _call_kernel_ol(fn, node, tape):
     return lambda fn, node, tape: _call_kernel(fn, node, tape)
+
+
+_C_RUN = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
+
+
+def call_run(fn: int, first: int, count: int, tape: int) -> int:
+    """Call the run executor at address ``fn`` as ``fn(first, count, tape)``; returns
+    its status."""
+    return _C_RUN(fn)(first, count, tape)
+
+
+@intrinsic
+def _call_run(typingctx, fn, first, count, tape):
+    def codegen(context, builder, sig, args):
+        i64 = ir.IntType(64)
+        fnty = ir.FunctionType(i64, [i64, i64, i64])
+        ptr = builder.inttoptr(args[0], fnty.as_pointer())
+        return builder.call(ptr, [args[1], args[2], args[3]])
+
+    return types.int64(types.int64, types.int64, types.int64, types.int64), codegen
+
+
+@overload(call_run)
+def _call_run_ol(fn, first, count, tape):
+    return lambda fn, first, count, tape: _call_run(fn, first, count, tape)
 
 
 def numba_threads() -> int:

@@ -83,6 +83,7 @@ from ._jit import entry_point
 from .boundary import user_line
 from .engine import accumulate_grad, has_hooks, is_anomaly_enabled, raise_backward_error
 from .function import Function
+from .fused import fuse_backward, fuse_forward
 from .higher import inner_product, recorded_jvp, recorded_vjp, same_as_forward
 from .layout import (
     E_CALLBACK_HOOK,
@@ -142,7 +143,7 @@ __all__ = ["Compiled", "compile"]
 MAX_PROGRAMS = 64  # programs kept per compiled step (all signatures together)
 RECAPTURE_WARNING = 8  # captures after which a step warns once that it keeps capturing
 
-_NO_PLAN = np.empty((2, 0), np.int64)  # the backward plan of a value-only replay
+_NO_PLAN = np.empty((3, 0), np.int64)  # the backward plan of a value-only replay
 _NO_GUARDS = np.empty((4, 0), np.int64)
 _NO_BYTES = np.empty(0, np.uint8)
 
@@ -413,9 +414,9 @@ class Program:
                 st = replay(h, self.n_nodes, self.root, want_grad, G, expect)
             if st == OK:
                 if fwd is None:
-                    self.fwd_plan = forward_plan(h, self.n_nodes)
+                    self.fwd_plan = fuse_forward(tape, forward_plan(h, self.n_nodes))
                 if want_grad and bwd is None and not anomaly:
-                    self.bwd_plan = backward_plan(h, self.root)
+                    self.bwd_plan = fuse_backward(tape, backward_plan(h, self.root))
                 break
             if st == E_GUARD:
                 self.failed = f"a value read in Python at {self.guard_lines[h[H_ERR_A]]} changed"

@@ -14,14 +14,24 @@ import threading
 from typing import Any
 
 import numpy as np
+from numba import carray
 
 from . import _generated
-from ._jit import kernel_cfunc
+from ._generated import scalar_bwd, scalar_fwd
+from ._jit import DISABLE_JIT, as_pointer, jit, kernel_cfunc, run_cfunc
 from .layout import (
     BWD,
+    FRESH_SHIFT,
     FWD,
+    H_GRAD,
+    N_IP,
+    N_LINK,
+    N_MASK,
+    N_NIN,
+    N_OP,
     N_SIGS,
     NO_RULE,
+    OK,
     OPF_ARITH,
     OPF_ASSIGNS,
     OPF_PASS,
@@ -30,6 +40,13 @@ from .layout import (
     OPF_UFUNC,
     OPF_VECTOR,
     PY_CALLBACK,
+    S_ADDR,
+    S_GRAD,
+    header,
+    iparams,
+    links,
+    nodes,
+    slots,
 )
 from .ops import BY_NAME, ELEMENTWISE, ROWS, Kind
 from .ops.codegen import sig_name, wrapper_name
@@ -229,3 +246,123 @@ def compile_all(directions: tuple[int, ...] = (FWD, BWD)) -> int:
                 ensure(op.code, sig, d)
                 n += 1
     return n
+
+
+# --- fused runs of scalar nodes --------------------------------------------------------
+# A plan entry (tapegrad.replay.run_plan) costs one indirect call into a kernel that
+# reads its node's operands as arrays, picks a loop for their shapes and runs it: ~10 ns
+# a node for one element, where the formula itself takes 1-5. A replayed program of
+# Python floats (a scalar recurrence, an ODE's right-hand side) is mostly such nodes.
+# ``tapegrad.fused`` marks runs of consecutive plan entries whose node is a float64
+# unary or binary row on one-element values (or one element picked from an array by a
+# constant position); one call of an executor below runs a whole
+# run, the formulas reached through the generated family switch (``scalar_fwd``,
+# ``scalar_bwd``: every row's formulas, compiled once for all programs). They compute
+# what the row's kernel computes on one element (its plain loop, the same formulas) and
+# store or accumulate as it does (fresh bits, the mask, one slot as both operands), so
+# a fused replay gives the same bits as the plan it replaces.
+
+
+@jit
+def _value(addr):
+    return carray(as_pointer(addr, np.float64), 1)[0]
+
+
+@jit
+def _set(addr, v):
+    carray(as_pointer(addr, np.float64), 1)[0] = v
+
+
+@jit
+def _put(addr, v, fresh):
+    """Store ``v`` into a fresh gradient buffer, add it to any other."""
+    p = carray(as_pointer(addr, np.float64), 1)
+    if fresh:
+        p[0] = v
+    else:
+        p[0] += v
+
+
+# One element picked from a float64 array by a constant position (``u[k]`` in a loop over
+# Python ints): a run may hold it too (its position is the node's one int parameter).
+GATHER = BY_NAME["getitem"].code
+
+
+def fused_forward(first, count, tp):
+    """The forwards of nodes ``first .. first + count - 1`` (a fused run)."""
+    h = header(tp)
+    N = nodes(h)
+    L = links(h)
+    S = slots(h)
+    P = iparams(h)
+    for k in range(first, first + count):
+        at = N[N_LINK, k]
+        if N[N_OP, k] == GATHER:
+            _set(S[S_ADDR, L[0, at + 1]], _value(S[S_ADDR, L[0, at]] + 8 * P[N[N_IP, k]]))
+            continue
+        x = _value(S[S_ADDR, L[0, at]])
+        if N[N_NIN, k] == 1:
+            _set(S[S_ADDR, L[0, at + 1]], scalar_fwd(N[N_OP, k], x, 0.0))
+        else:
+            y = _value(S[S_ADDR, L[0, at + 1]])
+            _set(S[S_ADDR, L[0, at + 2]], scalar_fwd(N[N_OP, k], x, y))
+    return OK
+
+
+def fused_backward(ids, count, tp):
+    """The backwards of the ``count`` nodes listed at address ``ids`` (a fused run of a
+    backward plan), in that order."""
+    h = header(tp)
+    N = nodes(h)
+    L = links(h)
+    S = slots(h)
+    arena = h[H_GRAD]
+    P = iparams(h)
+    order = carray(as_pointer(ids, np.int64), count)
+    for j in range(count):
+        k = order[j]
+        op = N[N_OP, k]
+        at = N[N_LINK, k]
+        if op == GATHER:  # adds, as its kernel does (it honours no fresh bits)
+            g = _value(arena + S[S_GRAD, L[0, at + 1]])
+            _put(arena + S[S_GRAD, L[0, at]] + 8 * P[N[N_IP, k]], g, False)
+            continue
+        mask = N[N_MASK, k]
+        fresh = mask >> FRESH_SHIFT
+        sx = L[0, at]
+        x = _value(S[S_ADDR, sx])
+        if N[N_NIN, k] == 1:
+            so = L[0, at + 1]
+            out = _value(S[S_ADDR, so])
+            g = _value(arena + S[S_GRAD, so])
+            _put(arena + S[S_GRAD, sx], scalar_bwd(op, 0, g, x, 0.0, out), fresh & 1)
+            continue
+        sy = L[0, at + 1]
+        so = L[0, at + 2]
+        y = _value(S[S_ADDR, sy])
+        out = _value(S[S_ADDR, so])
+        g = _value(arena + S[S_GRAD, so])
+        if fresh & 4:  # one slot as both operands (the scheduler's mark)
+            v = scalar_bwd(op, 0, g, x, y, out) + scalar_bwd(op, 1, g, x, y, out)
+            _put(arena + S[S_GRAD, sx], v, fresh & 1)
+            continue
+        if mask & 1:
+            _put(arena + S[S_GRAD, sx], scalar_bwd(op, 0, g, x, y, out), fresh & 1)
+        if mask & 2:
+            _put(arena + S[S_GRAD, sy], scalar_bwd(op, 1, g, x, y, out), fresh & 2)
+    return OK
+
+
+_executors: list[Any] = []
+
+
+def run_executors() -> tuple[int, int]:
+    """Compile (or load from the disk cache) the fused-run executors; returns the
+    addresses of ``fused_forward`` and ``fused_backward`` (``_jit.RUN_SIGNATURE``)."""
+    with _lock:
+        if not _executors:
+            if DISABLE_JIT:
+                raise RuntimeError("fused runs need compiled code (NUMBA_DISABLE_JIT is set)")
+            for fn in (fused_forward, fused_backward):
+                _executors.append(run_cfunc(fn))
+    return _executors[0][0], _executors[1][0]

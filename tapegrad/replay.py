@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 from numba import carray
 
-from ._jit import as_pointer, call_kernel, jit
+from ._jit import as_pointer, call_kernel, call_run, jit
 from .layout import (
     BWD,
     E_GUARD,
@@ -107,19 +107,21 @@ def replay(h, n, root, want_grad, G, expect):
 
 @jit
 def forward_plan(h, n):
-    """The forward kernel address of each of the nodes ``0 .. n-1``."""
+    """``(2, n)``: the forward kernel address of each of the nodes ``0 .. n-1``, and
+    the nodes each entry runs (1; ``fuse_runs`` makes runs)."""
     N = nodes(h)
     K = ktable(h)
-    fwd = np.empty(n, np.int64)
+    fwd = np.empty((2, n), np.int64)
     for k in range(n):
-        fwd[k] = K[N[N_OP, k], N[N_SIG, k], FWD]
+        fwd[0, k] = K[N[N_OP, k], N[N_SIG, k], FWD]
+        fwd[1, k] = 1
     return fwd
 
 
 @jit
 def backward_plan(h, root):
-    """``(2, live)``: node and backward kernel address of each node the last backward
-    from ``root`` ran, newest first."""
+    """``(3, live)``: node, backward kernel address and nodes run (1; ``fuse_runs``
+    makes runs) of each node the last backward from ``root`` ran, newest first."""
     N = nodes(h)
     K = ktable(h)
     start = slots(h)[S_NODE, root]  # -1 for a leaf root: nothing runs
@@ -127,12 +129,13 @@ def backward_plan(h, root):
     for k in range(start, h[H_LO] - 1, -1):
         if N[N_FLAGS, k] & NODE_LIVE:
             count += 1
-    bwd = np.empty((2, count), np.int64)
+    bwd = np.empty((3, count), np.int64)
     i = 0
     for k in range(start, h[H_LO] - 1, -1):
         if N[N_FLAGS, k] & NODE_LIVE:
             bwd[0, i] = k
             bwd[1, i] = K[N[N_OP, k], N[N_SIG, k], BWD]
+            bwd[2, i] = 1
             i += 1
     return bwd
 
@@ -141,22 +144,30 @@ def backward_plan(h, root):
 def run_plan(h, fwd, bwd, root, want_grad, G, expect):
     """Replay from plans: the forward kernels ``fwd`` in tape order (checking the guards
     ``G``), then (``want_grad``) the gradient arena seeded with ones at ``root`` and the
-    backward kernels ``bwd``."""
+    backward kernels ``bwd``. An entry that runs several nodes calls a fused run's
+    executor, once for them all."""
     me = h[H_SELF]
     gi = _guards(h, G, expect, 0, -1)
     if gi < 0:
         h[H_ERR_A] = -1 - gi
         return E_GUARD
-    for k in range(fwd.size):
-        st = call_kernel(fwd[k], k, me)
+    k = 0
+    while k < fwd.shape[1]:
+        m = fwd[1, k]
+        if m == 1:
+            st = call_kernel(fwd[0, k], k, me)
+        else:  # a fused run (its guards are checked after it: formulas cannot fail)
+            st = call_run(fwd[0, k], k, m, me)
         if st != OK:
             h[H_ERR_A] = k
             return st
-        if gi < G.shape[1] and G[0, gi] == k:
-            gi = _guards(h, G, expect, gi, k)
-            if gi < 0:
-                h[H_ERR_A] = -1 - gi
-                return E_GUARD
+        for j in range(k, k + m):
+            if gi < G.shape[1] and G[0, gi] == j:
+                gi = _guards(h, G, expect, gi, j)
+                if gi < 0:
+                    h[H_ERR_A] = -1 - gi
+                    return E_GUARD
+        k += m
     if not want_grad:
         return OK
     h[H_STAT_NODES] = 0
@@ -167,10 +178,17 @@ def run_plan(h, fwd, bwd, root, want_grad, G, expect):
     # whole arena first (H_LAZY 0).
     h[H_LAZY] = 0
     seed_gradients(h, root, -1)
-    for i in range(bwd.shape[1]):
-        st = call_kernel(bwd[1, i], bwd[0, i], me)
+    ids = bwd[0].ctypes.data
+    i = 0
+    while i < bwd.shape[1]:
+        m = bwd[2, i]
+        if m == 1:
+            st = call_kernel(bwd[1, i], bwd[0, i], me)
+        else:
+            st = call_run(bwd[1, i], ids + 8 * i, m, me)
         if st != OK:
             h[H_ERR_A] = bwd[0, i]
             return st
+        i += m
     h[H_STAT_NODES] = bwd.shape[1]
     return OK

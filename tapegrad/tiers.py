@@ -108,6 +108,12 @@ def is_cached(fn: Any) -> bool:
     return _index_file(fn.py_func).exists()
 
 
+def function_cached(py_func: Callable) -> bool:
+    """Whether Python function ``py_func``, compiled (a ``jit`` or ``cfunc``), is in
+    the disk cache."""
+    return _index_file(py_func).exists()
+
+
 def kernel_cached(op: int, sig: int, direction: int) -> bool:
     """Whether the wrapper of row ``op``'s kernel is in the disk cache."""
     return _index_file(getattr(_generated, wrapper_name(ROWS[op], sig, direction))).exists()
@@ -428,6 +434,7 @@ __all__ = [
     "compiled",
     "current",
     "entry_point",
+    "function_cached",
     "interpreted_twin",
     "is_cached",
     "kernel_cached",

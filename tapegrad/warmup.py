@@ -68,6 +68,7 @@ def _compile_share(share: list[tuple[int, int, int]], engine: bool, ode: bool = 
         for _ in range(2):
             y = tg.special.log_softmax(m @ w, axis=1)
             tg.numpy.mean(tg.numpy.sum(y, axis=0)).backward()
+        dispatch.run_executors()  # replay's fused runs of scalar nodes
         if ode:
             _ode_solvers()
     for op, sig, d in share:
@@ -114,7 +115,8 @@ def warmup(jobs: int | None = None) -> int:
 
 def background(idle: float = 2.0) -> int:
     """The background compiler (``tapegrad.tiers``): compile what processes queued for
-    this cache (``engine``, then each ``kernel <row> <sig> <direction>``), newest
+    this cache (``engine``, then each ``kernel <row> <sig> <direction>`` and ``fused``,
+    the replay's fused-run executors), newest
     requests included, until the queue has been done for ``idle`` seconds; one per cache
     (a lock), at low priority. Returns how many items it compiled."""
     import fcntl
@@ -144,6 +146,8 @@ def background(idle: float = 2.0) -> int:
             with contextlib.suppress(Exception):  # one that fails compiles on first use
                 if item == "engine":
                     _compile_share([], True, ode=False)
+                elif item == "fused":
+                    dispatch.run_executors()
                 else:
                     _, name, sig, direction = item.split()
                     dispatch.ensure(BY_NAME[name].code, int(sig), int(direction))

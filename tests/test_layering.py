@@ -80,6 +80,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "higher",
             "graph",
             "closures",
+            "fused",
             "compile",
             "testing",
         ],

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..layout import DTYPE_NAMES, FWD, N_DTYPES
+from ..layout import DTYPE_NAMES, F64, FWD, N_DTYPES
 from .table import ROWS, Kind, Op
 
 TARGET = Path(__file__).resolve().parent.parent / "_generated.py"
@@ -75,6 +75,52 @@ def _bodies(op: Op, sig: int) -> list[tuple[int, str, set[tuple[str, str]]]]:
     return out
 
 
+def scalar_rows(rows: list[Op]) -> list[Op]:
+    """The rows the scalar family kernels serve: unary and binary elementwise rows
+    with a float64 kernel (comparisons give booleans: not these)."""
+    return [op for op in rows if op.kind in (Kind.UNARY, Kind.BINARY) and F64 in op.sigs]
+
+
+def _scalar_family(rows: list[Op]) -> tuple[list[str], set[tuple[str, str]]]:
+    """``scalar_fwd`` and ``scalar_bwd``: every float64 unary and binary row's formulas
+    behind one switch on the op code (the fused replay of scalar nodes,
+    ``tapegrad.replay``), and the op codes each serves."""
+    fwd, bwd, codes, bwd_codes = [], [], [], []
+    for op in scalar_rows(rows):
+        ref = f"OP_{op.name}"
+        unary = op.kind is Kind.UNARY
+        codes.append(op.code)
+        call = f"fwd1({ref}, x)" if unary else f"fwd2({ref}, x, y)"
+        fwd.append(f"    if op == {op.code}:\n        return {call}\n")
+        if op.bwd is None:
+            continue
+        bwd_codes.append(op.code)
+        if unary:
+            bwd.append(f"    if op == {op.code}:\n        return bwd1({ref}, g, x, out)\n")
+        else:
+            bwd.append(
+                f"    if op == {op.code}:\n"
+                f"        if which == 0:\n"
+                f"            return bwd2({ref}, 0, g, x, y, out)\n"
+                f"        return bwd2({ref}, 1, g, x, y, out)\n"
+            )
+    text = [
+        f"SCALAR_FWD_OPS = frozenset({tuple(codes)!r})\n"
+        f"SCALAR_BWD_OPS = frozenset({tuple(bwd_codes)!r})\n",
+        '@jit(inline="always")\ndef scalar_fwd(op, x, y):\n'
+        '    """Row ``op``\'s forward formula at float64 ``x`` (and ``y``: binary rows)."""\n'
+        + "".join(fwd)
+        + "    return np.nan\n",
+        '@jit(inline="always")\ndef scalar_bwd(op, which, g, x, y, out):\n'
+        '    """Row ``op``\'s backward formula for input ``which`` (0: x, 1: y) at float64\n'
+        '    values: the gradient ``g`` times d out / d input."""\n'
+        + "".join(bwd)
+        + "    return np.nan\n",
+    ]
+    imports = {(JIT, "jit")} | {(ADAPTERS, n) for n in ("fwd1", "fwd2", "bwd1", "bwd2")}
+    return text, imports
+
+
 def render(rows: list[Op]) -> str:
     imports: set[tuple[str, str]] = set()
     funcs = []
@@ -85,6 +131,8 @@ def render(rows: list[Op]) -> str:
                 funcs.append(
                     f"def {wrapper_name(op, sig, direction)}(node, tp):\n    return {call}\n"
                 )
+    scalar, refs = _scalar_family(rows)
+    imports |= refs
     by_module: dict[str, list[str]] = {}
     for mod, name in imports:
         by_module.setdefault(mod, []).append(name)
@@ -107,7 +155,7 @@ def render(rows: list[Op]) -> str:
     lines += ["", ""]
     lines += [f'OP_{op.name} = StaticRef("{op.name}")' for op in rows if op.kind is not Kind.ARRAY]
     lines += ["", ""]
-    return "\n".join(lines) + "\n\n".join(funcs).rstrip("\n") + "\n"
+    return "\n".join(lines) + "\n\n".join(funcs + scalar).rstrip("\n") + "\n"
 
 
 def main() -> int:
