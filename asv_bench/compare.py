@@ -70,6 +70,7 @@ from benchmarks.workloads import (
     mlp_numpy,
     mlp_tapegrad,
     recurrence,
+    recurrence_c,
     recurrence_nodes,
     recurrence_numpy,
     second_order_impls,
@@ -157,6 +158,7 @@ def _recurrence_rows(repeat: int) -> list[dict]:
         "tapegrad (eager)": tg.value_and_grad(recurrence),
         "tapegrad (replay)": step.value_and_grad,
         "PyTorch": _torch_recurrence(),
+        "C (cc -O2)": recurrence_c(),
     }
     rows = []
     label = f"recurrence, {recurrence_nodes(steps)} nodes"
@@ -192,6 +194,14 @@ def _recurrence_rows(repeat: int) -> list[dict]:
             "x": medians["tapegrad (eager)"] / medians["tapegrad (replay)"],
         }
     )
+    if "C (cc -O2)" in medians:
+        rows.append(
+            {
+                "workload": label,
+                "impl": "replay / C (x slower)",
+                "x": medians["tapegrad (replay)"] / medians["C (cc -O2)"],
+            }
+        )
     replay_t = next(r["median_ms"] for r in rows if r["impl"] == "tapegrad (replay)")
     rows.append(
         {

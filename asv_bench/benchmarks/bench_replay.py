@@ -14,6 +14,7 @@ from .workloads import (
     chain_numpy,
     interleaved_medians,
     recurrence,
+    recurrence_c,
     recurrence_nodes,
     recurrence_numpy,
 )
@@ -64,6 +65,45 @@ class Recurrence:
         return times["capture"] / times["eager"]
 
     track_capture_over_eager.unit = "ratio"
+
+    def track_replay_over_c(self):
+        """Replay (fused runs of scalar nodes, ``tapegrad.fused``) against the same
+        forward and backward hand-written in C (``cc -O2``; medians of 41, interleaved)."""
+        c = recurrence_c()
+        if c is None:
+            raise NotImplementedError("no C compiler")
+        times = interleaved_medians(
+            {
+                "replay": lambda: self.step.value_and_grad(self.p, self.u),
+                "C": lambda: c(self.p, self.u),
+            },
+            41,
+        )
+        return times["replay"] / times["C"]
+
+    track_replay_over_c.unit = "ratio"
+
+    def track_unfused_over_fused(self):
+        """How many times faster fused replay is than the same plans unfused (one kernel
+        call a node; medians of 21, interleaved)."""
+        from unittest import mock
+
+        from tapegrad import fused
+
+        with mock.patch.object(fused, "executors", lambda: None):
+            plain = tg.compile(recurrence)
+            plain.value_and_grad(self.p, self.u)
+            plain.value_and_grad(self.p, self.u)
+        times = interleaved_medians(
+            {
+                "fused": lambda: self.step.value_and_grad(self.p, self.u),
+                "unfused": lambda: plain.value_and_grad(self.p, self.u),
+            },
+            21,
+        )
+        return times["unfused"] / times["fused"]
+
+    track_unfused_over_fused.unit = "ratio"
 
 
 class Chain:

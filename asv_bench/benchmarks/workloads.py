@@ -119,6 +119,72 @@ def recurrence_numpy(params, u):
     return value, np.array([ga, gb, gc])
 
 
+# The same forward and hand-derived backward in C, for replay's per-node cost against
+# compiled code: built with the system's C compiler when one is there (a benchmark
+# reference, not a dependency; None without a compiler).
+RECURRENCE_C = r"""
+#include <math.h>
+double recurrence(const double *p, const double *u, long n, double *s, double *t,
+                  double *grad) {
+    double a = p[0], b = p[1], c = p[2];
+    s[0] = 0.0;
+    for (long k = 0; k < n; k++) {
+        t[k] = tanh(a * s[k] + b * u[k]);
+        s[k + 1] = s[k] + t[k] * c;
+    }
+    double gs = 2 * s[n], ga = 0, gb = 0, gc = 0;
+    for (long k = n - 1; k >= 0; k--) {
+        gc += gs * t[k];
+        double gz = gs * c * (1 - t[k] * t[k]);
+        ga += gz * s[k];
+        gb += gz * u[k];
+        gs = gs + gz * a;
+    }
+    grad[0] = ga; grad[1] = gb; grad[2] = gc;
+    return s[n] * s[n];
+}
+"""
+
+
+def recurrence_c():
+    """``recurrence_numpy`` compiled from C (``cc -O2``), or None without a compiler."""
+    import ctypes
+    import shutil
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        return None
+    where = Path(tempfile.mkdtemp(prefix="tapegrad-bench-"))
+    (where / "rec.c").write_text(RECURRENCE_C)
+    lib = where / "rec.so"
+    try:
+        subprocess.run(
+            [cc, "-O2", "-shared", "-fPIC", str(where / "rec.c"), "-o", str(lib), "-lm"],
+            check=True,
+            capture_output=True,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    fn = ctypes.CDLL(str(lib)).recurrence
+    ptr = ctypes.POINTER(ctypes.c_double)
+    fn.argtypes = [ptr, ptr, ctypes.c_long, ptr, ptr, ptr]
+    fn.restype = ctypes.c_double
+
+    def run(params, u):
+        n = u.shape[0]
+        p = np.ascontiguousarray(params, np.float64)
+        u = np.ascontiguousarray(u, np.float64)
+        s, t, grad = np.empty(n + 1), np.empty(n), np.empty(3)
+        at = [a.ctypes.data_as(ptr) for a in (p, u, s, t, grad)]
+        value = fn(at[0], at[1], n, at[2], at[3], at[4])
+        return value, grad
+
+    return run
+
+
 def recurrence_nodes(n_steps):
     return 7 * n_steps  # gather, 2 mul, add, tanh, mul, add per step
 
