@@ -143,7 +143,7 @@ __all__ = ["Compiled", "compile"]
 MAX_PROGRAMS = 64  # programs kept per compiled step (all signatures together)
 RECAPTURE_WARNING = 8  # captures after which a step warns once that it keeps capturing
 
-_NO_PLAN = np.empty((3, 0), np.int64)  # the backward plan of a value-only replay
+_NO_PLAN = np.empty((4, 0), np.int64)  # the backward plan of a value-only replay
 _NO_GUARDS = np.empty((4, 0), np.int64)
 _NO_BYTES = np.empty(0, np.uint8)
 

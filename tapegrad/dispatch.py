@@ -21,14 +21,8 @@ from ._generated import scalar_bwd, scalar_fwd
 from ._jit import DISABLE_JIT, as_pointer, jit, kernel_cfunc, run_cfunc
 from .layout import (
     BWD,
-    FRESH_SHIFT,
     FWD,
     H_GRAD,
-    N_IP,
-    N_LINK,
-    N_MASK,
-    N_NIN,
-    N_OP,
     N_SIGS,
     NO_RULE,
     OK,
@@ -40,13 +34,7 @@ from .layout import (
     OPF_UFUNC,
     OPF_VECTOR,
     PY_CALLBACK,
-    S_ADDR,
-    S_GRAD,
     header,
-    iparams,
-    links,
-    nodes,
-    slots,
 )
 from .ops import BY_NAME, ELEMENTWISE, ROWS, Kind
 from .ops.codegen import sig_name, wrapper_name
@@ -283,73 +271,62 @@ def _put(addr, v, fresh):
         p[0] += v
 
 
-# One element picked from a float64 array by a constant position (``u[k]`` in a loop over
-# Python ints): a run may hold it too (its position is the node's one int parameter).
+# A fused run's instructions (built by tapegrad.fused from the node and slot tables once
+# the first replay has fixed the program's layout; read by the executors below): a
+# row-major int64 block of F_WIDTH per node forward, B_WIDTH per node backward. Data are
+# absolute addresses (a program's values never move); gradients are offsets into the
+# gradient arena (fixed for the plan's life, as the plans themselves assume), added to
+# the arena's address at each replay.
+F_OP, F_X, F_Y, F_OUT, F_WIDTH = range(5)
+B_OP, B_X, B_Y, B_OUT, B_GX, B_GY, B_G, B_FLAGS, B_WIDTH = range(9)
+# B_FLAGS bits: which inputs want a gradient, which of their buffers are fresh (stored
+# into, not added to), one slot as both operands (both formulas summed into x's buffer)
+WANT_X, WANT_Y, FRESH_X, FRESH_Y, SHARED = 1, 2, 4, 8, 16
+# The op code of a copy: one element picked from a float64 array by a constant position
+# (``u[k]`` in a loop over Python ints, a ``getitem`` node). Forward: out = x; backward:
+# the gradient adds into the element's place in the source's buffer (B_GX), as the
+# gather kernel adds.
+COPY = -1
 GATHER = BY_NAME["getitem"].code
 
 
-def fused_forward(first, count, tp):
-    """The forwards of nodes ``first .. first + count - 1`` (a fused run)."""
-    h = header(tp)
-    N = nodes(h)
-    L = links(h)
-    S = slots(h)
-    P = iparams(h)
-    for k in range(first, first + count):
-        at = N[N_LINK, k]
-        if N[N_OP, k] == GATHER:
-            _set(S[S_ADDR, L[0, at + 1]], _value(S[S_ADDR, L[0, at]] + 8 * P[N[N_IP, k]]))
-            continue
-        x = _value(S[S_ADDR, L[0, at]])
-        if N[N_NIN, k] == 1:
-            _set(S[S_ADDR, L[0, at + 1]], scalar_fwd(N[N_OP, k], x, 0.0))
+def fused_forward(block, count, tp):
+    """The forwards of a fused run: ``count`` nodes whose instructions start at address
+    ``block`` (``F_WIDTH`` int64 each), in order."""
+    code = carray(as_pointer(block, np.int64), (count, F_WIDTH))
+    for j in range(count):
+        op = code[j, F_OP]
+        x = _value(code[j, F_X])
+        if op == COPY:
+            _set(code[j, F_OUT], x)
         else:
-            y = _value(S[S_ADDR, L[0, at + 1]])
-            _set(S[S_ADDR, L[0, at + 2]], scalar_fwd(N[N_OP, k], x, y))
+            _set(code[j, F_OUT], scalar_fwd(op, x, _value(code[j, F_Y])))
     return OK
 
 
-def fused_backward(ids, count, tp):
-    """The backwards of the ``count`` nodes listed at address ``ids`` (a fused run of a
-    backward plan), in that order."""
-    h = header(tp)
-    N = nodes(h)
-    L = links(h)
-    S = slots(h)
-    arena = h[H_GRAD]
-    P = iparams(h)
-    order = carray(as_pointer(ids, np.int64), count)
+def fused_backward(block, count, tp):
+    """The backwards of a fused run: ``count`` nodes whose instructions start at address
+    ``block`` (``B_WIDTH`` int64 each), in the backward plan's order."""
+    arena = header(tp)[H_GRAD]
+    code = carray(as_pointer(block, np.int64), (count, B_WIDTH))
     for j in range(count):
-        k = order[j]
-        op = N[N_OP, k]
-        at = N[N_LINK, k]
-        if op == GATHER:  # adds, as its kernel does (it honours no fresh bits)
-            g = _value(arena + S[S_GRAD, L[0, at + 1]])
-            _put(arena + S[S_GRAD, L[0, at]] + 8 * P[N[N_IP, k]], g, False)
+        op = code[j, B_OP]
+        flags = code[j, B_FLAGS]
+        g = _value(arena + code[j, B_G])
+        if op == COPY:
+            _put(arena + code[j, B_GX], g, False)
             continue
-        mask = N[N_MASK, k]
-        fresh = mask >> FRESH_SHIFT
-        sx = L[0, at]
-        x = _value(S[S_ADDR, sx])
-        if N[N_NIN, k] == 1:
-            so = L[0, at + 1]
-            out = _value(S[S_ADDR, so])
-            g = _value(arena + S[S_GRAD, so])
-            _put(arena + S[S_GRAD, sx], scalar_bwd(op, 0, g, x, 0.0, out), fresh & 1)
-            continue
-        sy = L[0, at + 1]
-        so = L[0, at + 2]
-        y = _value(S[S_ADDR, sy])
-        out = _value(S[S_ADDR, so])
-        g = _value(arena + S[S_GRAD, so])
-        if fresh & 4:  # one slot as both operands (the scheduler's mark)
+        x = _value(code[j, B_X])
+        y = _value(code[j, B_Y])
+        out = _value(code[j, B_OUT])
+        if flags & SHARED:
             v = scalar_bwd(op, 0, g, x, y, out) + scalar_bwd(op, 1, g, x, y, out)
-            _put(arena + S[S_GRAD, sx], v, fresh & 1)
+            _put(arena + code[j, B_GX], v, flags & FRESH_X)
             continue
-        if mask & 1:
-            _put(arena + S[S_GRAD, sx], scalar_bwd(op, 0, g, x, y, out), fresh & 1)
-        if mask & 2:
-            _put(arena + S[S_GRAD, sy], scalar_bwd(op, 1, g, x, y, out), fresh & 2)
+        if flags & WANT_X:
+            _put(arena + code[j, B_GX], scalar_bwd(op, 0, g, x, y, out), flags & FRESH_X)
+        if flags & WANT_Y:
+            _put(arena + code[j, B_GY], scalar_bwd(op, 1, g, x, y, out), flags & FRESH_Y)
     return OK
 
 

@@ -214,7 +214,7 @@ def _reach(fun: Callable, constants: tuple) -> Callable:
 
 _systems: OrderedDict[tuple, _System] = OrderedDict()
 # a backward-only plan run (odesolve.vjp_saved): no forward kernels, no guards
-_NO_FORWARD = np.empty((2, 0), np.int64)
+_NO_FORWARD = np.empty((3, 0), np.int64)
 _NO_GUARDS = np.empty((4, 0), np.int64)
 _NO_EXPECT = np.empty(0, np.uint8)
 

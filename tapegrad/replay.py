@@ -11,8 +11,9 @@ and sizes and the gradient offsets never change, so the next replays run a *plan
 flat list of kernel addresses it dispatched (forward: every node; backward: the live
 nodes, newest first). A plan call does no table lookups, no liveness scan, no
 validation (the first replay validated exactly these nodes against exactly these
-buffers); per node it is one indirect call. Anything that could change the outcome (a
-non-OK status, anomaly mode) goes back to the general path.
+buffers); per node it is one indirect call, and a run of scalar nodes that
+``tapegrad.fused`` marked is one call of an executor for them all. Anything that could
+change the outcome (a non-OK status, anomaly mode) goes back to the general path.
 
 **Guards.** A value that Python read while the program was captured (``bool`` of a
 comparison, ``float()``, an index, ``.numpy()``) decided something the program now takes
@@ -107,11 +108,12 @@ def replay(h, n, root, want_grad, G, expect):
 
 @jit
 def forward_plan(h, n):
-    """``(2, n)``: the forward kernel address of each of the nodes ``0 .. n-1``, and
-    the nodes each entry runs (1; ``fuse_runs`` makes runs)."""
+    """``(3, n)``: the forward kernel address of each of the nodes ``0 .. n-1``, the
+    nodes each entry runs (1), and 0 (``tapegrad.fused`` makes runs: an executor's
+    address, the run's length and the address of its instructions)."""
     N = nodes(h)
     K = ktable(h)
-    fwd = np.empty((2, n), np.int64)
+    fwd = np.zeros((3, n), np.int64)
     for k in range(n):
         fwd[0, k] = K[N[N_OP, k], N[N_SIG, k], FWD]
         fwd[1, k] = 1
@@ -120,8 +122,9 @@ def forward_plan(h, n):
 
 @jit
 def backward_plan(h, root):
-    """``(3, live)``: node, backward kernel address and nodes run (1; ``fuse_runs``
-    makes runs) of each node the last backward from ``root`` ran, newest first."""
+    """``(4, live)``: node, backward kernel address, nodes run (1) and 0 for each node
+    the last backward from ``root`` ran, newest first (``tapegrad.fused`` makes runs,
+    as in :func:`forward_plan`)."""
     N = nodes(h)
     K = ktable(h)
     start = slots(h)[S_NODE, root]  # -1 for a leaf root: nothing runs
@@ -129,7 +132,7 @@ def backward_plan(h, root):
     for k in range(start, h[H_LO] - 1, -1):
         if N[N_FLAGS, k] & NODE_LIVE:
             count += 1
-    bwd = np.empty((3, count), np.int64)
+    bwd = np.zeros((4, count), np.int64)
     i = 0
     for k in range(start, h[H_LO] - 1, -1):
         if N[N_FLAGS, k] & NODE_LIVE:
@@ -157,7 +160,7 @@ def run_plan(h, fwd, bwd, root, want_grad, G, expect):
         if m == 1:
             st = call_kernel(fwd[0, k], k, me)
         else:  # a fused run (its guards are checked after it: formulas cannot fail)
-            st = call_run(fwd[0, k], k, m, me)
+            st = call_run(fwd[0, k], fwd[2, k], m, me)
         if st != OK:
             h[H_ERR_A] = k
             return st
@@ -178,14 +181,13 @@ def run_plan(h, fwd, bwd, root, want_grad, G, expect):
     # whole arena first (H_LAZY 0).
     h[H_LAZY] = 0
     seed_gradients(h, root, -1)
-    ids = bwd[0].ctypes.data
     i = 0
     while i < bwd.shape[1]:
         m = bwd[2, i]
         if m == 1:
             st = call_kernel(bwd[1, i], bwd[0, i], me)
         else:
-            st = call_run(bwd[1, i], ids + 8 * i, m, me)
+            st = call_run(bwd[1, i], bwd[3, i], m, me)
         if st != OK:
             h[H_ERR_A] = bwd[0, i]
             return st
