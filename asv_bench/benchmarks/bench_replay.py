@@ -68,7 +68,8 @@ class Recurrence:
 
     def track_replay_over_c(self):
         """Replay (fused runs of scalar nodes, ``tapegrad.fused``) against the same
-        forward and backward hand-written in C (``cc -O2``; medians of 41, interleaved)."""
+        forward and backward hand-written in C (``cc -O2``; medians of 41, interleaved,
+        each timed call right after an untimed one of its own)."""
         c = recurrence_c()
         if c is None:
             raise NotImplementedError("no C compiler")
@@ -78,6 +79,7 @@ class Recurrence:
                 "C": lambda: c(self.p, self.u),
             },
             41,
+            steady=True,
         )
         return times["replay"] / times["C"]
 
