@@ -78,7 +78,7 @@ from typing import Any
 
 import numpy as np
 
-from . import closures, graph, transforms
+from . import closures, fused, graph, transforms
 from ._jit import entry_point
 from .boundary import user_line
 from .engine import accumulate_grad, has_hooks, is_anomaly_enabled, raise_backward_error
@@ -385,6 +385,9 @@ class Program:
         # again.
         self.fwd_plan: np.ndarray | None = None
         self.bwd_plan: np.ndarray | None = None
+        # whether each plan went through tapegrad.fused with its executors compiled (on
+        # a cold cache they come later, from the background compiler: fuse_plans)
+        self.fused = [False, False]
         self._views: tuple = ()  # (layout key, root value view, gradient views)
 
     def run(
@@ -414,9 +417,12 @@ class Program:
                 st = replay(h, self.n_nodes, self.root, want_grad, G, expect)
             if st == OK:
                 if fwd is None:
-                    self.fwd_plan = fuse_forward(tape, forward_plan(h, self.n_nodes))
+                    self.fwd_plan = forward_plan(h, self.n_nodes)
+                    self.fused[0] = False
                 if want_grad and bwd is None and not anomaly:
-                    self.bwd_plan = fuse_backward(tape, backward_plan(h, self.root))
+                    self.bwd_plan = backward_plan(h, self.root)
+                    self.fused[1] = False
+                self.fuse_plans()
                 break
             if st == E_GUARD:
                 self.failed = f"a value read in Python at {self.guard_lines[h[H_ERR_A]]} changed"
@@ -454,6 +460,20 @@ class Program:
             grads = [tape.grad_view(s) for s in slots]
             self._views = (key, value, grads)
         return self._views[1], self._views[2]
+
+    def fuse_plans(self) -> None:
+        """Fuse the runs of scalar nodes of each plan not fused yet, once the executors
+        are compiled (``tapegrad.fused``; a cheap test while they are not). The backward
+        plan keeps the gradient offsets and fresh bits of the backward that made it,
+        whenever it is fused: plans run on exactly those."""
+        if fused.executors() is None:
+            return
+        if self.fwd_plan is not None and not self.fused[0]:
+            self.fwd_plan = fuse_forward(self.tape, self.fwd_plan)
+            self.fused[0] = True
+        if self.bwd_plan is not None and not self.fused[1]:
+            self.bwd_plan = fuse_backward(self.tape, self.bwd_plan)
+            self.fused[1] = True
 
     def structure(self) -> dict[str, np.ndarray]:
         """Everything that defines the computation, for ``check=True``."""

@@ -503,6 +503,7 @@ class _Solve:
                 np.copyto(program.inputs[3], self.p)  # another solve may have replayed it
             compiled = program.fwd_plan is not None and program.bwd_plan is not None
             if compiled:
+                program.fuse_plans()  # (executors a background compiler just finished)
                 ctx = self.system.context(program, self.m, self.dtype)
                 result = self._core(what, True)(ctx, *args)
                 if result[0] != ODE_REPLAY:

@@ -137,7 +137,9 @@ def background(idle: float = 2.0) -> int:
     quiet_since = time.monotonic()
     while time.monotonic() - quiet_since < idle:
         todo = [item for item in tiers.queued(root) if item not in done]
-        todo.sort(key=lambda item: item != "engine")  # the engine first
+        # the engine first, then replay's fused-run executors (with them a replayed
+        # program of scalar nodes needs few kernels), then kernels as they were asked for
+        todo.sort(key=lambda item: (item != "engine", item != "fused"))
         if not todo:
             time.sleep(0.2)
             continue

@@ -294,3 +294,20 @@ def test_float_arguments_in_containers_are_fused_inputs(unfused):
         np.testing.assert_allclose(g["a"], eg["a"], rtol=1e-14)
         np.testing.assert_allclose(g["xs"], eg["xs"], rtol=1e-14)
     assert all(r > 0 for r in _runs(step))
+
+
+def test_plans_made_before_the_executors_are_fused_when_they_come(monkeypatch):
+    """On a cold cache the executors come from the background compiler after a
+    program's plans exist: the next call fuses them, and nothing changes but speed."""
+    rng = np.random.default_rng(2)
+    u = rng.standard_normal(30)
+    p = np.array([0.5, 0.3, 0.2])
+    monkeypatch.setattr(fused, "executors", lambda: None)
+    step = tg.compile(recurrence)
+    before = [step.value_and_grad(p, u) for _ in range(3)]
+    assert _runs(step) == (0, 0)
+    monkeypatch.undo()
+    after = [step.value_and_grad(p, u) for _ in range(2)]
+    assert all(r > 0 for r in _runs(step))
+    for a in after:
+        _same_bits((a[0], [a[1]]), (before[-1][0], [before[-1][1]]))
