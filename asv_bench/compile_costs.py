@@ -1,6 +1,9 @@
 """What each kernel costs to compile on an empty cache (CPU seconds, one process).
 
-    python asv_bench/compile_costs.py [ROW ...]
+    python asv_bench/compile_costs.py [--passes] [ROW ...]
+
+``--passes`` also prints the wall seconds of each numba compiler pass over the rows'
+kernels (the engine's excluded), each pass without the nested compiles it triggers.
 
 Compiles the engine, then each named row's float64 forward and backward in order, into
 a temporary ``TAPEGRAD_CACHE_DIR`` (the first binary row also pays for the helpers the
@@ -17,7 +20,25 @@ import tempfile
 ROWS = ["multiply", "add", "logaddexp", "tanh", "exp", "sum", "matmul"]
 
 CHILD = """
-import sys, time
+import collections, sys, time
+from numba.core import compiler_machinery
+
+PASSES, STACK, passes = collections.Counter(), [0.0], sys.argv[1] == "passes"
+_run_pass = compiler_machinery.PassManager._runPass
+
+
+def timed_pass(self, index, pss, state):
+    STACK.append(0.0)
+    t = time.perf_counter()
+    try:
+        return _run_pass(self, index, pss, state)
+    finally:
+        spent = time.perf_counter() - t
+        PASSES[pss.name()] += spent - STACK.pop()
+        STACK[-1] += spent
+
+
+compiler_machinery.PassManager._runPass = timed_pass
 from tapegrad import dispatch, tiers
 from tapegrad._jit import FIRST_USE_NOTICE
 from tapegrad.layout import BWD, FWD
@@ -35,19 +56,27 @@ def timed(label, f):
 
 
 timed("engine", lambda: tiers.compile_engine(current_tape().header))
-for name in sys.argv[1:]:
+PASSES.clear()
+for name in sys.argv[2:]:
     op = BY_NAME[name]
     for d in (FWD, BWD) if op.bwd is not None else (FWD,):
         timed(f"{name} {'fwd' if d == FWD else 'bwd'}", lambda: dispatch.ensure(op.code, 0, d))
+if passes:
+    print(f"numba passes over these kernels, wall seconds (total {sum(PASSES.values()):.1f}):")
+    for name, seconds in PASSES.most_common(12):
+        print(f"  {name:40s} {seconds:6.2f}")
 """
 
 
 def main() -> None:
-    rows = sys.argv[1:] or ROWS
+    args = sys.argv[1:]
+    passes = "--passes" in args
+    rows = [a for a in args if a != "--passes"] or ROWS
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, TAPEGRAD_CACHE_DIR=cache, TAPEGRAD_TIERS="0")
         print(f"{'float64 kernel':24s} {'CPU s':>7s}")
-        subprocess.run([sys.executable, "-c", CHILD, *rows], env=env, check=True)
+        mode = "passes" if passes else "kernels"
+        subprocess.run([sys.executable, "-c", CHILD, mode, *rows], env=env, check=True)
 
 
 if __name__ == "__main__":
