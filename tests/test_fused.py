@@ -24,7 +24,8 @@ SCALAR_CASES = [
 
 @pytest.fixture
 def unfused(monkeypatch):
-    """A context in which new plans are not fused (as on a cold cache)."""
+    """A context in which no plan is fused (as on a cold cache before the executors
+    come): steps made and called inside it replay unfused."""
 
     class Off:
         def __enter__(self):
