@@ -66,6 +66,10 @@ ENGINE = (record_elementwise, record_tensors, record_general, import_slot, run_b
 INTERPRETED_PACKAGE = "tapegrad._interpreted"
 # How often (seconds) an interpreted process looks for what the background compiled.
 POLL = 0.25
+# Python runs after which a shim asks the background compiler for its kernel ahead of
+# the others queued (a kernel a compiled loop calls, such as an ODE solver's right-hand
+# side: each Python run costs tens of microseconds)
+HOT = 1000
 
 _lock = threading.RLock()
 _state: dict[str, Any] = {"enabled": None, "compiled": None, "next_poll": 0.0}
@@ -284,6 +288,7 @@ class _Shim:
         self.python = getattr(gen, self.name)
         self.compiled: Any = None
         self.next_poll = 0.0
+        self.calls = 0  # Python runs, up to HOT
         self.thunk = _C_KERNEL(self)  # kept alive here: the table holds its address
         self.address = ctypes.cast(self.thunk, ctypes.c_void_p).value
 
@@ -307,6 +312,11 @@ class _Shim:
                     return self._load()(node, tp)
             if _largest(node, tp) > INTERPRET_MAX:
                 return self._load()(node, tp)
+            if self.calls < HOT:
+                self.calls += 1
+                if self.calls == HOT:  # called from a loop: the background compiler's next
+                    op, sig, direction = self.key
+                    request([f"hot {ROWS[op].name} {sig} {direction}"])
             return self.python(node, tp)
         except BaseException as e:  # (a C caller cannot take an exception: a status)
             _errors[threading.get_ident()] = e

@@ -115,8 +115,9 @@ def warmup(jobs: int | None = None) -> int:
 
 def background(idle: float = 2.0) -> int:
     """The background compiler (``tapegrad.tiers``): compile what processes queued for
-    this cache (``engine``, then each ``kernel <row> <sig> <direction>`` and ``fused``,
-    the replay's fused-run executors), newest
+    this cache (``engine``, then each ``kernel <row> <sig> <direction>``, ``hot <row>
+    <sig> <direction>`` for a kernel a shim runs in a loop, and ``fused``, the replay's
+    fused-run executors), newest
     requests included, until the queue has been done for ``idle`` seconds; one per cache
     (a lock), at low priority. Returns how many items it compiled."""
     import fcntl
@@ -138,8 +139,9 @@ def background(idle: float = 2.0) -> int:
     while time.monotonic() - quiet_since < idle:
         todo = [item for item in tiers.queued(root) if item not in done]
         # the engine first, then replay's fused-run executors (with them a replayed
-        # program of scalar nodes needs few kernels), then kernels as they were asked for
-        todo.sort(key=lambda item: (item != "engine", item != "fused"))
+        # program of scalar nodes needs few kernels), then the kernels that shims run in
+        # loops (``hot``), then the others as they were asked for
+        todo.sort(key=lambda item: (item != "engine", item != "fused", item[:4] != "hot "))
         if not todo:
             time.sleep(0.2)
             continue

@@ -344,3 +344,22 @@ def test_a_killed_warmup_leaves_no_workers_compiling(tmp_path):
         with contextlib.suppress(OSError):
             os.kill(w, signal.SIGKILL)
     assert not left
+
+
+def test_a_shim_run_in_a_loop_asks_for_its_kernel_first(tmp_path):
+    """A kernel a loop runs interpreted (an ODE right-hand side's, say) goes to the head
+    of the background compiler's queue after ``tiers.HOT`` runs, once."""
+    code = """
+        import numpy as np
+        import tapegrad as tg, tapegrad.numpy as tnp
+        from tapegrad import tiers
+
+        asked = []
+        tiers.request = asked.extend  # (the test runs no background compiler)
+        x = tg.tensor(np.array([0.5, 0.25]), requires_grad=True)
+        for _ in range(tiers.HOT + 5):
+            tnp.sin(x)
+        print(" ".join(a.replace(" ", "_") for a in asked))
+    """
+    out, _ = _run(code, tmp_path)
+    assert out.split() == ["engine", "kernel_sin_0_0", "hot_sin_0_0"]
