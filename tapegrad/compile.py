@@ -83,7 +83,6 @@ from ._jit import entry_point
 from .boundary import user_line
 from .engine import accumulate_grad, has_hooks, is_anomaly_enabled, raise_backward_error
 from .function import Function
-from .fused import fuse_backward, fuse_forward
 from .higher import inner_product, recorded_jvp, recorded_vjp, same_as_forward
 from .layout import (
     E_CALLBACK_HOOK,
@@ -469,10 +468,10 @@ class Program:
         if fused.executors() is None:
             return
         if self.fwd_plan is not None and not self.fused[0]:
-            self.fwd_plan = fuse_forward(self.tape, self.fwd_plan)
+            self.fwd_plan = fused.fuse_forward(self.tape, self.fwd_plan)
             self.fused[0] = True
         if self.bwd_plan is not None and not self.fused[1]:
-            self.bwd_plan = fuse_backward(self.tape, self.bwd_plan)
+            self.bwd_plan = fused.fuse_backward(self.tape, self.bwd_plan)
             self.fused[1] = True
 
     def structure(self) -> dict[str, np.ndarray]:

@@ -12,8 +12,8 @@ written once, here, into the buffer that holds the plan. The result is bitwise t
 plan's.
 
 The executors are compiled once for all programs. On a cold cache they are left to the
-background compiler (``tapegrad.tiers``): plans made before they are ready stay
-unfused, the ones made after are fused.
+background compiler (``tapegrad.tiers``): plans made before they are ready run unfused
+until they are, then ``compile.Program.fuse_plans`` fuses them.
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def fuse_forward(tape: Tape, fwd: np.ndarray) -> np.ndarray:
     """The forward plan ``fwd`` (``replay.forward_plan``) with its runs of scalar nodes
     fused: a new plan that holds the runs' instructions (or ``fwd``, with none)."""
     found = executors()
-    if found is None or fwd.shape[1] < MIN_RUN:
+    if found is None:
         return fwd
     ok, gather = _scalar_nodes(tape, np.arange(fwd.shape[1]), SCALAR_FWD_OPS)
     runs = _runs(ok)
@@ -168,7 +168,7 @@ def fuse_backward(tape: Tape, bwd: np.ndarray) -> np.ndarray:
     Called right after the backward that laid the gradients out: the plan keeps their
     offsets and the fresh bits, as the unfused plan does."""
     found = executors()
-    if found is None or bwd.shape[1] < MIN_RUN:
+    if found is None:
         return bwd
     ok, gather = _scalar_nodes(tape, bwd[0], SCALAR_BWD_OPS)
     runs = _runs(ok)
