@@ -84,7 +84,7 @@ from .tensors import (
     thread_alive,
     values_of,
 )
-from .tiers import Unbound, current, entry_point, on_switch, raise_pending
+from .tiers import Unbound, call, current, entry_point, on_switch, raise_pending
 
 # --- hooks -------------------------------------------------------------------------------
 
@@ -347,10 +347,10 @@ def _drive(tape: Tape, root: int, seed: np.ndarray | None, retain_graph: bool, u
             k = tape.h[H_ERR_A]
             if st == E_CALLBACK_PY:
                 _run_python_node(tape, k, retain_graph)
-                st = current(resume)(h, k - 1, retain_graph, False)
+                st = call(resume, h, k - 1, retain_graph, False)
             elif st == E_CALLBACK_HOOK:
                 _run_node_hooks(tape, k)
-                st = current(resume)(h, k, retain_graph, True)
+                st = call(resume, h, k, retain_graph, True)
             else:
                 raise_backward_error(tape, st)
                 raise RuntimeError(f"tapegrad: backward status {st}")

@@ -35,7 +35,7 @@ from .layout import DTYPE_CODE, F64, FLOAT_CODES, SLOT_CONST
 from .record import record_custom
 from .tape import current_tape, normalize_array
 from .tensors import Tensor, bind_operand, is_grad_enabled, no_grad, result_handle
-from .tiers import current
+from .tiers import call
 
 __all__ = ["Function", "FunctionCtx", "kernel"]
 
@@ -651,7 +651,7 @@ def _record(
         positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
         n_custom = len(tape.custom)
         tape.add_custom(pi, (cls, ctx, len(args), positions))
-        k = current(record_custom)(tape.header, code, sig, nin, nout, rg_mask)
+        k = call(record_custom, tape.header, code, sig, nin, nout, rg_mask)
         if k >= 0:
             return [result_handle(tape, s, ep) for s in out_slots]
         del tape.custom[n_custom:]

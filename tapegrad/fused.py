@@ -72,6 +72,7 @@ def executors() -> tuple[int, int] | None:
                 tiers.request(["fused"])
                 return None
             _state["addresses"] = dispatch.run_executors()
+            tiers.renew_hot()  # (the kernels fused runs serve are not run in loops now)
     return _state["addresses"]
 
 

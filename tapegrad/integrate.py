@@ -52,6 +52,7 @@ import numpy as np
 from scipy.optimize import OptimizeResult
 
 from . import numpy as tnp
+from . import tiers
 from ._protocols import holds_tensor
 from .compile import compile
 from .function import Function
@@ -505,9 +506,13 @@ class _Solve:
             if compiled:
                 program.fuse_plans()  # (executors a background compiler just finished)
                 ctx = self.system.context(program, self.m, self.dtype)
-                result = self._core(what, True)(ctx, *args)
-                if result[0] != ODE_REPLAY:
-                    return result
+                loop = self._core(what, True)
+                # on a cold cache the loop compiles in the background (20-30 s) and Python
+                # drives the same source meanwhile: the same numbers, step for step
+                if tiers.loop_ready(loop, (ctx, *args), f"ode {np.dtype(self.dtype).name}"):
+                    result = loop(ctx, *args)
+                    if result[0] != ODE_REPLAY:
+                        return result
             return self._core(what, False)(_Driven(self), *args)
 
     def _check_unchanged(self, outside: list | None, program: Any) -> None:

@@ -131,7 +131,7 @@ from .layout import (
     SLOT_RG,
 )
 from .record import import_slot, reachable
-from .tiers import Unbound, current, entry_point, missing_kernel, on_switch, raise_pending
+from .tiers import Unbound, call, current, entry_point, missing_kernel, on_switch, raise_pending
 
 if TYPE_CHECKING:
     from .tensors import Tensor
@@ -886,7 +886,7 @@ class Tape:
         ``live`` reach (``record.reachable``)."""
         mark = np.zeros(self.h[H_NSLOTS], np.uint8)
         roots = np.array(list(self._graph_slots(live)), np.int64)
-        return current(reachable)(self.header, roots, mark), mark
+        return call(reachable, self.header, roots, mark), mark
 
     def _graph_slots(self, live: list):
         """The slots of handles in ``live`` whose graph (in this tape) may still run

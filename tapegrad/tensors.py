@@ -72,7 +72,7 @@ from .tape import (
     tape_stack,
     worker_count,
 )
-from .tiers import Unbound, current, entry_point, on_switch
+from .tiers import Unbound, call, current, entry_point, on_switch
 
 FLAG_RG = 1  # external tensor requires grad
 FLAG_FREED = 2  # external copy of a non-leaf whose graph was freed by a backward
@@ -606,7 +606,7 @@ class Tensor:
             s = bind_operand(tape, ep, self)[0]
             if tape.epoch != ep:
                 continue
-            r = current(alias_slot)(tape.header, s, 0)
+            r = call(alias_slot, tape.header, s, 0)
             if r >= 0:
                 return result_handle(tape, r, ep)
             tape.fix(r)
@@ -1684,8 +1684,9 @@ def front_end(fn: Any, op: Any, operands: tuple, params: tuple) -> Tensor | None
             break
     else:
         h = tape.header
-        rec = _FRONT_ENDS.get(fn) or current(fn)
-        r = rec(h, op.code, op.differentiable, *slots, *params)
+        args = (h, op.code, op.differentiable, *slots, *params)
+        rec = _FRONT_ENDS.get(fn) or current(fn, args)
+        r = rec(*args)
     if r < 0:
         if mark is not None:  # a constant imported for this op: not kept twice
             tape.restore(mark)

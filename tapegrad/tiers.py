@@ -169,15 +169,79 @@ def _poll() -> None:
                     callback()
 
 
-def current(fn: Any) -> Any:
-    """What to call for compiled engine function ``fn`` now: ``fn`` itself, or its
-    interpreted twin (the same source, run by Python) while the cache lacks the engine."""
-    if _state["compiled"] or compiled():
+def current(fn: Any, args: tuple | None = None) -> Any:
+    """What to call for compiled engine function ``fn`` now (on ``args``, where the
+    caller has them): ``fn`` itself, or its interpreted twin (the same source, run by
+    Python) while the cache lacks the engine, or lacks ``fn`` (for the types of
+    ``args``): a front end such as ``record_reduce`` is compiled on its first use, and
+    runs interpreted meanwhile (the background compiler's ``frontends`` item)."""
+    if not (_state["compiled"] or compiled()):
+        _poll()
+        if not _state["compiled"]:
+            return interpreted_twin(fn)
+    if fn in ENGINE or not enabled():
         return fn
-    _poll()
-    if _state["compiled"]:
+    key = fn if args is None else (fn, tuple(map(type, args)))
+    if key in _ready or _cached_now(fn, key, "frontends", args):
         return fn
     return interpreted_twin(fn)
+
+
+def call(fn: Any, *args: Any) -> Any:
+    """``current(fn, args)(*args)``."""
+    return current(fn, args)(*args)
+
+
+# Compiled functions found in the cache (they stay there), and when each other one was
+# last looked for: a miss is looked for again after POLL seconds.
+_ready: set[Any] = set()
+_looked: dict[Any, float] = {}
+_asked: set[str] = set()
+
+
+def _cached_now(fn: Any, key: Any, item: str, args: tuple | None) -> bool:
+    """Whether ``fn`` (a dispatcher) is in the cache (its version for the types of
+    ``args``, if given): remembered under ``key`` once true, looked for at most every
+    POLL seconds while false; a miss queues ``item`` for the background compiler (once
+    per process)."""
+    now = time.monotonic()
+    if now < _looked.get(key, 0.0):
+        return False
+    _looked[key] = now + POLL
+    if is_cached(fn) if args is None else has_version(fn, args):
+        _ready.add(key)
+        return True
+    if item not in _asked:
+        _asked.add(item)
+        request([item])
+    return False
+
+
+def has_version(fn: Any, args: tuple) -> bool:
+    """Whether the cache holds ``fn`` (a dispatcher) compiled for the types of ``args``
+    (read from numba's index; compiles and loads nothing)."""
+    if not _index_file(fn.py_func).exists():
+        return False
+    from numba import typeof
+
+    sig = tuple(typeof(a) for a in args)
+    try:
+        index = caching.FunctionCache(fn.py_func)._cache_file._load_index()
+    except Exception:  # (being written, or unreadable: not yet)
+        return False
+    return any(key[0] == sig for key in index)
+
+
+def loop_ready(fn: Any, args: tuple, item: str) -> bool:
+    """Whether compiled loop ``fn`` (an ODE solver's) may run on ``args`` without
+    compiling in this process: tiers are off, or the cache holds that version. Otherwise
+    the caller runs the same source driven from Python, and ``item`` is queued."""
+    if not enabled():
+        return True
+    from numba import typeof
+
+    key = (fn, tuple(typeof(a) for a in args))
+    return key in _ready or _cached_now(fn, key, item, args)
 
 
 class Unbound:
@@ -284,6 +348,7 @@ class _Shim:
     def __init__(self, op: int, sig: int, direction: int) -> None:
         self.key = (op, sig, direction)
         self.name = wrapper_name(ROWS[op], sig, direction)
+        self.kernel = f"{ROWS[op].name} {sig} {direction}"  # (as queued and claimed)
         gen = sys.modules[f"{INTERPRETED_PACKAGE}._generated"]
         self.python = getattr(gen, self.name)
         self.compiled: Any = None
@@ -314,9 +379,17 @@ class _Shim:
                 return self._load()(node, tp)
             if self.calls < HOT:
                 self.calls += 1
-                if self.calls == HOT:  # called from a loop: the background compiler's next
-                    op, sig, direction = self.key
-                    request([f"hot {ROWS[op].name} {sig} {direction}"])
+                if self.calls == HOT:  # called from a loop: compiled now
+                    # Python runs are ~30x slower than compiled ones, and one background
+                    # compiler is the bottleneck of a cold loop: this process compiles
+                    # this kernel itself, and the background compiler takes next the
+                    # others the loop runs (most shims of a loop get here together)
+                    # (with no background compiler, as in the cold tests, it stays Python)
+                    with _lock:
+                        mates = [s for s in _SHIMS.values() if s.calls >= HOT // 4]
+                    request([f"hot {s.kernel}" for s in mates if s.compiled is None])
+                    if _background_enabled() and claim(self.kernel):
+                        return self._load()(node, tp)
             return self.python(node, tp)
         except BaseException as e:  # (a C caller cannot take an exception: a status)
             _errors[threading.get_ident()] = e
@@ -429,28 +502,83 @@ def _start_compiler() -> None:
     )
 
 
-def queued(root: Path) -> list[str]:
-    """The background compiler's queue, in order, without repeats."""
+def queued(root: Path) -> dict[str, tuple[int, int]]:
+    """The background compiler's queue: each item, with where it was first and last
+    asked for (line numbers), in the order first asked for."""
     try:
         lines = (root / QUEUE).read_text().splitlines()
     except OSError:
-        return []
-    return list(dict.fromkeys(line.strip() for line in lines if line.strip()))
+        return {}
+    seen: dict[str, tuple[int, int]] = {}
+    for i, line in enumerate(lines):
+        item = line.strip()
+        if item:
+            seen[item] = (seen[item][0] if item in seen else i, i)
+    return seen
+
+
+CLAIMS = "compile-claims"
+
+
+def claim(kernel: str, root: Path | None = None) -> bool:
+    """Take kernel ``"<row> <sig> <direction>"`` to compile: False if a process (this
+    one, another, the background compiler) took it before. Two compilers on one core
+    each would compile it twice."""
+    root = root or cache_root()
+    try:
+        import fcntl
+
+        root.mkdir(parents=True, exist_ok=True)
+        with open(root / CLAIMS, "a+") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            fh.seek(0)
+            for line in fh:
+                pid, _, taken = line.strip().partition(" ")
+                if taken == kernel and _alive(int(pid)):  # (a dead one's claim is void)
+                    return False
+            fh.write(f"{os.getpid()} {kernel}\n")
+            return True
+    except (ImportError, OSError, ValueError):  # no flock (Windows), a cache not written
+        return True
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # (another user's process)
+        pass
+    return True
+
+
+def renew_hot() -> None:
+    """Count every shim's Python runs from zero again: replay's fused runs have just
+    taken some of them over. A kernel a loop still runs asks again (``hot``), and the
+    background compiler takes the latest such requests first."""
+    with _lock:
+        for shim in _SHIMS.values():
+            shim.calls = 0
 
 
 __all__ = [
     "ENGINE",
+    "call",
+    "claim",
     "compile_engine",
     "compiled",
     "current",
     "entry_point",
     "function_cached",
+    "has_version",
     "interpreted_twin",
     "is_cached",
     "kernel_cached",
     "load_kernel",
+    "loop_ready",
     "missing_kernel",
     "on_switch",
     "raise_pending",
+    "renew_hot",
     "request",
 ]

@@ -54,26 +54,31 @@ def _leave_with(parent: int) -> None:
     threading.Thread(target=watch, name="tapegrad-warmup-parent", daemon=True).start()
 
 
-def _compile_share(share: list[tuple[int, int, int]], engine: bool, ode: bool = True) -> int:
+def _compile_share(share: list[tuple[int, int, int]], engine: bool) -> int:
     FIRST_USE_NOTICE.said = True  # compiling is what was asked for: no notice
     tiers.disable()  # compiled here, never interpreted
     if engine:  # the recorder and the scheduler: small forwards and backwards
         tiers.compile_engine(current_tape().header)  # (what tapegrad.tiers looks for)
-        x = tg.tensor(np.ones(3), requires_grad=True)
-        w = tg.tensor(np.ones((3, 2)), requires_grad=True)
-        tg.numpy.sum(tg.numpy.tanh(x @ w) ** 2).backward()
-        # the compiled front ends (record.record_reduce, record_matmul, record_along);
-        # the second product, once the tape has set BLAS up
-        m = tg.tensor(np.ones((2, 3)), requires_grad=True)
-        for _ in range(2):
-            y = tg.special.log_softmax(m @ w, axis=1)
-            tg.numpy.mean(tg.numpy.sum(y, axis=0)).backward()
+        _front_ends()
         dispatch.run_executors()  # replay's fused runs of scalar nodes
-        if ode:
-            _ode_solvers()
+        _ode_solvers((np.float64, np.float32))
     for op, sig, d in share:
         dispatch.ensure(op, sig, d)
     return len(share)
+
+
+def _front_ends() -> None:
+    """The engine functions the Python layers call by op (``record.record_reduce``,
+    ``record_matmul``, ``record_along``...), compiled on their first use: a small
+    program that uses them (and the kernels of its ops)."""
+    x = tg.tensor(np.ones(3), requires_grad=True)
+    w = tg.tensor(np.ones((3, 2)), requires_grad=True)
+    tg.numpy.sum(tg.numpy.tanh(x @ w) ** 2).backward()
+    # the second product, once the tape has set BLAS up
+    m = tg.tensor(np.ones((2, 3)), requires_grad=True)
+    for _ in range(2):
+        y = tg.special.log_softmax(m @ w, axis=1)
+        tg.numpy.mean(tg.numpy.sum(y, axis=0)).backward()
 
 
 def _weight(kernel: tuple[int, int, int]) -> int:
@@ -84,10 +89,10 @@ def _weight(kernel: tuple[int, int, int]) -> int:
     return (2 if d == BWD else 0) + (1 if binary else 0) + (2 if binary and d == BWD else 0)
 
 
-def _ode_solvers() -> None:
+def _ode_solvers(dtypes: tuple) -> None:
     """The ODE solvers' compiled loops (``tapegrad.odesolve``): forward, reverse pass
-    and adjoint, in float64 and float32."""
-    for dtype in (np.float64, np.float32):
+    and adjoint, in each of ``dtypes`` (and the kernels of a small right-hand side)."""
+    for dtype in dtypes:
         k = tg.tensor(np.ones(2, dtype), requires_grad=True)
         for adjoint in (False, True):
             ys = tg.integrate.odeint(
@@ -113,13 +118,53 @@ def warmup(jobs: int | None = None) -> int:
         return sum(t.result() for t in tasks)
 
 
+# The background compiler's order. A process on a cold cache runs interpreted until the
+# engine is compiled; then the kernels shims run in loops (``hot``: an ODE solver's
+# right-hand side; the process compiles some itself) and the others as they were asked
+# for (2-15 s each: the kernels a process waits for); then the ODE solvers' loops (``ode
+# <dtype>``, ~30 s: Python drives the same source meanwhile); then replay's fused-run
+# executors (``fused``, 30-40 s: faster replay of scalar nodes, which work without them);
+# the front ends' warm-up program last (a process runs the ones it lacks interpreted).
+_ORDER = ("engine", "hot", "kernel", "ode", "fused", "frontends")
+
+
+def _urgency(item: str, first: int, last: int) -> tuple[int, int]:
+    """Sort key of a queued item asked for first and last at those lines of the queue:
+    by kind (``_ORDER``); hot kernels the latest asked for first (a loop that asked
+    before replay's fused runs took its nodes over may not run the kernel any more),
+    the others in the order asked for."""
+    kind = item.split()[0]
+    return (
+        _ORDER.index(kind) if kind in _ORDER else len(_ORDER),
+        -last if kind == "hot" else first,
+    )
+
+
+def _compile_item(item: str) -> None:
+    """Compile one queued item into the cache."""
+    kind, *rest = item.split()
+    if kind == "engine":
+        tiers.compile_engine(current_tape().header)
+    elif kind == "fused":
+        dispatch.run_executors()
+    elif kind == "ode":
+        _ode_solvers((np.dtype(rest[0]).type,))
+    elif kind == "frontends":
+        _front_ends()
+    elif kind in ("hot", "kernel"):
+        name, sig, direction = rest
+        op = BY_NAME[name].code
+        # (one a process compiles itself, or compiled, is not compiled again)
+        if tiers.kernel_cached(op, int(sig), int(direction)) or tiers.claim(" ".join(rest)):
+            dispatch.ensure(op, int(sig), int(direction))
+
+
 def background(idle: float = 2.0) -> int:
     """The background compiler (``tapegrad.tiers``): compile what processes queued for
-    this cache (``engine``, then each ``kernel <row> <sig> <direction>``, ``hot <row>
-    <sig> <direction>`` for a kernel a shim runs in a loop, and ``fused``, the replay's
-    fused-run executors), newest
-    requests included, until the queue has been done for ``idle`` seconds; one per cache
-    (a lock), at low priority. Returns how many items it compiled."""
+    this cache (``engine``, ``fused``, ``hot <row> <sig> <direction>``, ``ode <dtype>``,
+    ``kernel <row> <sig> <direction>``, ``frontends``: ``_ORDER``), newest requests
+    included, until the queue has been done for ``idle`` seconds; one per cache (a
+    lock), at low priority. Returns how many items it compiled."""
     import fcntl
 
     root = cache_root()
@@ -137,24 +182,16 @@ def background(idle: float = 2.0) -> int:
     done: set[str] = set()
     quiet_since = time.monotonic()
     while time.monotonic() - quiet_since < idle:
-        todo = [item for item in tiers.queued(root) if item not in done]
-        # the engine first, then replay's fused-run executors (with them a replayed
-        # program of scalar nodes needs few kernels), then the kernels that shims run in
-        # loops (``hot``), then the others as they were asked for
-        todo.sort(key=lambda item: (item != "engine", item != "fused", item[:4] != "hot "))
+        todo = {k: at for k, at in tiers.queued(root).items() if k not in done}
         if not todo:
             time.sleep(0.2)
             continue
-        for item in todo:
-            done.add(item)
-            with contextlib.suppress(Exception):  # one that fails compiles on first use
-                if item == "engine":
-                    _compile_share([], True, ode=False)
-                elif item == "fused":
-                    dispatch.run_executors()
-                else:
-                    _, name, sig, direction = item.split()
-                    dispatch.ensure(BY_NAME[name].code, int(sig), int(direction))
+        # one item at a time, the most urgent first (a newer request may outrank what
+        # is left of an older list)
+        item = min(todo, key=lambda k: _urgency(k, *todo[k]))
+        done.add(item)
+        with contextlib.suppress(Exception):  # one that fails compiles on first use
+            _compile_item(item)
         quiet_since = time.monotonic()
     return len(done)
 

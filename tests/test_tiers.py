@@ -363,3 +363,99 @@ def test_a_shim_run_in_a_loop_asks_for_its_kernel_first(tmp_path):
     """
     out, _ = _run(code, tmp_path)
     assert out.split() == ["engine", "kernel_sin_0_0", "hot_sin_0_0"]
+
+
+def test_a_loop_compiles_its_hot_kernel_here_and_queues_the_others(tmp_path):
+    """With a background compiler, the shim that reaches ``tiers.HOT`` runs first
+    compiles its kernel in this process (the background compiler alone is the bottleneck
+    of a cold loop) and queues the other kernels the loop runs, as ``hot``; a kernel is
+    compiled once, by whoever claims it first (``tiers.claim``)."""
+    code = """
+        import numpy as np
+        import tapegrad as tg, tapegrad.numpy as tnp
+        from tapegrad import tiers
+
+        asked = []
+        tiers.request = asked.extend  # (no background compiler starts)
+        x = tg.tensor(np.array([0.5, 0.25]))
+        for _ in range(tiers.HOT + 5):
+            y = tnp.cos(tnp.sin(x))
+        print(y.numpy().tolist() == np.cos(np.sin([0.5, 0.25])).tolist())
+        print(sorted(s.kernel for s in tiers._SHIMS.values() if s.compiled is not None))
+        print(" ".join(a.replace(" ", "_") for a in asked))
+        print(tiers.claim("sin 0 0"), tiers.claim("tanh 0 0"))
+    """
+    out, err = _run(code, None, TAPEGRAD_CACHE_DIR=str(tmp_path))
+    same, compiled, asked, claims = out.splitlines()
+    assert same == "True"
+    assert compiled == "['cos 0 0', 'sin 0 0']"
+    assert "hot_cos_0_0" in asked.split()  # asked for when sin got hot
+    assert claims == "False True"  # sin is this process's; tanh was free
+    # a claim of a process that has gone is void: the kernel can be taken again
+    (claims_file,) = tmp_path.glob("*/compile-claims")
+    root = claims_file.parent
+    code = f"""
+        from pathlib import Path
+        from tapegrad import tiers
+        print(tiers.claim("sin 0 0", Path({str(root)!r})))
+    """
+    out, _ = _run(code, None)
+    assert out.strip() == "True"
+
+
+ODE_FIT = """
+import numpy as np
+import tapegrad as tg, tapegrad.numpy as tnp
+from tapegrad.integrate import odeint
+
+def lv(z, t, th):
+    x, y = z[0], z[1]
+    return tnp.stack([th[0] * x - th[1] * x * y, th[3] * x * y - th[2] * y])
+
+th = tg.tensor(np.array([1.0, 0.1, 1.5, 0.075]), requires_grad=True)
+out = []
+for adjoint in (False, True):
+    th.grad = None
+    z = odeint(lv, np.array([10.0, 5.0]), np.linspace(0.0, 4.0, 9), th, rtol=1e-7,
+               adjoint=adjoint)
+    tnp.sum(tnp.log(z) ** 2).backward()
+    out.append([z.numpy().tolist(), th.grad.tolist()])
+print(repr(out))
+"""
+
+
+def test_a_cold_ode_solve_runs_its_loops_from_python_with_the_same_numbers(tmp_path):
+    """On a cold cache the ODE solvers' compiled loops are left to the background
+    compiler (``ode float64``); Python drives the same source meanwhile, step for step:
+    the same solution and gradients, bit for bit, in both gradient modes."""
+    cold, _ = _run(ODE_FIT, tmp_path)
+    warm, _ = _run(ODE_FIT, None)
+    assert cold == warm
+    assert not list(tmp_path.glob("*/odesolve.forward*")), "the loop compiled in-process"
+
+
+def test_front_ends_missing_from_the_cache_run_interpreted_beside_the_compiled_engine(
+    tmp_path,
+):
+    """A cache holding the engine but not the front ends (``record_reduce`` and the
+    others, compiled on their first use): the process runs the compiled engine, the
+    front ends interpreted and the kernels through shims, compiles nothing, and gives
+    the warm numbers."""
+    engine_only = """
+        from tapegrad import tiers
+        from tapegrad.tape import current_tape
+        tiers.disable()
+        tiers.compile_engine(current_tape().header)
+    """
+    _run(engine_only, None, TAPEGRAD_CACHE_DIR=str(tmp_path))
+    code = FAMILIES + "\nfrom tapegrad import tiers\nprint(tiers.compiled())\n"
+    cold, err = _run(code, tmp_path)
+    warm, _ = _run(FAMILIES, None)
+    cold, compiled = cold.splitlines()
+    assert compiled == "True"
+    cold, warm = json.loads(cold), json.loads(warm)
+    assert float(cold[0]) == pytest.approx(float(warm[0]), rel=1e-13)
+    for (dtype, c), (_, w) in zip(cold[1:], warm[1:]):
+        tol = 1e-13 if dtype == "float64" else 4 * np.finfo(np.float32).eps
+        np.testing.assert_allclose(c, w, rtol=tol, atol=tol)
+    assert _compiles(err) == 0, err

@@ -50,7 +50,7 @@ from ..record import record_matmul
 from ..shapes import matmul_layout, normalize_axes
 from ..tape import current_tape
 from ..tensors import Tensor, as_tensor, elementwise, front_end, general, is_grad_enabled
-from ..tiers import current
+from ..tiers import call
 from .reduce import max as _max
 from .reduce import min as _min
 from .reduce import safe_sqrt
@@ -97,7 +97,7 @@ def _matmul_plan(xs: tuple, ys: tuple, dx: int, dy: int) -> tuple:
     """``(dtype, result shape, int params)`` of ``matmul`` on these operands, NumPy's
     errors for shapes it rejects; dtype -1 when neither operand is floating point."""
     out_shape, ip = matmul_layout(xs, ys)
-    dt = current(promote)(dx, dy)
+    dt = call(promote, dx, dy)
     return dt, out_shape, ip
 
 

@@ -52,7 +52,7 @@ from ..tensors import (
     is_grad_enabled,
     result_handle,
 )
-from ..tiers import current
+from ..tiers import call
 
 
 def astype(x: Any, dtype: Any) -> Tensor:
@@ -71,7 +71,7 @@ def astype(x: Any, dtype: Any) -> Tensor:
         a, _ = bind_operand(tape, ep, t)
         if tape.epoch != ep:
             continue
-        r = current(cast_slot)(tape.header, a, dst)
+        r = call(cast_slot, tape.header, a, dst)
         if r >= 0:
             return result_handle(tape, r, ep) if r != a else t
         tape.fix(r)
