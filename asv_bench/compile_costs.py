@@ -1,9 +1,11 @@
 """What each kernel costs to compile on an empty cache (CPU seconds, one process).
 
-    python asv_bench/compile_costs.py [--passes] [ROW ...]
+    python asv_bench/compile_costs.py [--passes] [--serial] [ROW ...]
 
 ``--passes`` also prints the wall seconds of each numba compiler pass over the rows'
 kernels (the engine's excluded), each pass without the nested compiles it triggers.
+``--serial`` compiles each kernel's serial flavour (``tapegrad._serial``: no parallel,
+blocked or streamed loops), what a cold process compiles for a kernel a loop runs.
 
 Compiles the engine, then each named row's float64 forward and backward in order, into
 a temporary ``TAPEGRAD_CACHE_DIR`` (the first binary row also pays for the helpers the
@@ -57,10 +59,11 @@ def timed(label, f):
 
 timed("engine", lambda: tiers.compile_engine(current_tape().header))
 PASSES.clear()
-for name in sys.argv[2:]:
+make = tiers.serial_kernel if sys.argv[2] == "serial" else dispatch.ensure
+for name in sys.argv[3:]:
     op = BY_NAME[name]
     for d in (FWD, BWD) if op.bwd is not None else (FWD,):
-        timed(f"{name} {'fwd' if d == FWD else 'bwd'}", lambda: dispatch.ensure(op.code, 0, d))
+        timed(f"{name} {'fwd' if d == FWD else 'bwd'}", lambda: make(op.code, 0, d))
 if passes:
     print(f"numba passes over these kernels, wall seconds (total {sum(PASSES.values()):.1f}):")
     for name, seconds in PASSES.most_common(12):
@@ -71,12 +74,14 @@ if passes:
 def main() -> None:
     args = sys.argv[1:]
     passes = "--passes" in args
-    rows = [a for a in args if a != "--passes"] or ROWS
+    flavour = "serial" if "--serial" in args else "full"
+    rows = [a for a in args if a not in ("--passes", "--serial")] or ROWS
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, TAPEGRAD_CACHE_DIR=cache, TAPEGRAD_TIERS="0")
-        print(f"{'float64 kernel':24s} {'CPU s':>7s}")
+        print(f"{'float64 kernel (' + flavour + ')':24s} {'CPU s':>7s}")
         mode = "passes" if passes else "kernels"
-        subprocess.run([sys.executable, "-c", CHILD, mode, *rows], env=env, check=True)
+        cmd = [sys.executable, "-c", CHILD, mode, flavour, *rows]
+        subprocess.run(cmd, env=env, check=True)
 
 
 if __name__ == "__main__":

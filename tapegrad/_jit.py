@@ -39,11 +39,32 @@ from numba.core.imputils import lower_constant
 from numba.extending import intrinsic, register_jitable, register_model, typeof_impl
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-# The interpreted tier (``tapegrad.tiers``) imports the compiled layers a second time,
-# as the package ``tapegrad._interpreted``: the same source, run by Python. There every
-# decorator below hands back the Python function itself, as under NUMBA_DISABLE_JIT,
-# and nothing is registered with numba.
-INTERPRETED: bool = __name__ != "tapegrad._jit"
+
+
+def copy_of(module: str) -> str:
+    """Which import of the compiled layers module ``module`` belongs to: ``tapegrad``,
+    ``tapegrad._interpreted`` or ``tapegrad._serial``."""
+    for copy in ("tapegrad._interpreted", "tapegrad._serial"):
+        if module == copy or module.startswith(copy + "."):
+            return copy
+    return "tapegrad"
+
+
+# The compilation tiers (``tapegrad.tiers``) import the compiled layers up to three
+# times, from the same files:
+# - ``tapegrad``: compiled with every loop a kernel has (parallel, blocked, streamed);
+# - ``tapegrad._interpreted``: the same source run by Python. Every decorator below
+#   hands back the Python function itself, as under NUMBA_DISABLE_JIT, and nothing is
+#   registered with numba;
+# - ``tapegrad._serial``: compiled with ``FULL`` false, which cuts each parallel,
+#   blocked and streamed path (``if FULL and on_all_cores(n)``: numba prunes a branch
+#   on a global constant before typing, so those loops are never compiled). Small work
+#   takes exactly the serial paths in both (PARALLEL_MIN and STREAM_MIN lie above
+#   tiers.INTERPRET_MAX), so it gives the same numbers, and compiles 2-3x faster. Its
+#   cache is the subdirectory ``serial`` of this version's.
+COPY: str = copy_of(__name__)
+INTERPRETED: bool = COPY == "tapegrad._interpreted"
+FULL: bool = COPY != "tapegrad._serial"
 DISABLE_JIT: bool = bool(config.DISABLE_JIT) or INTERPRETED
 
 # ---------------------------------------------------------------------------------
@@ -176,7 +197,7 @@ class _TapegradCacheLocator(caching._SourceFileBackedLocatorMixin, caching._Cach
         self._py_file = py_file
         self._lineno = py_func.__code__.co_firstlineno
         rel = Path(py_file).resolve().relative_to(PACKAGE_DIR)
-        self._cache_path = str(cache_root() / rel.parent)
+        self._cache_path = str(cache_root() / ("" if FULL else "serial") / rel.parent)
 
     def get_cache_path(self) -> str:
         return self._cache_path
@@ -187,6 +208,9 @@ class _TapegradCacheLocator(caching._SourceFileBackedLocatorMixin, caching._Cach
 
     @classmethod
     def from_function(cls, py_func: Callable, py_file: str):
+        # (each import of the package has its own locator, for its own functions)
+        if copy_of(getattr(py_func, "__module__", None) or "") != COPY:
+            return None
         try:
             Path(py_file).resolve().relative_to(PACKAGE_DIR)
         except ValueError:
@@ -205,7 +229,7 @@ def _fallback_locator() -> type:
             super().__init__(py_func, py_file)
             rel = Path(py_file).resolve().relative_to(PACKAGE_DIR)
             root = Path(tempfile.gettempdir()) / f"tapegrad-{os.getuid()}" / cache_root().name
-            self._cache_path = str(root / rel.parent)
+            self._cache_path = str(root / ("" if FULL else "serial") / rel.parent)
 
     return _TempLocator
 
@@ -329,7 +353,7 @@ class _FirstUseNotice(event.Listener):
 
 
 FIRST_USE_NOTICE = _FirstUseNotice()
-if not DISABLE_JIT:
+if not DISABLE_JIT and FULL:
     event.register("numba:compile", FIRST_USE_NOTICE)
 
 # ---------------------------------------------------------------------------------
@@ -423,8 +447,9 @@ if not INTERPRETED:
 
 
 KERNEL_SIGNATURE = "int64(int64, int64)"
-# A run executor (``replay.fused_forward``/``fused_backward``): ``f(first, count, tape)``
-# runs ``count`` nodes of a replay plan from ``first`` in one call
+# A run executor (``dispatch.fused_forward``/``fused_backward``): ``f(block, count,
+# tape)`` runs the ``count`` nodes of a fused run whose instructions start at address
+# ``block`` (``tapegrad.fused``), in one call
 RUN_SIGNATURE = "int64(int64, int64, int64)"
 
 # Under NUMBA_DISABLE_JIT the "address" of a kernel is its index in this list.
@@ -446,7 +471,7 @@ def serial_loops() -> None:
         numba.set_num_threads(1)
 
 
-if hasattr(os, "register_at_fork") and not INTERPRETED:
+if hasattr(os, "register_at_fork") and not INTERPRETED and FULL:
     os.register_at_fork(after_in_child=serial_loops)
 
 
@@ -471,7 +496,7 @@ def kernel_cfunc(
 
 
 def run_cfunc(pyfunc: Callable[[int, int, int], int]) -> tuple[int, Any]:
-    """Compile a run executor ``f(first, count, tape_address) -> status`` to a C
+    """Compile a run executor ``f(block, count, tape_address) -> status`` to a C
     callback in the disk cache; returns ``(address, keepalive)`` as :func:`kernel_cfunc`."""
     cf = numba.cfunc(RUN_SIGNATURE, cache=True, nopython=True, error_model="numpy")(pyfunc)
     return cf.address, cf

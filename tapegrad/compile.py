@@ -78,7 +78,7 @@ from typing import Any
 
 import numpy as np
 
-from . import closures, fused, graph, transforms
+from . import closures, fused, graph, tiers, transforms
 from ._jit import entry_point
 from .boundary import user_line
 from .engine import accumulate_grad, has_hooks, is_anomaly_enabled, raise_backward_error
@@ -388,6 +388,8 @@ class Program:
         # a cold cache they come later, from the background compiler: fuse_plans)
         self.fused = [False, False]
         self._views: tuple = ()  # (layout key, root value view, gradient views)
+        N = tape.arrays["node"][:, : self.n_nodes]
+        tiers.expect_loop(N[N_OP], N[N_SIG])  # (a cold cache: its kernels go first)
 
     def run(
         self, arrays: list[np.ndarray], outside: list[np.ndarray], want_grad: bool
@@ -422,6 +424,7 @@ class Program:
                     self.bwd_plan = backward_plan(h, self.root)
                     self.fused[1] = False
                 self.fuse_plans()
+                tiers.upgrade()  # (full kernels a background compiler just finished)
                 break
             if st == E_GUARD:
                 self.failed = f"a value read in Python at {self.guard_lines[h[H_ERR_A]]} changed"

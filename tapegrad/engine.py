@@ -84,7 +84,7 @@ from .tensors import (
     thread_alive,
     values_of,
 )
-from .tiers import Unbound, call, current, entry_point, on_switch, raise_pending
+from .tiers import Unbound, call, current, entry_point, on_switch, raise_pending, upgrade
 
 # --- hooks -------------------------------------------------------------------------------
 
@@ -402,6 +402,7 @@ def backward(t: Tensor, gradient: Any = None, retain_graph: bool = False) -> Non
     tape, slot = home
     if not tape.slot_rg(slot):
         raise RuntimeError(NO_GRAD_MESSAGE)
+    upgrade()  # (full kernels a background compiler finished, for serial ones)
     if tape.thread == threading.get_ident():
         _drive(tape, slot, seed, retain_graph, True)
     else:

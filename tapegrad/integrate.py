@@ -505,6 +505,7 @@ class _Solve:
             compiled = program.fwd_plan is not None and program.bwd_plan is not None
             if compiled:
                 program.fuse_plans()  # (executors a background compiler just finished)
+                tiers.upgrade()  # (and full kernels)
                 ctx = self.system.context(program, self.m, self.dtype)
                 loop = self._core(what, True)
                 # on a cold cache the loop compiles in the background (20-30 s) and Python

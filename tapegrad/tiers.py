@@ -53,7 +53,7 @@ from numba.core import caching
 from . import _generated, dispatch
 from ._jit import DISABLE_JIT, PACKAGE_DIR, cache_root, kernel_cfunc
 from ._jit import entry_point as compiled_entry_point
-from .layout import E_PYTHON, N_LINK, N_NIN, N_NOUT, S_SIZE
+from .layout import BWD, E_PYTHON, FWD, N_LINK, N_NIN, N_NOUT, S_SIZE
 from .ops import ROWS
 from .ops.codegen import wrapper_name
 from .record import import_slot, record_elementwise, record_general, record_tensors
@@ -64,6 +64,7 @@ INTERPRET_MAX = int(os.environ.get("TAPEGRAD_INTERPRET_MAX", str(1 << 16)))
 # The compiled functions a process needs before it leaves the interpreted engine.
 ENGINE = (record_elementwise, record_tensors, record_general, import_slot, run_backward)
 INTERPRETED_PACKAGE = "tapegrad._interpreted"
+SERIAL_PACKAGE = "tapegrad._serial"
 # How often (seconds) an interpreted process looks for what the background compiled.
 POLL = 0.25
 # Python runs after which a shim asks the background compiler for its kernel ahead of
@@ -174,17 +175,45 @@ def current(fn: Any, args: tuple | None = None) -> Any:
     caller has them): ``fn`` itself, or its interpreted twin (the same source, run by
     Python) while the cache lacks the engine, or lacks ``fn`` (for the types of
     ``args``): a front end such as ``record_reduce`` is compiled on its first use, and
-    runs interpreted meanwhile (the background compiler's ``frontends`` item)."""
+    runs interpreted meanwhile, and is queued for the background compiler
+    (:func:`function_item`)."""
     if not (_state["compiled"] or compiled()):
         _poll()
         if not _state["compiled"]:
             return interpreted_twin(fn)
-    if fn in ENGINE or not enabled():
+    if fn in _ready or fn in ENGINE or not enabled():
         return fn
     key = fn if args is None else (fn, tuple(map(type, args)))
-    if key in _ready or _cached_now(fn, key, "frontends", args):
+    if key in _ready or _cached_now(fn, key, lambda: function_item(fn, args), args):
+        _ready.add(fn)  # (later calls: as fast as before; another version compiles here)
         return fn
     return interpreted_twin(fn)
+
+
+def function_item(fn: Any, args: tuple | None) -> str:
+    """The background compiler's item for compiled function ``fn`` at the types of
+    ``args``: ``function <module> <name> <the types, pickled, base64>``."""
+    import base64
+    import pickle
+
+    from numba import typeof
+
+    sig = () if args is None else tuple(typeof(a) for a in args)
+    py = fn.py_func
+    return f"function {py.__module__} {py.__name__} {base64.b64encode(pickle.dumps(sig)).decode()}"
+
+
+def compile_function_item(item: str) -> None:
+    """Compile what :func:`function_item` names (in the background compiler)."""
+    import base64
+    import importlib
+    import pickle
+
+    _, module, name, sig = item.split()
+    fn = getattr(importlib.import_module(module), name)
+    sig = pickle.loads(base64.b64decode(sig))
+    if sig:
+        fn.compile(sig)
 
 
 def call(fn: Any, *args: Any) -> Any:
@@ -199,11 +228,11 @@ _looked: dict[Any, float] = {}
 _asked: set[str] = set()
 
 
-def _cached_now(fn: Any, key: Any, item: str, args: tuple | None) -> bool:
+def _cached_now(fn: Any, key: Any, item: Callable[[], str], args: tuple | None) -> bool:
     """Whether ``fn`` (a dispatcher) is in the cache (its version for the types of
     ``args``, if given): remembered under ``key`` once true, looked for at most every
-    POLL seconds while false; a miss queues ``item`` for the background compiler (once
-    per process)."""
+    POLL seconds while false; a miss queues ``item()`` for the background compiler
+    (once per process)."""
     now = time.monotonic()
     if now < _looked.get(key, 0.0):
         return False
@@ -211,9 +240,10 @@ def _cached_now(fn: Any, key: Any, item: str, args: tuple | None) -> bool:
     if is_cached(fn) if args is None else has_version(fn, args):
         _ready.add(key)
         return True
-    if item not in _asked:
-        _asked.add(item)
-        request([item])
+    work = item()
+    if work not in _asked:
+        _asked.add(work)
+        request([work])
     return False
 
 
@@ -241,7 +271,7 @@ def loop_ready(fn: Any, args: tuple, item: str) -> bool:
     from numba import typeof
 
     key = (fn, tuple(typeof(a) for a in args))
-    return key in _ready or _cached_now(fn, key, item, args)
+    return key in _ready or _cached_now(fn, key, lambda: item, args)
 
 
 class Unbound:
@@ -348,10 +378,11 @@ class _Shim:
     def __init__(self, op: int, sig: int, direction: int) -> None:
         self.key = (op, sig, direction)
         self.name = wrapper_name(ROWS[op], sig, direction)
-        self.kernel = f"{ROWS[op].name} {sig} {direction}"  # (as queued and claimed)
+        self.kernel = f"{ROWS[op].name} {sig} {direction}"  # (as queued)
         gen = sys.modules[f"{INTERPRETED_PACKAGE}._generated"]
         self.python = getattr(gen, self.name)
         self.compiled: Any = None
+        self.compiled_at = 0  # the address of what ``compiled`` calls, once known
         self.next_poll = 0.0
         self.calls = 0  # Python runs, up to HOT
         self.thunk = _C_KERNEL(self)  # kept alive here: the table holds its address
@@ -364,6 +395,7 @@ class _Shim:
             if self.compiled is None:
                 addr = load_kernel(*self.key)
                 self.compiled = _C_KERNEL(int(addr))
+                self.compiled_at = int(addr)
         return self.compiled
 
     def __call__(self, node: int, tp: int) -> int:
@@ -375,25 +407,113 @@ class _Shim:
                 self.next_poll = now + POLL
                 if kernel_cached(*self.key):
                     return self._load()(node, tp)
+                if self.calls >= HOT and serial_cached(*self.key):  # (another compiled it)
+                    return self._serial()(node, tp)
             if _largest(node, tp) > INTERPRET_MAX:
                 return self._load()(node, tp)
             if self.calls < HOT:
                 self.calls += 1
-                if self.calls == HOT:  # called from a loop: compiled now
-                    # Python runs are ~30x slower than compiled ones, and one background
-                    # compiler is the bottleneck of a cold loop: this process compiles
-                    # this kernel itself, and the background compiler takes next the
-                    # others the loop runs (most shims of a loop get here together)
-                    # (with no background compiler, as in the cold tests, it stays Python)
+                if self.calls == HOT:  # called from a loop
+                    # Python runs are ~30x slower than compiled ones. Every kernel this
+                    # loop runs (most shims of a loop get here together) goes to the
+                    # head of the background compiler's queue, and this process
+                    # compiles this one: both in the serial flavour first (2-3x faster
+                    # to compile, the same numbers on small work), each kernel once
+                    # (claim). With no background compiler (the cold tests) it stays
+                    # Python.
                     with _lock:
                         mates = [s for s in _SHIMS.values() if s.calls >= HOT // 4]
-                    request([f"hot {s.kernel}" for s in mates if s.compiled is None])
-                    if _background_enabled() and claim(self.kernel):
-                        return self._load()(node, tp)
+                    # (and their backwards first: a loop of forwards is usually
+                    # differentiated, and the latest asked for goes first)
+                    backs = [_backward_of(s) for s in mates if s.key[2] == FWD]
+                    hot = [k for k in backs if k is not None]
+                    hot += [s.kernel for s in mates if s.compiled is None]
+                    request([f"hot {k}" for k in hot])
+                    if _background_enabled() and (
+                        serial_cached(*self.key) or claim(f"serial {self.kernel}")
+                    ):
+                        return self._serial()(node, tp)
             return self.python(node, tp)
         except BaseException as e:  # (a C caller cannot take an exception: a status)
             _errors[threading.get_ident()] = e
             return E_PYTHON
+
+    def _serial(self) -> Any:
+        """The serial flavour of the kernel (from its cache, else compiled now), entered
+        in the table in place of this shim until the full one is in the cache
+        (:func:`upgrade`)."""
+        with _lock:
+            if self.compiled is None:
+                addr = serial_kernel(*self.key)
+                dispatch.ktable()[self.key] = addr
+                self.compiled = _C_KERNEL(int(addr))
+                self.compiled_at = int(addr)
+                _SERIAL_IN_TABLE.add(self.key)
+        return self.compiled
+
+
+# Table entries holding a serial flavour, replaced by the full kernel once the cache has
+# it, when the Python layers next call upgrade() (at most every POLL seconds).
+_SERIAL_IN_TABLE: set[tuple[int, int, int]] = set()
+_next_upgrade = [0.0]
+
+
+def upgrade() -> None:
+    """Put each full kernel the background compiler has finished in the table, in place
+    of its serial flavour: a serial kernel gives the same numbers, but runs large work
+    on one core and without streaming stores. Called between calls (a compiled step, an
+    ODE solve, a backward); an entry swaps in one store, so a backward running in
+    another thread calls one kernel or the other, both complete."""
+    if not _SERIAL_IN_TABLE:
+        return
+    now = time.monotonic()
+    if now < _next_upgrade[0]:
+        return
+    _next_upgrade[0] = now + POLL
+    for key in list(_SERIAL_IN_TABLE):
+        if kernel_cached(*key):
+            load_kernel(*key)
+            _SERIAL_IN_TABLE.discard(key)
+            shim = _SHIMS.get(key)
+            if shim is not None:
+                shim.compiled_at = int(dispatch.ktable()[key])
+                shim.compiled = _C_KERNEL(shim.compiled_at)
+
+
+def expect_loop(ops: Any, sigs: Any) -> None:
+    """A captured program (``tg.compile``) is there to be replayed in a loop: queue the
+    kernels of its nodes (rows ``ops`` at signatures ``sigs``, in recording order) that
+    are not compiled yet, as ``loop`` items, ahead of everything else: the forwards in
+    the order they run, then the backwards in theirs. The background compiler starts
+    on them while this process compiles replay, instead of after ``HOT`` Python runs of
+    each, and before the engine (a replay does not record)."""
+    if not _background_enabled():
+        return
+    tab = dispatch.ktable()
+    keys = list(dict.fromkeys(zip(ops.tolist(), sigs.tolist())))
+    order = [(op, sig, FWD) for op, sig in keys]
+    order += [(op, sig, BWD) for op, sig in reversed(keys)]
+    loop = []
+    for op, sig, d in order:
+        if not 0 <= op < len(ROWS) or (d == BWD and ROWS[op].bwd is None):
+            continue
+        entry = int(tab[op, sig, d])  # (0: not loaded yet, maybe in the cache)
+        if entry in _SHIMS_BY_ADDRESS or (entry == 0 and not kernel_cached(op, sig, d)):
+            loop.append(f"loop {ROWS[op].name} {sig} {d}")
+    if loop:
+        request(loop)
+
+
+def _backward_of(shim: _Shim) -> str | None:
+    """The queue name of the backward kernel of a forward shim's row, if it has one
+    that is not compiled in the table yet (0, or a shim)."""
+    op, sig, _ = shim.key
+    if ROWS[op].bwd is None:
+        return None
+    entry = int(dispatch.ktable()[op, sig, BWD])
+    if entry in _SHIMS_BY_ADDRESS or (entry == 0 and not kernel_cached(op, sig, BWD)):
+        return f"{ROWS[op].name} {sig} {BWD}"
+    return None
 
 
 _keep: list[Any] = []
@@ -408,6 +528,50 @@ def load_kernel(op: int, sig: int, direction: int) -> int:
         addr, keep = kernel_cfunc(wrapper)
         _keep.append(keep)
         tab[op, sig, direction] = addr
+    return addr
+
+
+def _serial() -> types.ModuleType:
+    """The package ``tapegrad._serial``: the compiled layers imported again from the
+    same files, compiled without their parallel, blocked and streamed loops
+    (``_jit.FULL`` false), into their own cache directory."""
+    pkg = sys.modules.get(SERIAL_PACKAGE)
+    if pkg is not None and hasattr(pkg, "ready"):
+        return pkg
+    with _lock:
+        pkg = sys.modules.get(SERIAL_PACKAGE)
+        if pkg is None:
+            pkg = types.ModuleType(SERIAL_PACKAGE)
+            pkg.__path__ = [str(PACKAGE_DIR)]
+            pkg.__package__ = SERIAL_PACKAGE
+            sys.modules[SERIAL_PACKAGE] = pkg
+        if not hasattr(pkg, "ready"):
+            import importlib
+
+            for name in ("_jit", "_generated"):
+                importlib.import_module(f"{SERIAL_PACKAGE}.{name}")
+            pkg.ready = True
+    return pkg
+
+
+def _serial_wrapper(op: int, sig: int, direction: int) -> Any:
+    _serial()
+    gen = sys.modules[f"{SERIAL_PACKAGE}._generated"]
+    return getattr(gen, wrapper_name(ROWS[op], sig, direction))
+
+
+def serial_cached(op: int, sig: int, direction: int) -> bool:
+    """Whether the serial flavour of a row's kernel is in the disk cache."""
+    return _index_file(_serial_wrapper(op, sig, direction)).exists()
+
+
+def serial_kernel(op: int, sig: int, direction: int) -> int:
+    """The address of a row's kernel in the serial flavour, compiled (or loaded from its
+    cache) in this process."""
+    wrapper = _serial_wrapper(op, sig, direction)
+    with _lock:
+        addr, keep = sys.modules[f"{SERIAL_PACKAGE}._jit"].kernel_cfunc(wrapper)
+        _keep.append(keep)
     return addr
 
 
@@ -448,17 +612,23 @@ def _background_enabled() -> bool:
 
 
 def request(items: list[str]) -> None:
-    """Queue work for the background compiler (``engine``; ``kernel <row> <sig> <dir>``)
-    and start one if none runs for this cache."""
+    """Queue work for the background compiler (``engine``; ``kernel <row> <sig> <dir>``
+    ...: ``tapegrad.warmup``) and start one if none runs for this cache."""
     if not _background_enabled():
         return
     root = cache_root()
     with contextlib.suppress(OSError):
-        root.mkdir(parents=True, exist_ok=True)
-        with open(root / QUEUE, "a") as fh:  # one short append: atomic between processes
-            fh.write("".join(f"{item}\n" for item in items))
+        enqueue(root, items)
         if not compiler_running(root):
             _start_compiler()
+
+
+def enqueue(root: Path, items: list[str]) -> None:
+    """Append ``items`` to the queue of the cache ``root`` (the background compiler's
+    own follow-up work goes here directly)."""
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / QUEUE, "a") as fh:  # one short append: atomic between processes
+        fh.write("".join(f"{item}\n" for item in items))
 
 
 def compiler_running(root: Path) -> bool:
@@ -520,10 +690,10 @@ def queued(root: Path) -> dict[str, tuple[int, int]]:
 CLAIMS = "compile-claims"
 
 
-def claim(kernel: str, root: Path | None = None) -> bool:
-    """Take kernel ``"<row> <sig> <direction>"`` to compile: False if a process (this
-    one, another, the background compiler) took it before. Two compilers on one core
-    each would compile it twice."""
+def claim(work: str, root: Path | None = None) -> bool:
+    """Take ``work`` (``"serial <row> <sig> <direction>"``) to compile: False if a live
+    process (this one, another, the background compiler) took it before. Two compilers
+    on one machine would otherwise compile the same kernel side by side."""
     root = root or cache_root()
     try:
         import fcntl
@@ -534,9 +704,9 @@ def claim(kernel: str, root: Path | None = None) -> bool:
             fh.seek(0)
             for line in fh:
                 pid, _, taken = line.strip().partition(" ")
-                if taken == kernel and _alive(int(pid)):  # (a dead one's claim is void)
+                if taken == work and _alive(int(pid)):  # (a dead one's claim is void)
                     return False
-            fh.write(f"{os.getpid()} {kernel}\n")
+            fh.write(f"{os.getpid()} {work}\n")
             return True
     except (ImportError, OSError, ValueError):  # no flock (Windows), a cache not written
         return True
@@ -566,10 +736,14 @@ __all__ = [
     "call",
     "claim",
     "compile_engine",
+    "compile_function_item",
     "compiled",
     "current",
+    "enqueue",
     "entry_point",
+    "expect_loop",
     "function_cached",
+    "function_item",
     "has_version",
     "interpreted_twin",
     "is_cached",
@@ -581,4 +755,7 @@ __all__ = [
     "raise_pending",
     "renew_hot",
     "request",
+    "serial_cached",
+    "serial_kernel",
+    "upgrade",
 ]

@@ -69,16 +69,18 @@ def _compile_share(share: list[tuple[int, int, int]], engine: bool) -> int:
 
 def _front_ends() -> None:
     """The engine functions the Python layers call by op (``record.record_reduce``,
-    ``record_matmul``, ``record_along``...), compiled on their first use: a small
-    program that uses them (and the kernels of its ops)."""
+    ``record_matmul``, ``record_along``, ``cast_slot``...), compiled on their first
+    use: a small program that uses them (and the kernels of its ops)."""
     x = tg.tensor(np.ones(3), requires_grad=True)
     w = tg.tensor(np.ones((3, 2)), requires_grad=True)
     tg.numpy.sum(tg.numpy.tanh(x @ w) ** 2).backward()
-    # the second product, once the tape has set BLAS up
     m = tg.tensor(np.ones((2, 3)), requires_grad=True)
+    f = tg.tensor(np.ones(3, np.float32), requires_grad=True)
     for _ in range(2):
-        y = tg.special.log_softmax(m @ w, axis=1)
-        tg.numpy.mean(tg.numpy.sum(y, axis=0)).backward()
+        y = m @ w  # (the second product finds BLAS set up: record_matmul)
+        y = tg.special.log_softmax(m @ w, axis=1) + tg.numpy.cumsum(y, axis=0)
+        z = tg.numpy.sum(f.astype(np.float64))
+        tg.numpy.mean(tg.numpy.sum(y, axis=0) * z).backward()
 
 
 def _weight(kernel: tuple[int, int, int]) -> int:
@@ -118,14 +120,17 @@ def warmup(jobs: int | None = None) -> int:
         return sum(t.result() for t in tasks)
 
 
-# The background compiler's order. A process on a cold cache runs interpreted until the
-# engine is compiled; then the kernels shims run in loops (``hot``: an ODE solver's
-# right-hand side; the process compiles some itself) and the others as they were asked
-# for (2-15 s each: the kernels a process waits for); then the ODE solvers' loops (``ode
-# <dtype>``, ~30 s: Python drives the same source meanwhile); then replay's fused-run
-# executors (``fused``, 30-40 s: faster replay of scalar nodes, which work without them);
-# the front ends' warm-up program last (a process runs the ones it lacks interpreted).
-_ORDER = ("engine", "hot", "kernel", "ode", "fused", "frontends")
+# The background compiler's order. The kernels of a captured program (``loop``: it is
+# there to be replayed in a loop; their serial flavour) go first, while the process
+# compiles replay. A process on a cold cache runs interpreted until the engine is
+# compiled (``engine``); then the kernels shims run in loops (``hot``: their serial
+# flavour first, the process compiles some itself); the engine's other functions a
+# process runs interpreted meanwhile, at the types it called them with (``function``: a
+# front end such as ``record_reduce``); the kernels as they were asked for (2-15 s
+# each); the ODE solvers' loops (``ode <dtype>``, ~30 s: Python drives the same source
+# meanwhile); replay's fused-run executors (``fused``, 30-40 s: replay of scalar nodes
+# works without them, faster with them).
+_ORDER = ("loop", "engine", "hot", "function", "kernel", "ode", "fused")
 
 
 def _urgency(item: str, first: int, last: int) -> tuple[int, int]:
@@ -149,20 +154,24 @@ def _compile_item(item: str) -> None:
         dispatch.run_executors()
     elif kind == "ode":
         _ode_solvers((np.dtype(rest[0]).type,))
-    elif kind == "frontends":
-        _front_ends()
-    elif kind in ("hot", "kernel"):
+    elif kind == "function":
+        tiers.compile_function_item(item)
+    elif kind in ("loop", "hot"):  # the serial flavour, unless taken or compiled
         name, sig, direction = rest
-        op = BY_NAME[name].code
-        # (one a process compiles itself, or compiled, is not compiled again)
-        if tiers.kernel_cached(op, int(sig), int(direction)) or tiers.claim(" ".join(rest)):
-            dispatch.ensure(op, int(sig), int(direction))
+        key = (BY_NAME[name].code, int(sig), int(direction))
+        if not tiers.kernel_cached(*key):
+            if tiers.claim(f"serial {' '.join(rest)}"):
+                tiers.serial_kernel(*key)
+            tiers.enqueue(cache_root(), [f"kernel {' '.join(rest)}"])  # (the full one, later)
+    elif kind == "kernel":
+        name, sig, direction = rest
+        dispatch.ensure(BY_NAME[name].code, int(sig), int(direction))
 
 
 def background(idle: float = 2.0) -> int:
     """The background compiler (``tapegrad.tiers``): compile what processes queued for
-    this cache (``engine``, ``fused``, ``hot <row> <sig> <direction>``, ``ode <dtype>``,
-    ``kernel <row> <sig> <direction>``, ``frontends``: ``_ORDER``), newest requests
+    this cache (``loop``/``hot <row> <sig> <direction>``, ``engine``, ``function ...``,
+    ``kernel <row> <sig> <direction>``, ``ode <dtype>``, ``fused``: ``_ORDER``), newest requests
     included, until the queue has been done for ``idle`` seconds; one per cache (a
     lock), at low priority. Returns how many items it compiled."""
     import fcntl

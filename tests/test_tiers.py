@@ -348,7 +348,8 @@ def test_a_killed_warmup_leaves_no_workers_compiling(tmp_path):
 
 def test_a_shim_run_in_a_loop_asks_for_its_kernel_first(tmp_path):
     """A kernel a loop runs interpreted (an ODE right-hand side's, say) goes to the head
-    of the background compiler's queue after ``tiers.HOT`` runs, once."""
+    of the background compiler's queue after ``tiers.HOT`` runs, once, after its row's
+    backward (the latest asked for goes first)."""
     code = """
         import numpy as np
         import tapegrad as tg, tapegrad.numpy as tnp
@@ -362,18 +363,19 @@ def test_a_shim_run_in_a_loop_asks_for_its_kernel_first(tmp_path):
         print(" ".join(a.replace(" ", "_") for a in asked))
     """
     out, _ = _run(code, tmp_path)
-    assert out.split() == ["engine", "kernel_sin_0_0", "hot_sin_0_0"]
+    assert out.split() == ["engine", "kernel_sin_0_0", "hot_sin_0_1", "hot_sin_0_0"]
 
 
-def test_a_loop_compiles_its_hot_kernel_here_and_queues_the_others(tmp_path):
+def test_a_loop_compiles_the_serial_flavour_here_and_queues_its_mates(tmp_path):
     """With a background compiler, the shim that reaches ``tiers.HOT`` runs first
-    compiles its kernel in this process (the background compiler alone is the bottleneck
-    of a cold loop) and queues the other kernels the loop runs, as ``hot``; a kernel is
-    compiled once, by whoever claims it first (``tiers.claim``)."""
+    compiles the serial flavour of its kernel in this process and enters it in the
+    table; it queues the kernels its loop mates run, and the backwards of their rows,
+    as ``hot``. A kernel is compiled once, by whoever claims it first
+    (``tiers.claim``); a claim of a process that has gone is void."""
     code = """
         import numpy as np
         import tapegrad as tg, tapegrad.numpy as tnp
-        from tapegrad import tiers
+        from tapegrad import dispatch, tiers
 
         asked = []
         tiers.request = asked.extend  # (no background compiler starts)
@@ -381,26 +383,118 @@ def test_a_loop_compiles_its_hot_kernel_here_and_queues_the_others(tmp_path):
         for _ in range(tiers.HOT + 5):
             y = tnp.cos(tnp.sin(x))
         print(y.numpy().tolist() == np.cos(np.sin([0.5, 0.25])).tolist())
-        print(sorted(s.kernel for s in tiers._SHIMS.values() if s.compiled is not None))
+        tab = dispatch.ktable()
+        serial = sorted(s.kernel for s in tiers._SHIMS.values()
+                        if s.key in tiers._SERIAL_IN_TABLE and tab[s.key] == s.compiled_at)
+        print(serial)
         print(" ".join(a.replace(" ", "_") for a in asked))
-        print(tiers.claim("sin 0 0"), tiers.claim("tanh 0 0"))
+        print(tiers.claim("serial sin 0 0"), tiers.claim("serial tanh 0 0"))
+        print(tiers.serial_cached(*tiers._SHIMS[next(iter(tiers._SERIAL_IN_TABLE))].key))
     """
-    out, err = _run(code, None, TAPEGRAD_CACHE_DIR=str(tmp_path))
-    same, compiled, asked, claims = out.splitlines()
+    out, _ = _run(code, None, TAPEGRAD_CACHE_DIR=str(tmp_path))
+    same, serial, asked, claims, cached = out.splitlines()
     assert same == "True"
-    assert compiled == "['cos 0 0', 'sin 0 0']"
-    assert "hot_cos_0_0" in asked.split()  # asked for when sin got hot
-    assert claims == "False True"  # sin is this process's; tanh was free
-    # a claim of a process that has gone is void: the kernel can be taken again
+    assert serial == "['cos 0 0', 'sin 0 0']"
+    asked = asked.split()
+    assert "hot_cos_0_0" in asked and "hot_sin_0_1" in asked  # when sin got hot
+    assert claims == "False True"  # sin's is this process's; tanh's was free
+    assert cached == "True"
     (claims_file,) = tmp_path.glob("*/compile-claims")
-    root = claims_file.parent
     code = f"""
         from pathlib import Path
         from tapegrad import tiers
-        print(tiers.claim("sin 0 0", Path({str(root)!r})))
+        print(tiers.claim("serial sin 0 0", Path({str(claims_file.parent)!r})))
     """
     out, _ = _run(code, None)
     assert out.strip() == "True"
+
+
+def test_the_background_compiler_makes_a_hot_kernel_serial_first(tmp_path):
+    """A ``hot`` item: the serial flavour (unless claimed), then the full kernel queued
+    as an ordinary ``kernel`` item, in its turn."""
+    code = """
+        from tapegrad import tiers, warmup
+        from tapegrad._jit import cache_root
+        from tapegrad.ops import BY_NAME
+
+        tiers.disable()
+        warmup._compile_item("hot sin 0 0")
+        sin = BY_NAME["sin"].code
+        print(tiers.serial_cached(sin, 0, 0), tiers.kernel_cached(sin, 0, 0))
+        print(list(tiers.queued(cache_root())))
+    """
+    out, _ = _run(code, None, TAPEGRAD_CACHE_DIR=str(tmp_path), TAPEGRAD_BACKGROUND="0")
+    cached, queued = out.splitlines()
+    assert cached == "True False"
+    assert queued == "['kernel sin 0 0']"
+
+
+SERIAL_AGAINST_FULL = """
+import numpy as np
+import tapegrad as tg, tapegrad.numpy as tnp
+from tapegrad import dispatch, tiers
+from tapegrad.ops import BY_NAME
+
+rng = np.random.default_rng(1)
+def run():
+    out = []
+    for n in (1, 7, 9, 1000, 5000):
+        a = tg.tensor(rng.standard_normal(n) * 3, requires_grad=True)
+        b = tg.tensor(rng.standard_normal(n), requires_grad=True)
+        m = tg.tensor(rng.standard_normal((4, n)), requires_grad=True)
+        c = tg.tensor(rng.standard_normal(1), requires_grad=True)
+        terms = [tnp.tanh(a) * b, tnp.exp(-tnp.abs(a)) + c, tnp.maximum(a, b) * a,
+                 tnp.sum(m * b, axis=0), tnp.sum(m, axis=1).sum() * c, a * c + b]
+        loss = sum(tnp.sum(t * t) for t in terms)
+        loss.backward()
+        out.append([loss.item()] + [t.grad.tolist() for t in (a, b, m, c)])
+    return out
+
+rng = np.random.default_rng(1)
+full = run()
+tab = dispatch.ktable()
+for name in ("tanh", "exp", "absolute", "multiply", "add", "maximum", "negative", "sum"):
+    op = BY_NAME[name].code
+    for d in (0, 1):
+        dispatch.ensure(op, 0, d)
+        tab[op, 0, d] = tiers.serial_kernel(op, 0, d)
+rng = np.random.default_rng(1)
+print(run() == full)
+"""
+
+
+def test_the_serial_flavour_gives_the_full_kernels_numbers_on_small_work(tmp_path):
+    """The serial flavour is the full kernels' source without their parallel, blocked
+    and streamed paths, which small work never takes: bit for bit the same values and
+    gradients (unary rows with vector formulas, binary rows with broadcasting and a
+    gate, reductions), forward and backward."""
+    out, err = _run(SERIAL_AGAINST_FULL, None)
+    assert out.strip() == "True", err
+
+
+def test_upgrade_puts_the_full_kernel_in_place_of_the_serial_one(tmp_path):
+    """Once the cache holds a row's full kernel, ``tiers.upgrade`` (called between
+    calls) swaps it into the table in place of the serial flavour."""
+    code = """
+        import numpy as np
+        import tapegrad as tg, tapegrad.numpy as tnp
+        from tapegrad import dispatch, tiers
+        from tapegrad.ops import BY_NAME
+
+        key = (BY_NAME["sin"].code, 0, 0)
+        dispatch.ensure(*key)
+        tab = dispatch.ktable()
+        full = int(tab[key])
+        tab[key] = serial = tiers.serial_kernel(*key)
+        tiers._SERIAL_IN_TABLE.add(key)
+        x = tg.tensor(np.array([0.5, 0.25]), requires_grad=True)
+        y = tnp.sin(x)
+        print(serial != full, y.numpy().tolist() == np.sin([0.5, 0.25]).tolist())
+        tnp.sum(y).backward()  # (a backward calls upgrade)
+        print(int(tab[key]) not in (0, serial), key in tiers._SERIAL_IN_TABLE)
+    """
+    out, _ = _run(code, None)
+    assert out.splitlines() == ["True True", "True False"]
 
 
 ODE_FIT = """
@@ -459,3 +553,29 @@ def test_front_ends_missing_from_the_cache_run_interpreted_beside_the_compiled_e
         tol = 1e-13 if dtype == "float64" else 4 * np.finfo(np.float32).eps
         np.testing.assert_allclose(c, w, rtol=tol, atol=tol)
     assert _compiles(err) == 0, err
+
+
+def test_a_warm_process_runs_nothing_interpreted():
+    """On the warm cache every engine function and front end is found in the cache for
+    the types it is called with (``tiers.current`` reads numba's index): nothing falls
+    back to the interpreted copy, which is never even imported, and nothing is queued
+    for a background compiler (a captured program, an ODE solve included)."""
+    code = """
+import sys
+from tapegrad import tiers
+asked = []
+tiers.request = asked.extend
+""" + FAMILIES + """
+from tapegrad.integrate import odeint
+x = tg.tensor(np.ones(4), requires_grad=True)
+tnp.sum(tnp.cumsum(x) * tnp.linalg.norm(x)).backward(retain_graph=True)
+step = tg.compile(lambda p, u: tnp.sum(tnp.tanh(p * u) ** 2))
+for _ in range(3):
+    step.value_and_grad(np.ones(3), np.arange(3.0))
+k = tg.tensor(np.array([0.5, 1.0]), requires_grad=True)
+tnp.sum(odeint(lambda y, t, k: -k * y, np.ones(2), [0.0, 1.0], k)).backward()
+print(tiers.compiled(), "tapegrad._interpreted" in sys.modules, "tapegrad._serial" in sys.modules)
+print(asked)
+"""
+    out, err = _run(code, None)
+    assert out.splitlines()[-2:] == ["True False False", "[]"], err

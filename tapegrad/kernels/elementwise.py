@@ -24,6 +24,7 @@ import numpy as np
 from numba import prange, types
 
 from .._jit import (
+    FULL,
     StaticRef,
     StaticRefType,
     jit,
@@ -457,7 +458,7 @@ def _unary_fwd_arrays(op, x, out):
     if _row(op).vector is None:
 
         def plain(op, x, out):
-            if streams(out):
+            if FULL and streams(out):
                 unary_fwd_streamed(op, x, out)
                 return
             for i in range(out.size):
@@ -467,9 +468,9 @@ def _unary_fwd_arrays(op, x, out):
 
     def blocked(op, x, out):
         n = out.size
-        if streams(out):
+        if FULL and streams(out):
             unary_fwd_streamed(op, x, out)
-        elif on_all_cores(n):
+        elif FULL and on_all_cores(n):
             unary_fwd_blocks_parallel(op, x, out)
         else:
             for s in range(0, n, BLOCK):
@@ -571,9 +572,9 @@ def _unary_bwd_arrays(op, g, x, out, gx, f):
 
         def plain(op, g, x, out, gx, f):
             n = gx.size
-            if f and streams(gx):
+            if FULL and f and streams(gx):
                 unary_bwd_streamed(op, g, x, out, gx)
-            elif on_all_cores(n):  # all cores (see PARALLEL_MIN)
+            elif FULL and on_all_cores(n):  # all cores (see PARALLEL_MIN)
                 unary_bwd_parallel(op, g, x, out, gx, f)
             else:
                 for i in range(n):
@@ -583,9 +584,9 @@ def _unary_bwd_arrays(op, g, x, out, gx, f):
 
     def blocked(op, g, x, out, gx, f):
         n = gx.size
-        if f and streams(gx):
+        if FULL and f and streams(gx):
             unary_bwd_streamed(op, g, x, out, gx)
-        elif on_all_cores(n):
+        elif FULL and on_all_cores(n):
             unary_bwd_blocks_parallel(op, g, x, out, gx, f)
         else:
             for s in range(0, n, BLOCK):
@@ -644,10 +645,10 @@ def binary_bwd_shared(op, g, x, out, gx, f):
     """One slot as both operands (``x * x``): ``gx`` receives both formulas, summed, in
     one pass (stored if fresh: the scheduler marks the first input's bit)."""
     n = out.size
-    if f and n >= STREAM_ELEMENTS and streams(gx):
+    if FULL and f and n >= STREAM_ELEMENTS and streams(gx):
         binary_bwd_streamed(op, BOTH_INPUTS, g, x, x, out, gx)
         return
-    if on_all_cores(n):
+    if FULL and on_all_cores(n):
         binary_bwd_parallel(op, BOTH_INPUTS, g, x, x, out, gx, f)
         return
     for i in range(n):
@@ -746,10 +747,10 @@ def binary_bwd_stream_fresh(op, mask, fresh, g, x, y, out, gx, gy):
     if n < STREAM_ELEMENTS:
         return mask
     if (x.size == n or x.size == 1) and (y.size == n or y.size == 1):
-        if mask & 1 and x.size == n and is_fresh(fresh, 0) and streams(gx):
+        if FULL and mask & 1 and x.size == n and is_fresh(fresh, 0) and streams(gx):
             binary_bwd_streamed(op, X_INPUT, g, x, y, out, gx)
             mask &= ~1
-        if mask & 2 and y.size == n and is_fresh(fresh, 1) and streams(gy):
+        if FULL and mask & 2 and y.size == n and is_fresh(fresh, 1) and streams(gy):
             binary_bwd_streamed(op, Y_INPUT, g, x, y, out, gy)
             mask &= ~2
     return mask
@@ -768,7 +769,7 @@ def binary_bwd_plain(op, mask, fresh, g, x, y, out, gx, gy):
     fx = is_fresh(fresh, 0)
     fy = is_fresh(fresh, 1)
     if x.size == n and y.size == n:
-        if on_all_cores(n):
+        if FULL and on_all_cores(n):
             if want_x:
                 binary_bwd_parallel(op, X_INPUT, g, x, y, out, gx, fx)
             if want_y:
@@ -780,7 +781,9 @@ def binary_bwd_plain(op, mask, fresh, g, x, y, out, gx, gy):
         if want_y:
             for i in range(n):
                 put(gy, i, bwd2(op, 1, g[i], x[i], y[i], out[i]), fy)
-    elif on_all_cores(n) and binary_bwd_scalar_large(op, mask, fresh, g, x, y, out, gx, gy):
+    elif (
+        FULL and on_all_cores(n) and binary_bwd_scalar_large(op, mask, fresh, g, x, y, out, gx, gy)
+    ):
         pass
     elif x.size == 1 and y.size == n:
         a = x[0]
@@ -966,7 +969,7 @@ def binary_bwd_blocks_parallel(op, which, g, x, y, out, gv, f, sx, sy):
 def binary_bwd_blocks(op, which, g, x, y, out, gv, f, sx, sy):
     """Input ``which``'s gradient by blocks; the sum for a scalar operand."""
     n = g.size
-    if on_all_cores(n):
+    if FULL and on_all_cores(n):
         return binary_bwd_blocks_parallel(op, which, g, x, y, out, gv, f, sx, sy)
     full = gv.size == n
     tmp = np.empty(0 if full else min(n, BLOCK), np.float64)
@@ -1007,9 +1010,9 @@ def _binary_fwd_large(op, x, y, out):
 
     def large(op, x, y, out):
         n = out.size
-        if streams(out):
+        if FULL and streams(out):
             binary_fwd_streamed(op, x, y, out)
-        elif parallel and on_all_cores(n):
+        elif FULL and parallel and on_all_cores(n):
             binary_fwd_blocks_parallel(op, x, y, out, _spread(x, n), _spread(y, n))
         elif blocks:
             sx, sy = _spread(x, n), _spread(y, n)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from .._jit import jit
+from .._jit import FULL, jit
 from ..layout import (
     OK,
     fresh_bits,
@@ -150,7 +150,7 @@ def sum_fwd_arrays(x, xshape, axes, scale, out, sc):
         return
     nd, dims, sa, sb, sz, inner, ia, ib = _reduce_rows(xshape, axes, sc)
     if _short_last_axis(nd, dims, sa, sb, inner, ia, ib):
-        if on_all_cores(n):
+        if FULL and on_all_cores(n):
             sum_short_rows_parallel(x, out, dims[0], inner, scale)
             return
         for i in range(dims[0]):
@@ -184,7 +184,7 @@ def sum_bwd_arrays(g, xshape, axes, scale, gx, sc, f):
         return
     nd, dims, sa, sb, sz, inner, ia, ib = _reduce_rows(xshape, axes, sc)
     if _short_last_axis(nd, dims, sa, sb, inner, ia, ib):
-        if on_all_cores(n):
+        if FULL and on_all_cores(n):
             sum_short_rows_bwd_parallel(g, gx, dims[0], inner, scale, f)
             return
         for i in range(dims[0]):

@@ -83,8 +83,9 @@ def scalar_rows(rows: list[Op]) -> list[Op]:
 
 def _scalar_family(rows: list[Op]) -> tuple[list[str], set[tuple[str, str]]]:
     """``scalar_fwd`` and ``scalar_bwd``: every float64 unary and binary row's formulas
-    behind one switch on the op code (the fused replay of scalar nodes,
-    ``tapegrad.replay``), and the op codes each serves."""
+    behind one switch on the op code (the executors of replay's fused runs of scalar
+    nodes, ``dispatch.fused_forward``/``fused_backward``), and the op codes each
+    serves."""
     fwd, bwd, codes, bwd_codes = [], [], [], []
     for op in scalar_rows(rows):
         ref = f"OP_{op.name}"
