@@ -301,28 +301,40 @@ def entry_point(fn: Any, *example_args: Any) -> Any:
 # --- the interpreted engine ----------------------------------------------------------------
 
 
+def _copy(package: str, modules: tuple[str, ...], ready: Callable[[], None]) -> types.ModuleType:
+    """The compiled layers imported again from the same files as ``package`` (a module
+    object whose ``__path__`` is the package directory; ``_jit`` reads which copy it is
+    from its name), with ``modules`` imported, then ``ready()`` run, once."""
+    pkg = sys.modules.get(package)
+    if pkg is not None and hasattr(pkg, "ready"):
+        return pkg
+    with _lock:
+        pkg = sys.modules.get(package)
+        if pkg is None:
+            pkg = types.ModuleType(package)
+            pkg.__path__ = [str(PACKAGE_DIR)]
+            pkg.__package__ = package
+            sys.modules[package] = pkg
+        if not hasattr(pkg, "ready"):
+            import importlib
+
+            for name in modules:
+                importlib.import_module(f"{package}.{name}")
+            ready()
+            pkg.ready = True
+    return pkg
+
+
 def _interpreted() -> types.ModuleType:
     """The package ``tapegrad._interpreted``: the compiled layers imported again from the
     same files, run by Python (``_jit.INTERPRETED``). It calls kernels by the addresses
     in the one dispatch table (:func:`call_address`)."""
-    pkg = sys.modules.get(INTERPRETED_PACKAGE)
-    if pkg is not None and hasattr(pkg, "ready"):
-        return pkg
-    with _lock:
-        pkg = sys.modules.get(INTERPRETED_PACKAGE)
-        if pkg is None:
-            pkg = types.ModuleType(INTERPRETED_PACKAGE)
-            pkg.__path__ = [str(PACKAGE_DIR)]
-            pkg.__package__ = INTERPRETED_PACKAGE
-            sys.modules[INTERPRETED_PACKAGE] = pkg
-        if not hasattr(pkg, "ready"):
-            import importlib
 
-            for name in ("_jit", "layout", "record", "scheduler", "_generated"):
-                importlib.import_module(f"{INTERPRETED_PACKAGE}.{name}")
-            sys.modules[f"{INTERPRETED_PACKAGE}._jit"].KERNEL_CALLER = call_address
-            pkg.ready = True
-    return pkg
+    def ready() -> None:
+        sys.modules[f"{INTERPRETED_PACKAGE}._jit"].KERNEL_CALLER = call_address
+
+    modules = ("_jit", "layout", "record", "scheduler", "_generated")
+    return _copy(INTERPRETED_PACKAGE, modules, ready)
 
 
 def interpreted_twin(fn: Any) -> Callable:
@@ -535,23 +547,7 @@ def _serial() -> types.ModuleType:
     """The package ``tapegrad._serial``: the compiled layers imported again from the
     same files, compiled without their parallel, blocked and streamed loops
     (``_jit.FULL`` false), into their own cache directory."""
-    pkg = sys.modules.get(SERIAL_PACKAGE)
-    if pkg is not None and hasattr(pkg, "ready"):
-        return pkg
-    with _lock:
-        pkg = sys.modules.get(SERIAL_PACKAGE)
-        if pkg is None:
-            pkg = types.ModuleType(SERIAL_PACKAGE)
-            pkg.__path__ = [str(PACKAGE_DIR)]
-            pkg.__package__ = SERIAL_PACKAGE
-            sys.modules[SERIAL_PACKAGE] = pkg
-        if not hasattr(pkg, "ready"):
-            import importlib
-
-            for name in ("_jit", "_generated"):
-                importlib.import_module(f"{SERIAL_PACKAGE}.{name}")
-            pkg.ready = True
-    return pkg
+    return _copy(SERIAL_PACKAGE, ("_jit", "_generated"), lambda: None)
 
 
 def _serial_wrapper(op: int, sig: int, direction: int) -> Any:
