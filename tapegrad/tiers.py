@@ -265,13 +265,14 @@ def has_version(fn: Any, args: tuple) -> bool:
 def loop_ready(fn: Any, args: tuple, item: str) -> bool:
     """Whether compiled loop ``fn`` (an ODE solver's) may run on ``args`` without
     compiling in this process: tiers are off, or the cache holds that version. Otherwise
-    the caller runs the same source driven from Python, and ``item`` is queued."""
-    if not enabled():
+    the caller runs the same source driven from Python, and ``item`` is queued. Once
+    found, ``(fn, item)`` is remembered (``item`` names the dtype): typing the
+    arguments again costs tens of microseconds a solve."""
+    if not enabled() or (fn, item) in _ready:
         return True
-    from numba import typeof
-
-    key = (fn, tuple(typeof(a) for a in args))
-    return key in _ready or _cached_now(fn, key, lambda: item, args)
+    if _cached_now(fn, (fn, item), lambda: item, args):
+        return True
+    return False
 
 
 class Unbound:
@@ -509,23 +510,36 @@ def expect_loop(ops: Any, sigs: Any) -> None:
     for op, sig, d in order:
         if not 0 <= op < len(ROWS) or (d == BWD and ROWS[op].bwd is None):
             continue
-        entry = int(tab[op, sig, d])  # (0: not loaded yet, maybe in the cache)
-        if entry in _SHIMS_BY_ADDRESS or (entry == 0 and not kernel_cached(op, sig, d)):
+        if _missing(tab, op, sig, d):
             loop.append(f"loop {ROWS[op].name} {sig} {d}")
     if loop:
         request(loop)
+
+
+_in_cache: set[tuple[int, int, int]] = set()  # kernels found in the cache (they stay)
+
+
+def _missing(tab: Any, op: int, sig: int, d: int) -> bool:
+    """Whether a kernel is neither in the table nor in the cache (a shim, or 0 and not
+    cached; a file lookup the first time only)."""
+    entry = int(tab[op, sig, d])
+    if entry in _SHIMS_BY_ADDRESS:
+        return True
+    if entry != 0 or (op, sig, d) in _in_cache:
+        return False
+    if kernel_cached(op, sig, d):
+        _in_cache.add((op, sig, d))
+        return False
+    return True
 
 
 def _backward_of(shim: _Shim) -> str | None:
     """The queue name of the backward kernel of a forward shim's row, if it has one
     that is not compiled in the table yet (0, or a shim)."""
     op, sig, _ = shim.key
-    if ROWS[op].bwd is None:
+    if ROWS[op].bwd is None or not _missing(dispatch.ktable(), op, sig, BWD):
         return None
-    entry = int(dispatch.ktable()[op, sig, BWD])
-    if entry in _SHIMS_BY_ADDRESS or (entry == 0 and not kernel_cached(op, sig, BWD)):
-        return f"{ROWS[op].name} {sig} {BWD}"
-    return None
+    return f"{ROWS[op].name} {sig} {BWD}"
 
 
 _keep: list[Any] = []
@@ -604,7 +618,9 @@ LOCK = "compiler.lock"
 
 
 def _background_enabled() -> bool:
-    return enabled() and os.environ.get("TAPEGRAD_BACKGROUND", "1") != "0"
+    if "background" not in _state:  # (read once: the environment, as enabled() does)
+        _state["background"] = os.environ.get("TAPEGRAD_BACKGROUND", "1") != "0"
+    return enabled() and _state["background"]
 
 
 def request(items: list[str]) -> None:
