@@ -808,6 +808,8 @@ def _callee(frame: Any) -> tuple[str, Any] | None:
     ``math.exp(x[0])``, ``.fill`` in ``np.zeros(2).fill(t)``)."""
     at, ins = _instructions(frame.f_code)
     i = at.get(frame.f_lasti)
+    if i is not None and ins[i].opname == "PRECALL" and i + 1 < len(ins):
+        i += 1  # (3.11 runs a builtin class's call from PRECALL once the code is quickened)
     if i is None or ins[i].opcode not in _CALLS:
         return None
     pos = getattr(ins[i], "positions", None)

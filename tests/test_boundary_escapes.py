@@ -103,6 +103,22 @@ def test_explicit_requests_for_the_number_still_work():
         assert math.exp(x[0]) == math.exp(0.5)
 
 
+def test_float_and_int_keep_working_once_the_interpreter_specialises_the_call():
+    """CPython 3.11 quickens code run often: ``float(t)`` then runs from a specialised
+    PRECALL, the frame stopped there and not at the CALL. A training loop that prints
+    ``float(loss)`` each step must keep working past its first iterations, as must the
+    refusal of ``math.exp(t)`` at the same place."""
+    x = tg.tensor([0.5, 2.0], requires_grad=True)
+    values = []
+    for _ in range(200):
+        loss = tnp.sum(x**2)
+        values.append(float(loss) + int(loss))
+    assert values == [8.25] * 200
+    for _ in range(50):
+        with pytest.raises(TypeError, match="math.exp"):
+            math.exp(tnp.sum(x))
+
+
 def test_a_shadowed_float_is_not_the_builtin():
     x = tg.tensor([0.5], requires_grad=True)
 
