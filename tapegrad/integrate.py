@@ -508,9 +508,12 @@ class _Solve:
                 tiers.upgrade()  # (and full kernels)
                 ctx = self.system.context(program, self.m, self.dtype)
                 loop = self._core(what, True)
-                # on a cold cache the loop compiles in the background (20-30 s) and Python
-                # drives the same source meanwhile: the same numbers, step for step
-                if tiers.loop_ready(loop, (ctx, *args), f"ode {np.dtype(self.dtype).name}"):
+                # on a cold cache the float64 loop compiles in the background (20-30 s) and
+                # Python drives the same source meanwhile: the same numbers, step for step.
+                # Not float32: NumPy keeps float32 * 0.2 in float32 where numba promotes,
+                # so driven float32 steps would round differently; it compiles here.
+                f64 = np.dtype(self.dtype) == np.float64
+                if not f64 or tiers.loop_ready(loop, (ctx, *args), "ode float64"):
                     result = loop(ctx, *args)
                     if result[0] != ODE_REPLAY:
                         return result

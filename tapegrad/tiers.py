@@ -233,17 +233,21 @@ def _cached_now(fn: Any, key: Any, item: Callable[[], str], args: tuple | None) 
     ``args``, if given): remembered under ``key`` once true, looked for at most every
     POLL seconds while false; a miss queues ``item()`` for the background compiler
     (once per process)."""
-    now = time.monotonic()
-    if now < _looked.get(key, 0.0):
-        return False
-    _looked[key] = now + POLL
-    if is_cached(fn) if args is None else has_version(fn, args):
-        _ready.add(key)
-        return True
-    work = item()
-    if work not in _asked:
-        _asked.add(work)
-        request([work])
+    with _lock:  # (threads wait for one answer: a first look must not read as a miss)
+        if key in _ready:
+            return True
+        now = time.monotonic()
+        if now < _looked.get(key, 0.0):
+            return False
+        if is_cached(fn) if args is None else has_version(fn, args):
+            _ready.add(key)
+            return True
+        _looked[key] = now + POLL
+        work = item()
+        # (asked again while no compiler runs: one that exited leaves it queued)
+        if work not in _asked or not compiler_running(cache_root()):
+            _asked.add(work)
+            request([work])
     return False
 
 
@@ -420,8 +424,13 @@ class _Shim:
                 self.next_poll = now + POLL
                 if kernel_cached(*self.key):
                     return self._load()(node, tp)
-                if self.calls >= HOT and serial_cached(*self.key):  # (another compiled it)
+                if self.calls >= HOT and (
+                    serial_cached(*self.key)  # (another compiled it, or
+                    or (_background_enabled() and claim(f"serial {self.kernel}"))
+                ):  # its claimant died)
                     return self._serial()(node, tp)
+                if _background_enabled() and not compiler_running(cache_root()):
+                    request([f"kernel {self.kernel}"])  # (the compiler exited: another)
             if _largest(node, tp) > INTERPRET_MAX:
                 return self._load()(node, tp)
             if self.calls < HOT:
@@ -658,14 +667,20 @@ def compiler_running(root: Path) -> bool:
         return True
 
 
-_started = False
+# When this process last started a background compiler. The compiler exits once its
+# queue has been empty for two seconds; a later request starts another, but not within
+# RESTART seconds of the last start (a new compiler takes ~1 s to import and lock).
+RESTART = 10.0
+_started: list[float] = []
 
 
 def _start_compiler() -> None:
-    global _started
-    if _started:
-        return
-    _started = True
+    now = time.monotonic()
+    with _lock:
+        if _started and now - _started[-1] < RESTART:
+            return
+        first = not _started
+        _started.append(now)
     env = dict(os.environ, TAPEGRAD_TIERS="0")
     subprocess.Popen(
         [sys.executable, "-m", "tapegrad.warmup", "--background"],
@@ -676,12 +691,14 @@ def _start_compiler() -> None:
         start_new_session=True,  # outlives this process: the cache fills for the next
         cwd=str(PACKAGE_DIR.parent),
     )
-    print(
-        "tapegrad: this version's kernels are not compiled on this machine yet; small work "
-        f"runs interpreted while a background process compiles them into {cache_root()}",
-        file=sys.stderr,
-        flush=True,
-    )
+    if first:
+        print(
+            "tapegrad: this version's kernels are not compiled on this machine yet; small "
+            "work runs interpreted while a background process compiles them into "
+            f"{cache_root()}",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def queued(root: Path) -> dict[str, tuple[int, int]]:

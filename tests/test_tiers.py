@@ -560,12 +560,15 @@ def test_a_warm_process_runs_nothing_interpreted():
     the types it is called with (``tiers.current`` reads numba's index): nothing falls
     back to the interpreted copy, which is never even imported, and nothing is queued
     for a background compiler (a captured program, an ODE solve included)."""
-    code = """
+    code = (
+        """
 import sys
 from tapegrad import tiers
 asked = []
 tiers.request = asked.extend
-""" + FAMILIES + """
+"""
+        + FAMILIES
+        + """
 from tapegrad.integrate import odeint
 x = tg.tensor(np.ones(4), requires_grad=True)
 tnp.sum(tnp.cumsum(x) * tnp.linalg.norm(x)).backward(retain_graph=True)
@@ -577,5 +580,75 @@ tnp.sum(odeint(lambda y, t, k: -k * y, np.ones(2), [0.0, 1.0], k)).backward()
 print(tiers.compiled(), "tapegrad._interpreted" in sys.modules, "tapegrad._serial" in sys.modules)
 print(asked)
 """
+    )
     out, err = _run(code, None)
     assert out.splitlines()[-2:] == ["True False False", "[]"], err
+
+
+def test_threads_looking_up_a_front_end_together_all_get_the_compiled_one():
+    """On the warm cache, threads making their first matmul at the same moment all run
+    the compiled front ends: the first look-up into the cache holds the others until it
+    has its answer (a look under way once read as a miss, and handed out the
+    interpreted twin)."""
+    code = """
+        import sys, threading
+        import numpy as np
+        import tapegrad as tg, tapegrad.numpy as tnp
+        from tapegrad import tiers
+
+        handed = []
+        twin = tiers.interpreted_twin
+        tiers.interpreted_twin = lambda fn: handed.append(fn) or twin(fn)
+        barrier = threading.Barrier(6)
+
+        def work():
+            barrier.wait()
+            w = tg.tensor(np.ones((6, 4)), requires_grad=True)
+            tnp.sum(np.ones((5, 6)) @ w @ w.T).backward()
+
+        threads = [threading.Thread(target=work) for _ in range(6)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        print(len(handed), "tapegrad._interpreted" in sys.modules)
+    """
+    for _ in range(3):
+        out, err = _run(code, None)
+        assert out.strip() == "0 False", err
+
+
+def test_a_background_compiler_that_exited_is_started_again(tmp_path):
+    """The background compiler exits once its queue has been empty for two seconds; a
+    later request of the same process starts another (not within ``tiers.RESTART``
+    seconds of the last start), and says so on stderr once."""
+    code = """
+        import subprocess
+        from tapegrad import tiers
+
+        started = []
+        subprocess.Popen = lambda *a, **k: started.append(a)
+        tiers.compiler_running = lambda root: False
+        tiers.request(["kernel sin 0 0"])
+        tiers.request(["kernel cos 0 0"])  # (within RESTART: one start)
+        print(len(started))
+        tiers._started[-1] -= tiers.RESTART + 1
+        tiers.request(["kernel tan 0 0"])
+        print(len(started))
+    """
+    out, err = _run(code, None, TAPEGRAD_CACHE_DIR=str(tmp_path))
+    assert out.split() == ["1", "2"]
+    assert err.count("not compiled on this machine") == 1
+
+
+@pytest.mark.slow
+def test_a_cold_float32_ode_solve_gives_the_warm_numbers(tmp_path):
+    """A float32 solve is not driven from Python on a cold cache (NumPy keeps
+    ``float32 * 0.2`` in float32 where numba promotes: driven steps would round
+    differently); its loop compiles in the process, and the numbers are the warm ones,
+    bit for bit."""
+    code = ODE_FIT.replace(
+        "np.array([1.0, 0.1, 1.5, 0.075])", "np.array([1.0, 0.1, 1.5, 0.075], np.float32)"
+    )
+    code = code.replace("np.array([10.0, 5.0])", "np.array([10.0, 5.0], np.float32)")
+    cold, _ = _run(code, tmp_path, timeout=900)
+    warm, _ = _run(code, None)
+    assert cold == warm
