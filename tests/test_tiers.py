@@ -652,3 +652,38 @@ def test_a_cold_float32_ode_solve_gives_the_warm_numbers(tmp_path):
     cold, _ = _run(code, tmp_path, timeout=900)
     warm, _ = _run(code, None)
     assert cold == warm
+
+
+def test_on_large_work_the_serial_flavour_gives_the_full_kernels_one_thread_numbers():
+    """Before ``upgrade()`` a serial kernel may get work past ``PARALLEL_MIN``: it takes
+    the full kernel's serial paths, so its numbers are the full kernel's on one thread
+    (a sum over a broadcast operand in order; on several cores the full kernel adds
+    per-core partial sums)."""
+    code = """
+        import numba
+        import numpy as np
+        import tapegrad as tg, tapegrad.numpy as tnp
+        from tapegrad import dispatch, tiers
+        from tapegrad.ops import BY_NAME
+
+        xl = np.random.default_rng(0).standard_normal(300_000)
+
+        def grads():
+            s = tg.tensor(np.array(0.7), requires_grad=True)
+            x = tg.tensor(xl, requires_grad=True)
+            tnp.sum(tnp.exp(x * s) * s).backward()
+            return [float(s.grad)] + x.grad[:: 997].tolist()
+
+        numba.set_num_threads(1)
+        one_thread = grads()
+        tab = dispatch.ktable()
+        for name in ("multiply", "exp", "sum"):
+            for d in (0, 1):
+                key = (BY_NAME[name].code, 0, d)
+                dispatch.ensure(*key)
+                tab[key] = tiers.serial_kernel(*key)
+        numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+        print(grads() == one_thread)
+    """
+    out, err = _run(code, None)
+    assert out.strip() == "True", err
