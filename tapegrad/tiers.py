@@ -184,16 +184,21 @@ def current(fn: Any, args: tuple | None = None) -> Any:
     ``args``): a front end such as ``record_reduce`` is compiled on its first use, and
     runs interpreted meanwhile, and is queued for the background compiler
     (:func:`function_item`)."""
-    if not (_state["compiled"] or compiled()):
+    engine = _state["compiled"] or compiled()
+    if not engine:
         _poll()
-        if not _state["compiled"]:
-            return interpreted_twin(fn)
-    if fn in _ready or fn in ENGINE or not enabled():
+        engine = _state["compiled"]
+    if fn in ENGINE or not enabled():
+        return fn if engine else interpreted_twin(fn)
+    if engine and fn in _ready:
         return fn
+    # (looked up, and queued when missing, while the engine is interpreted too: it is
+    # compiled by the time the engine is)
     key = fn if args is None else (fn, tuple(map(type, args)))
     if key in _ready or _cached_now(fn, key, lambda: function_item(fn, args), args):
-        _ready.add(fn)  # (later calls: as fast as before; another version compiles here)
-        return fn
+        if engine:
+            _ready.add(fn)  # (later calls: as fast as before; another version compiles here)
+            return fn
     return interpreted_twin(fn)
 
 

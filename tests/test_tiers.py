@@ -208,9 +208,10 @@ def test_interpreted_backward_in_threads(tmp_path):
 
 @pytest.mark.slow
 def test_a_background_compile_hands_over_to_compiled_code(tmp_path):
-    """A cold process starts the background compiler, which fills the cache; a process
-    started afterwards runs compiled code, and a process that was running interpreted
-    switches to it at a call once the cache holds the engine."""
+    """A cold process starts the background compiler, which fills the cache with what
+    it used; a process started afterwards running the same program runs compiled code,
+    and a process that was running interpreted switches to it at a call once the cache
+    holds the engine."""
     code = """
         import sys, time
         import numpy as np
@@ -218,6 +219,8 @@ def test_a_background_compile_hands_over_to_compiled_code(tmp_path):
         from tapegrad import tiers
 
         x = tg.tensor(np.ones(3), requires_grad=True)
+        w = tg.tensor(np.ones((3, 2)), requires_grad=True)
+        tnp.sum(tnp.tanh(x @ w) ** 2).backward()  # (the README snippet's ops)
         tnp.sum(tnp.tanh(x) ** 2).backward()
         print(tiers.compiled())
         deadline = time.monotonic() + 600
@@ -238,9 +241,9 @@ def test_a_background_compile_hands_over_to_compiled_code(tmp_path):
         cwd=ROOT,
         timeout=900,
     )
-    # the compiler goes on with the rest of its queue (the engine item also compiles the
-    # README snippet's kernels) and exits once it is done: wait for that, then a new
-    # process must find everything it needs (killing it at the engine raced with that)
+    # the compiler goes on with the rest of its queue (the kernels and front ends the
+    # process used) and exits once it is done: wait for that, then a new process
+    # running the same ops must find everything it needs
     pids = [lock.read_text().strip() for lock in tmp_path.glob("*/compiler.lock")]
     deadline = time.monotonic() + 600
     for pid in (int(p) for p in pids if p.isdigit()):
