@@ -17,6 +17,9 @@ new/old ratios. Single-threaded (OMP, OpenBLAS, numba and tapegrad pools at 1).
   threads  RSS growth of 300 results kept from short-lived threads
   mlp      compare.py's eager MLP step (``value_and_grad`` each call), us, at full size
            and at 2x2 (fixed cost), each with NumPy by hand timed beside it
+  ode      a short ODE solve and its backward (``odeint``, rtol 1e-6, a new right-hand
+           side each call: capture included), us, and a compiled step's
+           ``value_and_grad``, us
 
 The first run of a tree compiles its kernels (cached per source hash): warm each tree
 once (``python -m tapegrad.warmup``) or discard the first round.
@@ -135,6 +138,30 @@ def worker(tree: str, what: str) -> dict:
                     ts[name].append(time.perf_counter() - t)
             for name, v in ts.items():
                 out[f"mlp_{label}_{name}_us"] = statistics.median(v[len(v) // 10 :]) * 1e6
+    elif what == "ode":
+        from tapegrad.integrate import odeint
+
+        k = tg.tensor(np.array([0.5, 1.0]), requires_grad=True)
+
+        def solve() -> None:
+            ys = odeint(lambda y, t, k: -k * y, np.ones(2), [0.0, 1.0], k, rtol=1e-6)
+            tnp.sum(ys).backward()
+
+        step = tg.compile(lambda p, u: tnp.sum(tnp.tanh(p * u) ** 2))
+        p, u = np.ones(3), np.arange(3.0)
+        for name, fn, n in (
+            ("ode_solve_us", solve, 300),
+            ("step_us", lambda: step.value_and_grad(p, u), 3000),
+        ):
+            for _ in range(20):
+                fn()
+            best = []
+            for _ in range(5):
+                t = time.perf_counter()
+                for _ in range(n):
+                    fn()
+                best.append((time.perf_counter() - t) / n * 1e6)
+            out[name] = min(best)
     else:
         raise SystemExit(f"unknown --what {what}")
     return out
