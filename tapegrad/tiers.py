@@ -43,9 +43,11 @@ the interpreted tier but starts no compiler and compiles no serial kernel.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import ctypes
 import os
+import pickle
 import subprocess
 import sys
 import threading
@@ -55,6 +57,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from numba import typeof
 from numba.core import caching
 
 from . import _generated, dispatch
@@ -205,11 +208,6 @@ def current(fn: Any, args: tuple | None = None) -> Any:
 def function_item(fn: Any, args: tuple | None) -> str:
     """The background compiler's item for compiled function ``fn`` at the types of
     ``args``: ``function <module> <name> <the types, pickled, base64>``."""
-    import base64
-    import pickle
-
-    from numba import typeof
-
     sig = () if args is None else tuple(typeof(a) for a in args)
     py = fn.py_func
     return f"function {py.__module__} {py.__name__} {base64.b64encode(pickle.dumps(sig)).decode()}"
@@ -217,9 +215,7 @@ def function_item(fn: Any, args: tuple | None) -> str:
 
 def compile_function_item(item: str) -> None:
     """Compile what :func:`function_item` names (in the background compiler)."""
-    import base64
     import importlib
-    import pickle
 
     _, module, name, sig = item.split()
     fn = getattr(importlib.import_module(module), name)
@@ -268,8 +264,6 @@ def has_version(fn: Any, args: tuple) -> bool:
     (read from numba's index; compiles and loads nothing)."""
     if not _index_file(fn.py_func).exists():
         return False
-    from numba import typeof
-
     sig = tuple(typeof(a) for a in args)
     try:
         index = caching.FunctionCache(fn.py_func)._cache_file._load_index()
@@ -284,11 +278,7 @@ def loop_ready(fn: Any, args: tuple, item: str) -> bool:
     the caller runs the same source driven from Python, and ``item`` is queued. Once
     found, ``(fn, item)`` is remembered (``item`` names the dtype): typing the
     arguments again costs tens of microseconds a solve."""
-    if not enabled() or (fn, item) in _ready:
-        return True
-    if _cached_now(fn, (fn, item), lambda: item, args):
-        return True
-    return False
+    return not enabled() or (fn, item) in _ready or _cached_now(fn, (fn, item), lambda: item, args)
 
 
 class Unbound:
@@ -440,7 +430,7 @@ class _Shim:
                     serial_cached(*self.key)  # (another compiled it, or
                     or (_background_enabled() and claim(f"serial {self.kernel}"))
                 ):  # its claimant died)
-                    return self._serial()(node, tp)
+                    return self._enter_serial()(node, tp)
                 if _background_enabled() and not compiler_running(cache_root()):
                     request([f"kernel {self.kernel}"])  # (the compiler exited: another)
             if _largest(node, tp) > INTERPRET_MAX:
@@ -466,13 +456,13 @@ class _Shim:
                     if _background_enabled() and (
                         serial_cached(*self.key) or claim(f"serial {self.kernel}")
                     ):
-                        return self._serial()(node, tp)
+                        return self._enter_serial()(node, tp)
             return self.python(node, tp)
         except BaseException as e:  # (a C caller cannot take an exception: a status)
             _errors[threading.get_ident()] = e
             return E_PYTHON
 
-    def _serial(self) -> Any:
+    def _enter_serial(self) -> Any:
         """The serial flavour of the kernel (from its cache, else compiled now), entered
         in the table in place of this shim until the full one is in the cache
         (:func:`upgrade`)."""
@@ -494,8 +484,9 @@ _next_upgrade = [0.0]
 
 def upgrade() -> None:
     """Put each full kernel the background compiler has finished in the table, in place
-    of its serial flavour: a serial kernel gives the same numbers, but runs large work
-    on one core and without streaming stores. Called between calls (a compiled step, an
+    of its serial flavour: a serial kernel gives the same numbers on small work, but
+    runs large work on one core (the full kernel's one-thread numbers) and without
+    streaming stores. Called between calls (a compiled step, an
     ODE solve, a backward); an entry swaps in one store, so a backward running in
     another thread calls one kernel or the other, both complete."""
     if not _SERIAL_IN_TABLE:
