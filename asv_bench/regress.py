@@ -9,8 +9,10 @@ one fresh process per tree (which imports tapegrad from that tree; the order alt
 between rounds), single-threaded, and times each benchmark's ``time_*`` methods for
 every parameter (``time_hand_numpy`` excluded: the same NumPy code in both). A
 benchmark regresses when HEAD is slower than BASE by more than ``--factor`` (default
-1.10) in the median over the rounds *and* in the fastest round: noise on a shared
-machine moves one of them, a slower kernel both. Exit 1 if one does.
+1.10) in the median over the rounds *and* in the fastest round, and again when the
+flagged benchmarks are timed a second time over twice the rounds: noise on a shared
+machine moves one of them, or comes in bursts, a slower kernel stays. Exit 1 if one
+does.
 
 The kernel cache is keyed on the compiled sources (``tapegrad._jit.HASHED``): a commit
 that did not touch them shares HEAD's cache. Otherwise the first round (not timed)
@@ -101,33 +103,53 @@ def compare(base: str, head: str, factor: float, rounds: int, bench: str) -> int
         if found.returncode:  # (a shallow clone has no parent)
             print(f"regress.py: no commit {commit} here; nothing to compare")
             return 0
-    env = dict(os.environ, TAPEGRAD_TIERS="0")  # (kernels a tree lacks compile here)
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS", "TAPEGRAD_THREADS"):
-        env[var] = "1"
-    env.pop("PYTHONPATH", None)
     with tempfile.TemporaryDirectory(prefix="tapegrad-regress-") as tmp:
         trees = {"base": Path(tmp) / "base", "head": Path(tmp) / "head"}
         try:
             _tree(root, base, trees["base"])
             _tree(root, head, trees["head"])
-            results: dict[str, list[dict]] = {"base": [], "head": []}
-            for r in range(rounds + 1):  # round 0 loads (or compiles) the kernels
-                for name in ("base", "head") if r % 2 == 0 else ("head", "base"):
-                    cmd = [sys.executable, __file__, "--worker", str(trees[name]), bench]
-                    # from outside both trees: only sys.path decides which is imported
-                    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd="/")
-                    if proc.returncode:
-                        print(proc.stderr[-3000:], file=sys.stderr)
-                        return 2
-                    if r:
-                        results[name].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+            slower = _rounds(trees, bench, rounds, factor, f"{head} against {base}")
+            if slower:
+                # a burst of load on a shared machine can slow every process of a tree for
+                # a while: what was flagged is timed again, twice as long, and fails only
+                # if it is slower again (a slower kernel is, every time)
+                again = "|".join(re.escape(k.split("(")[0]) for k in slower)
+                slower = _rounds(trees, again, 2 * rounds, factor, "flagged, timed again")
         finally:
             for where in trees.values():
                 subprocess.run(
                     ["git", "-C", str(root), "worktree", "remove", "--force", str(where)],
                     capture_output=True,
                 )
-    print(f"{head} against {base}: {rounds} interleaved rounds, us per call")
+    if slower is None:
+        return 2
+    if slower:
+        print(f"{len(slower)} benchmark(s) slower than {factor:.2f}x: {', '.join(slower)}")
+        return 1
+    print(f"no benchmark slower than {factor:.2f}x")
+    return 0
+
+
+def _rounds(trees: dict[str, Path], bench: str, rounds: int, factor: float, title: str):
+    """Time ``bench`` in both trees over interleaved rounds and print the table; the
+    benchmarks slower than ``factor`` in the median and the fastest round (None if a
+    worker failed)."""
+    env = dict(os.environ, TAPEGRAD_TIERS="0")  # (kernels a tree lacks compile here)
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS", "TAPEGRAD_THREADS"):
+        env[var] = "1"
+    env.pop("PYTHONPATH", None)
+    results: dict[str, list[dict]] = {"base": [], "head": []}
+    for r in range(rounds + 1):  # round 0 loads (or compiles) the kernels
+        for name in ("base", "head") if r % 2 == 0 else ("head", "base"):
+            cmd = [sys.executable, __file__, "--worker", str(trees[name]), bench]
+            # from outside both trees: only sys.path decides which is imported
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd="/")
+            if proc.returncode:
+                print(proc.stderr[-3000:], file=sys.stderr)
+                return None
+            if r:
+                results[name].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    print(f"{title}: {rounds} interleaved rounds, us per call")
     print(f"{'benchmark':58s} {'base':>9s} {'head':>9s} {'median':>7s} {'fastest':>7s}")
     slower = []
     for key in sorted(set(results["base"][0]) & set(results["head"][0])):
@@ -140,11 +162,7 @@ def compare(base: str, head: str, factor: float, rounds: int, bench: str) -> int
             f"{key:58s} {statistics.median(b) * 1e6:9.1f} {statistics.median(h) * 1e6:9.1f} "
             f"{median:7.3f} {fastest:7.3f}{'  SLOWER' if flag else ''}"
         )
-    if slower:
-        print(f"{len(slower)} benchmark(s) slower than {factor:.2f}x: {', '.join(slower)}")
-        return 1
-    print(f"no benchmark slower than {factor:.2f}x")
-    return 0
+    return slower
 
 
 def asv_continuous(base: str, head: str, factor: float, bench: str) -> int:
