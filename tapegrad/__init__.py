@@ -14,7 +14,7 @@ array([0.90929743, 0.90929743, 0.90929743])
 from __future__ import annotations
 
 # (_threads first: it sets the thread pool's defaults before numba reads them)
-from . import _threads, integrate, numpy, scipy, special  # noqa: F401
+from . import _threads, devices, integrate, numpy, scipy, special  # noqa: F401
 from .compile import compile
 from .dispatch import compile_all
 from .engine import backward_stats, detect_anomaly, is_anomaly_enabled
@@ -26,6 +26,10 @@ from .testing import gradcheck
 from .transforms import grad, jacobian, jacrev, value_and_grad, vjp
 
 __version__ = "0.1.0"
+
+# The device targets: loaded on first use (tg.tensor(x, device="cuda"), t.to("cuda")),
+# when their module registers with tapegrad.devices; the core never imports them
+devices.declare("cuda", "tapegrad.cuda")
 
 __all__ = [
     "Function",

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from . import derivatives as _derivatives  # noqa: F401  (attaches recorded derivatives)
-from . import engine, tensors
+from . import devices, engine, tensors
 from . import frontends as _frontends  # noqa: F401  (attaches each row's front end)
 from . import graph as _graph
 from ._protocols import CPU_FUNCTION, DROPIN, UFUNC_CALLS, array_function, array_ufunc
@@ -51,16 +51,16 @@ def _operators(op: Op, f: Callable) -> None:
 
 
 def _on_either_device(op: Op, f: Callable) -> Callable:
-    """``f`` for CPU operands, ``tapegrad.cuda.<op.cuda>`` when one of the first two
-    arguments is a CUDA tensor (elementwise rows route inside ``elementwise``)."""
+    """``f`` for CPU operands, the device target's function for the row when one of the
+    first two arguments is a device tensor (:mod:`tapegrad.devices`; elementwise rows
+    route inside ``elementwise``)."""
 
     @functools.wraps(f)
     def routed(*args: Any, **kwargs: Any) -> Any:
-        cuda_type = tensors.DEVICE_TENSOR
-        if cuda_type is not None and any(isinstance(a, cuda_type) for a in args[:2]):
-            from . import cuda
-
-            return getattr(cuda, op.cuda)(*args, **kwargs)
+        if tensors.DEVICE_TYPES:
+            device = devices.route(args[:2])
+            if device is not None:
+                return device.function(op)(*args, **kwargs)
         return f(*args, **kwargs)
 
     CPU_FUNCTION[routed] = f

@@ -79,7 +79,7 @@ def dropin(f: Callable, library: str, name: str) -> Callable:
     def function(*args: Any, **kwargs: Any) -> Any:
         for a in args:  # the common case first: a tensor argument
             if type(a) is Tensor:
-                if tensors.DEVICE_TENSOR is None:
+                if not tensors.DEVICE_TYPES:
                     return cpu(*args, **kwargs)
                 return f(*args, **kwargs)
         if holds_tensor(args) or (kwargs and holds_tensor(kwargs)):
@@ -113,8 +113,7 @@ def _leaves_match(obj: Any, test: Callable[[Any], bool]) -> bool:
 
 
 def _is_tensor(obj: Any) -> bool:
-    device = tensors.DEVICE_TENSOR
-    return isinstance(obj, Tensor) or (device is not None and isinstance(obj, device))
+    return isinstance(obj, Tensor) or isinstance(obj, tensors.DEVICE_TYPES)
 
 
 def holds_tensor(obj: Any) -> bool:

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from . import devices
 from .boundary import array_error, library_caller, scalar_error, suggestion
 from .layout import (
     DEFERRED,
@@ -110,9 +111,17 @@ CROSS_DEVICE_MESSAGE = (
     ".detach() it first"
 )
 
-# tapegrad.cuda.CudaTensor once the CUDA target has been loaded (tapegrad.cuda sets it);
-# None keeps the CPU paths free of any CUDA check until then.
-DEVICE_TENSOR: Any = None
+# The tensor types of the device targets loaded so far (tapegrad.devices keeps it up to
+# date); empty keeps the CPU paths free of any device check until one is loaded.
+DEVICE_TYPES: tuple[type, ...] = ()
+
+
+def _device_types(types: tuple[type, ...]) -> None:
+    global DEVICE_TYPES
+    DEVICE_TYPES = types
+
+
+devices.listen(_device_types)
 
 # External tensors are numbered as they are made: a transform or capture entered at
 # serial n treats a tensor numbered below n as foreign (see tapegrad.tape).
@@ -653,13 +662,10 @@ class Tensor:
         """
         if device == "cpu":
             return self
-        if device != "cuda":
-            raise ValueError(f"to: unknown device {device!r} (use 'cpu' or 'cuda')")
+        target = devices.get(device, "to")
         if self.requires_grad and not self.is_leaf:
             raise RuntimeError(CROSS_DEVICE_MESSAGE)
-        from .cuda import to_device
-
-        return to_device(self.numpy(), requires_grad=self.requires_grad)
+        return target.to_device(self.numpy(), requires_grad=self.requires_grad)
 
     @property
     def _version(self) -> int:
@@ -1101,11 +1107,7 @@ def tensor(
     (tensor([1, 2]), tensor(2.5), tensor([1., 2.], dtype=float32))
     """
     if device != "cpu":
-        if device != "cuda":
-            raise ValueError(f"tensor: unknown device {device!r} (use 'cpu' or 'cuda')")
-        from .cuda import to_device
-
-        return to_device(data, requires_grad, dtype)
+        return devices.get(device, "tensor").to_device(data, requires_grad, dtype)
     if isinstance(data, Tensor):
         if data.requires_grad and current_tape().grad_enabled:
             raise TypeError(
@@ -1123,7 +1125,7 @@ def tensor(
                 "copies values (which would drop their gradient): use tnp.array or "
                 "tnp.stack to keep the graph, or .detach() them"
             )
-    elif DEVICE_TENSOR is not None and isinstance(data, DEVICE_TENSOR):
+    elif DEVICE_TYPES and isinstance(data, DEVICE_TYPES):
         data = data.numpy()
     if dtype is not None:
         dt = np.dtype(dtype)
@@ -1181,7 +1183,7 @@ def as_tensor(x: Any) -> Tensor:
         return x
     if type(x) is np.ndarray and x.dtype in FLOAT_DTYPES:  # the common case: a copy
         return Tensor._external(x.copy())
-    if DEVICE_TENSOR is not None and isinstance(x, DEVICE_TENSOR):
+    if DEVICE_TYPES and isinstance(x, DEVICE_TYPES):
         raise TypeError(DEVICE_MESSAGE)
     if (isinstance(x, list | tuple) or (isinstance(x, np.ndarray) and x.dtype == object)) and (
         _objects_to_tensor is not None
@@ -1358,10 +1360,8 @@ def elementwise(op: Any, x: Any, y: Any = None, out: Any = None) -> Tensor:
     """
     if out is not None:
         raise TypeError(f"{op.name}: out= is not supported (tensors are immutable)")
-    if DEVICE_TENSOR is not None and (isinstance(x, DEVICE_TENSOR) or isinstance(y, DEVICE_TENSOR)):
-        from .cuda import elementwise as on_gpu
-
-        return on_gpu(op, x, y)
+    if DEVICE_TYPES and (isinstance(x, DEVICE_TYPES) or isinstance(y, DEVICE_TYPES)):
+        return devices.route((x, y)).elementwise(op, x, y)
     code = op.code
     unary = op.is_unary
     compare = op.is_compare

@@ -432,9 +432,9 @@ def test_gpu_runner_scripts():
 
 def test_matmul_batches_beyond_one_grid(monkeypatch):
     """More batches than a grid's z dimension holds are launched in chunks."""
-    import tapegrad.cuda
+    import tapegrad.cuda.ops
 
-    monkeypatch.setattr(tapegrad.cuda, "MAX_GRID_Z", 2)
+    monkeypatch.setattr(tapegrad.cuda.ops, "MAX_GRID_Z", 2)
     rng = np.random.default_rng(4)
     a, b = rng.standard_normal((5, 2, 3)), rng.standard_normal((3, 2))
     ga, gb = (tg.tensor(v, requires_grad=True, device="cuda") for v in (a, b))
@@ -455,7 +455,7 @@ def test_small_launches_do_not_warn():
     as numba-cuda does."""
     import warnings
 
-    import tapegrad.cuda as tc
+    import tapegrad.cuda.runtime as tc
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -479,8 +479,8 @@ def test_small_launches_do_not_warn():
     k = Warns()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        tc._launch(k, 5, "a")
-        tc._launch(k, 5, "b")  # the configured launch is reused
+        tc.launch(k, 5, "a")
+        tc.launch(k, 5, "b")  # the configured launch is reused
         with pytest.raises(UserWarning, match="under-utilization"):
             k[1, 1]  # the user's own launches keep the warning
     assert calls == [((1, tc.THREADS), ("a",)), ((1, tc.THREADS), ("b",))]
