@@ -14,7 +14,7 @@ array([0.90929743, 0.90929743, 0.90929743])
 from __future__ import annotations
 
 # (_threads first: it sets the thread pool's defaults before numba reads them)
-from . import _threads, devices, integrate, numpy, scipy, special  # noqa: F401
+from . import _threads, devices, extend, integrate, numpy, scipy, special  # noqa: F401
 from .compile import compile
 from .dispatch import compile_all
 from .engine import backward_stats, detect_anomaly, is_anomaly_enabled
@@ -42,6 +42,7 @@ __all__ = [
     "compile_all",
     "detect_anomaly",
     "enable_grad",
+    "extend",
     "grad",
     "gradcheck",
     "hessian",

@@ -28,6 +28,7 @@ PUBLIC_MODULES = (
     "tapegrad.integrate",
     "tapegrad.graph",
     "tapegrad.testing",
+    "tapegrad.extend",
     "tapegrad.distributed",
     "tapegrad.cuda",
 )

@@ -99,6 +99,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "scipy.integrate",
             "scipy.stats",
             "integrate",
+            "extend",
             "distributed",
             "cuda.runtime",
             "cuda.kernels",
