@@ -36,7 +36,7 @@ from scipy.optimize import minimize
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
-from tapegrad.integrate import odeint
+from tapegrad.scipy.integrate import odeint
 
 NAMES = ("alpha", "beta", "gamma", "delta")
 TRUE = np.array([1.0, 0.1, 1.5, 0.075])

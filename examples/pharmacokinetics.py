@@ -43,7 +43,7 @@ from scipy.optimize import minimize
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
-from tapegrad.integrate import odeint
+from tapegrad.scipy.integrate import odeint
 from tapegrad.scipy import stats
 
 DOSE = 320.0  # mg

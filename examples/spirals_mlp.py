@@ -21,7 +21,7 @@ import numpy as np
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
-import tapegrad.special as tsp
+import tapegrad.scipy.special as tsp
 
 
 def two_spirals(n_per_class, noise, seed):

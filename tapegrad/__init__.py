@@ -13,10 +13,13 @@ array([0.90929743, 0.90929743, 0.90929743])
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
 # (_threads first: it sets the thread pool's defaults before numba reads them)
 from . import _threads, devices, extend, integrate, numpy, scipy, special  # noqa: F401
+from . import dispatch as _dispatch
 from .compile import compile
-from .dispatch import compile_all
 from .engine import backward_stats, detect_anomaly, is_anomaly_enabled
 from .function import Function, FunctionCtx, kernel
 from .graph import print_graph, to_dot
@@ -26,6 +29,50 @@ from .testing import gradcheck
 from .transforms import grad, jacobian, jacrev, value_and_grad, vjp
 
 __version__ = "0.1.0"
+
+
+def compile_all(*args: Any, **kwargs: Any) -> int:
+    """Compile every kernel of the op table: :func:`tapegrad.warmup.compile_all`.
+
+    Kept under this name for code written before it moved; it warns. The name read as
+    a relative of :func:`tapegrad.compile`, which captures a step; this one warms the
+    kernel cache.
+
+    Parameters
+    ----------
+    *args, **kwargs
+        Those of :func:`tapegrad.warmup.compile_all`.
+
+    Returns
+    -------
+    int
+        How many kernels were compiled or loaded from the cache.
+
+    Raises
+    ------
+    numba.core.errors.NumbaError
+        A kernel that does not compile.
+
+    Warns
+    -----
+    DeprecationWarning
+        Always: call ``tapegrad.warmup.compile_all`` (or run
+        ``python -m tapegrad.warmup``) instead.
+
+    Examples
+    --------
+    >>> import tapegrad as tg
+    >>> n = tg.compile_all()  # doctest: +SKIP
+    """
+    warnings.warn(
+        "tapegrad.compile_all moved to tapegrad.warmup.compile_all (it warms the kernel "
+        "cache; tapegrad.compile captures a step); python -m tapegrad.warmup does it on "
+        "every core",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return _dispatch.compile_all(*args, **kwargs)
+
 
 # The device targets: loaded on first use (tg.tensor(x, device="cuda"), t.to("cuda")),
 # when their module registers with tapegrad.devices; the core never imports them
@@ -39,7 +86,6 @@ __all__ = [
     "backward_stats",
     "checkpoint",
     "compile",
-    "compile_all",
     "detect_anomaly",
     "enable_grad",
     "extend",

@@ -29,6 +29,9 @@ from .layout import BWD, FWD
 from .ops import BY_NAME, ROWS, Kind
 from .tape import current_tape
 
+# the public name; the rest (warmup, background, kernels) is the command line's
+__all__ = ["compile_all"]
+
 
 def kernels() -> list[tuple[int, int, int]]:
     """Every (op code, signature, direction) of the table."""
@@ -101,6 +104,38 @@ def _ode_solvers(dtypes: tuple) -> None:
                 lambda y, t, k: -k * y, np.ones(2, dtype), [0.0, 1.0], k, adjoint=adjoint
             )
             tg.numpy.sum(ys).backward()
+
+
+def compile_all(directions: tuple[int, ...] = (FWD, BWD)) -> int:
+    """Compile every kernel of the op table into the disk cache, in this process.
+
+    Kernels otherwise compile on first use (see the design page on dispatch); this fills
+    the cache up front. ``python -m tapegrad.warmup --jobs N`` does the same (and
+    compiles the engine, the ODE solvers and replay's executors) on ``N`` processes.
+    Not to be confused with :func:`tapegrad.compile`, which captures a training step.
+
+    Parameters
+    ----------
+    directions : tuple of int, optional
+        Which kernels of each row: ``tapegrad.layout.FWD``, ``tapegrad.layout.BWD`` or
+        both (the default). Rows without a backward have no ``BWD`` kernel.
+
+    Returns
+    -------
+    int
+        How many kernels were compiled or loaded from the cache.
+
+    Raises
+    ------
+    numba.core.errors.NumbaError
+        A kernel that does not compile (a bug in tapegrad: every row compiles in CI).
+
+    Examples
+    --------
+    >>> from tapegrad.warmup import compile_all
+    >>> n = compile_all()  # doctest: +SKIP
+    """
+    return dispatch.compile_all(directions)
 
 
 def warmup(jobs: int | None = None) -> int:

@@ -18,6 +18,7 @@ from numpydoc.docscrape import get_doc_object  # noqa: E402
 # The public modules, in the order the API reference lists them (docs/api/index.rst).
 PUBLIC_MODULES = (
     "tapegrad",
+    "tapegrad.warmup",
     "tapegrad.numpy",
     "tapegrad.numpy.linalg",
     "tapegrad.scipy.special",

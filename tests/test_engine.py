@@ -570,3 +570,18 @@ def test_a_numba_function_from_exec_d_code_compiles_beside_tapegrad():
     exec("@numba.njit\ndef f(x):\n    return x + 1\n", env)
     assert env["f"].py_func.__module__ is None
     assert env["f"](41) == 42
+
+
+def test_compile_all_lives_in_warmup_and_the_old_name_warns(monkeypatch):
+    """tg.compile_all warms the kernel cache, tg.compile captures a step: the first moved
+    to tapegrad.warmup; the old name forwards its arguments, with a DeprecationWarning."""
+    import tapegrad.warmup
+    from tapegrad import dispatch
+    from tapegrad.layout import FWD
+
+    seen = []
+    monkeypatch.setattr(dispatch, "compile_all", lambda *a, **k: seen.append((a, k)) or 7)
+    assert tapegrad.warmup.compile_all((FWD,)) == 7
+    with pytest.warns(DeprecationWarning, match=r"tapegrad\.warmup\.compile_all"):
+        assert tg.compile_all(directions=(FWD,)) == 7
+    assert seen == [(((FWD,),), {}), ((), {"directions": (FWD,)})]

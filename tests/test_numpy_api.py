@@ -227,3 +227,18 @@ def test_numpy_code_through_tapegrad_numpy(name):
     check_grads(lambda *p: f(*p, *consts, np=tnp), params)
     value = f(*[tg.tensor(p) for p in params], *consts, np=tnp).item()
     assert value == pytest.approx(f(*params, *consts))
+
+
+def test_scipy_names_are_canonical_and_the_short_modules_alias_them():
+    """tapegrad.scipy.* is where SciPy's names live; tapegrad.special and
+    tapegrad.integrate hold the very same objects (aliases, not copies)."""
+    import tapegrad.integrate
+    import tapegrad.scipy.integrate
+    import tapegrad.scipy.special
+    import tapegrad.special
+
+    assert tapegrad.special.__all__ == tapegrad.scipy.special.__all__
+    for name in tapegrad.special.__all__:
+        assert getattr(tapegrad.special, name) is getattr(tapegrad.scipy.special, name)
+    for name in tapegrad.integrate.__all__:
+        assert getattr(tapegrad.integrate, name) is getattr(tapegrad.scipy.integrate, name)

@@ -1,4 +1,5 @@
-"""``tapegrad.scipy.special``: the same functions as :mod:`tapegrad.special`."""
+"""``tapegrad.scipy.special``: scipy.special's names, recording on Tensors (the canonical
+place; :mod:`tapegrad.special` is the same objects under a short name)."""
 
 from __future__ import annotations
 
