@@ -35,7 +35,9 @@ True
   argument's contribution to the output's tangent, for tangent ``t``; contributions
   add up. ``None`` declares a zero contribution.
 
-A rule sees arrays in a first-order backward pass (it runs once, with grad mode off)
+The rules see the arguments and outputs as they were at the call (arrays are copied,
+so a forward that works in place or reuses an output buffer changes nothing). A rule
+sees arrays in a first-order backward pass (it runs once, with grad mode off)
 and tensors of the graph when it is differentiated again; written with
 :mod:`tapegrad.numpy` (or NumPy's functions, which dispatch to it on tensors) it serves
 both. A gradient of a shape the argument broadcasts to is summed down to it; any other
@@ -49,8 +51,11 @@ where ``res`` is what ``fwd`` would save (computed from ``ans`` and ``args``); a
 
 What a primitive refuses, rather than give a wrong number:
 
-* a tensor that requires grad inside a container argument or a keyword argument, or
-  read by ``f`` from outside (a closure, a global): its gradient would be lost;
+* a tensor that requires grad inside a container argument or a keyword argument, read
+  by ``f`` from outside (a closure, a global), or returned by ``f``: its gradient would
+  be lost;
+* a rule's result of the wrong shape (a gradient may be of a shape its argument
+  broadcasts to: it is summed down), ``None``, or a tuple where one array is due;
 * ``tg.compile``: a captured program replays compiled kernels, and the primitive's
   forward is Python.
 """
@@ -58,13 +63,14 @@ What a primitive refuses, rather than give a wrong number:
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from .derivatives import sum_to
-from .frontends.shape import astype, broadcast_to
+from .frontends.shape import astype
 from .function import Function
 from .tape import TRANSFORM, Tape, enter, leave
 from .tensors import Tensor, is_grad_enabled, serial, slot_handle, values_of
@@ -187,11 +193,22 @@ def _rules(prim: Any, rules: Sequence[Any], argnums: Any, where: str) -> dict[in
             f"{where}: expected a primitive (made by tapegrad.extend.primitive), got "
             f"{type(prim).__name__}"
         )
-    nums = tuple(range(len(rules))) if argnums is None else tuple(argnums)
-    if len(nums) != len(rules) or any(not isinstance(i, int) or i < 0 for i in nums):
+    if argnums is None:
+        nums: tuple = tuple(range(len(rules)))
+    else:
+        given = (argnums,) if isinstance(argnums, int | np.integer) else tuple(argnums)
+        nums = tuple(
+            operator.index(i) if isinstance(i, int | np.integer) and not isinstance(i, bool) else i
+            for i in given
+        )
+    if (
+        len(nums) != len(rules)
+        or len(set(nums)) != len(nums)
+        or any(not isinstance(i, int) or isinstance(i, bool) or i < 0 for i in nums)
+    ):
         raise ValueError(
             f"{where}({prim.__name__}): {len(rules)} rules for argnums {nums}; give one "
-            "non-negative argument position per rule"
+            "distinct non-negative argument position per rule"
         )
     for r in rules:
         if r is not None and not callable(r):
@@ -335,25 +352,35 @@ def _rule(prim: Primitive, table: dict, i: int, mode: str) -> Any:
 def _fit(value: Any, shape: tuple, dtype: np.dtype, prim: Primitive, what: str) -> Any:
     """A rule's result as an array or tensor of ``shape`` and ``dtype``. A gradient of a
     shape the argument broadcasts to is summed down to it (as a :class:`Function`'s
-    is); a tangent of a shape that broadcasts to the output's is broadcast up. Any
-    other shape raises."""
+    is); a tangent must have the output's shape. Anything else raises, naming the
+    primitive."""
+    if value is None or isinstance(value, tuple | list):
+        got = "None" if value is None else f"a {type(value).__name__}"
+        raise RuntimeError(
+            f"primitive {prim.__name__}: a rule returned {got} for the {what}, expected "
+            f"an array or tensor of shape {shape}"
+        )
     vshape = np.shape(values_of(value))
     if vshape != shape:
         try:
             full = np.broadcast_shapes(vshape, shape)
         except ValueError:
             full = None
-        if what.startswith("gradient") and full == vshape:
-            value = sum_to(value, shape, dtype)
-        elif what.startswith("tangent") and full == shape:
-            value = broadcast_to(value, shape)
-        else:
+        if not (what.startswith("gradient") and full == vshape):
             raise RuntimeError(
                 f"primitive {prim.__name__}: the {what} has shape {vshape}, expected {shape}"
             )
+        value = sum_to(value, shape, dtype)
     if isinstance(value, Tensor):
         return value if value.dtype == dtype else astype(value, dtype)
     return np.asarray(value, dtype=dtype)
+
+
+def _kept(v: Any) -> Any:
+    """An argument as the rules will see it: arrays copied, so that what the forward or
+    the caller does to them later changes nothing (a constant array is kept as it was
+    at the call, as ``x * w`` keeps ``w``)."""
+    return np.array(v, copy=True) if isinstance(v, np.ndarray) else v
 
 
 class _PrimitiveNode(Function):
@@ -364,7 +391,9 @@ class _PrimitiveNode(Function):
 
     @staticmethod
     def forward(ctx: Any, prim: Primitive, kwargs: dict, *values: Any) -> Any:
-        ctx.prim, ctx.kwargs, ctx.values = prim, kwargs, values
+        ctx.prim = prim
+        ctx.values = tuple(_kept(v) for v in values)
+        ctx.kwargs = {k: _kept(v) for k, v in kwargs.items()}
         # on a tape of its own, so that a tensor read from outside shows as foreign
         tape = enter(TRANSFORM, True, born0=serial())
         try:
@@ -380,7 +409,16 @@ class _PrimitiveNode(Function):
             leave(tape)
         ctx.single = not isinstance(out, tuple)
         outs = (out,) if ctx.single else out
-        ctx.out = tuple(np.asarray(values_of(o)) for o in outs)
+        for o in outs:
+            if isinstance(o, Tensor) and o.requires_grad:
+                raise RuntimeError(
+                    f"primitive {prim.__name__} returns a tensor that requires grad "
+                    f"(shape {o.shape}): a primitive's outputs are new values, so its "
+                    "gradient would be lost. Pass it as an argument"
+                )
+        # copies: a forward that writes into a buffer it reuses must not change the
+        # ``ans`` the rules of an earlier call see
+        ctx.out = tuple(np.array(values_of(o), copy=True) for o in outs)
         return ctx.out[0] if ctx.single else ctx.out
 
     @staticmethod
@@ -394,7 +432,10 @@ class _PrimitiveNode(Function):
                 continue
             rule = _rule(prim, prim.vjps, i, "reverse")
             if rule is not _ZERO:
-                found[2 + i] = np.asarray(values_of(rule(ans, *values, **ctx.kwargs)(g)))
+                v = np.asarray(values[i])
+                value = rule(ans, *values, **ctx.kwargs)(g)
+                fitted = _fit(values_of(value), v.shape, v.dtype, prim, f"gradient of argument {i}")
+                found[2 + i] = np.asarray(values_of(fitted))
         return tuple(found)
 
     @staticmethod
@@ -432,7 +473,7 @@ class _PrimitiveNode(Function):
             if rule is not _ZERO:
                 value = rule(ans, *args, **ctx.kwargs)(g)
                 found[j] = _fit(
-                    value, tape.slot_shape(s), tape.slot_dtype(s), prim, f"gradient of {i}"
+                    value, tape.slot_shape(s), tape.slot_dtype(s), prim, f"gradient of argument {i}"
                 )
         return found
 

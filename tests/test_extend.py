@@ -326,7 +326,7 @@ def test_compile_refuses_a_primitive():
 def test_definition_errors():
     with pytest.raises(TypeError, match="expected a primitive"):
         defvjp(lse_plain, lambda ans, x: lambda g: g)
-    with pytest.raises(ValueError, match="one non-negative argument position per rule"):
+    with pytest.raises(ValueError, match="distinct non-negative argument position per rule"):
         defvjp(logsumexp, lambda ans, x: lambda g: g, argnums=(0, 1))
     with pytest.raises(TypeError, match="callable or None"):
         defjvp(logsumexp, 3.0)
@@ -359,3 +359,135 @@ def test_inside_a_checkpoint_at_second_order():
 
     fd = central(lambda v: tg.grad(f)(v), x)
     np.testing.assert_allclose(tg.hessian(f)(x), fd, rtol=1e-6, atol=1e-8)
+
+
+# --- what a hostile reading found: state shared with the forward ---------------------------
+
+
+@primitive
+def lse_in_place(x):
+    m = np.max(x)
+    x -= m  # NumPy's idiom: the forward works in place on its input
+    return m + np.log(np.sum(np.exp(x)))
+
+
+defvjp(lse_in_place, lambda ans, x: lambda g: g * tnp.exp(x - ans))
+defjvp(lse_in_place, lambda t, ans, x: tnp.sum(t * tnp.exp(x - ans)))
+
+
+def test_a_forward_that_writes_its_input_leaves_the_rules_the_values_called_with():
+    x = RNG.standard_normal(3)
+    p = np.exp(x - lse_plain(x))
+    np.testing.assert_allclose(tg.grad(lse_in_place)(x.copy()), p, rtol=1e-12)
+    assert tg.jvp(lse_in_place, (x.copy(),), (np.ones(3),))[1] == pytest.approx(1.0)
+    t = tg.tensor(x, requires_grad=True)
+    lse_in_place(t).backward()
+    np.testing.assert_allclose(t.grad, p, rtol=1e-12)
+    np.testing.assert_allclose(
+        tg.hessian(lse_in_place)(x.copy()), np.diag(p) - np.outer(p, p), atol=1e-12
+    )
+
+
+_BUFFER = np.zeros(3)
+
+
+@primitive
+def exp_into_buffer(x):
+    return np.exp(x, out=_BUFFER)  # a reused output buffer
+
+
+defvjp(exp_into_buffer, lambda ans, x: lambda g: g * ans)
+defjvp(exp_into_buffer, lambda t, ans, x: t * ans)
+
+
+def test_a_forward_that_reuses_an_output_buffer_leaves_each_call_its_own_answer():
+    x = np.array([0.1, 0.5, -0.3])
+    t = tg.tensor(x, requires_grad=True)
+    y = exp_into_buffer(t)
+    exp_into_buffer(tg.tensor(np.full(3, -5.0)))  # overwrites the buffer
+    tnp.sum(y).backward()
+    np.testing.assert_allclose(t.grad, np.exp(x), rtol=1e-12)
+
+
+def test_a_constant_array_argument_is_kept_as_it_was_at_the_call():
+    @primitive
+    def mul(x, w):
+        return x * w
+
+    defvjp(mul, lambda ans, x, w: lambda g: g * w, None)
+    w = np.array([10.0, 20.0, 30.0])
+    x = tg.tensor(np.ones(3), requires_grad=True)
+    y = mul(x, w)
+    w[:] = 0.0  # changed after the call, before the backward (as x * w would allow)
+    tnp.sum(y).backward()
+    np.testing.assert_allclose(x.grad, [10.0, 20.0, 30.0])
+
+
+def test_returning_an_outside_tensor_that_requires_grad_raises():
+    w = tg.tensor(np.ones(2), requires_grad=True)
+
+    @primitive
+    def passes_w(x):
+        return x * 2.0, w
+
+    with pytest.raises(RuntimeError, match=r"primitive passes_w returns a tensor that requires"):
+        passes_w(tg.tensor(np.ones(2), requires_grad=True))
+
+
+def test_argnums_must_name_distinct_positions():
+    @primitive
+    def f(x, y):
+        return x * y
+
+    with pytest.raises(ValueError, match="distinct non-negative"):
+        defvjp(
+            f, lambda ans, x, y: lambda g: g * y, lambda ans, x, y: lambda g: g * x, argnums=(0, 0)
+        )
+    with pytest.raises(ValueError, match="distinct non-negative"):
+        defvjp(f, lambda ans, x, y: lambda g: g * y, argnums=(True,))
+    defvjp(f, lambda ans, x, y: lambda g: g * x, argnums=1)  # one int, NumPy ints too
+    defvjp(f, lambda ans, x, y: lambda g: g * y, argnums=(np.int64(0),))
+    gx, gy = tg.grad(f, argnums=(0, 1))(3.0, 4.0)
+    assert (gx, gy) == (4.0, 3.0)
+
+
+@pytest.mark.parametrize(
+    "rule, match",
+    [
+        (lambda t, ans, x: tnp.sum(3 * t), r"tangent of output 0 has shape \(\), expected \(3,\)"),
+        (lambda t, ans, x: (3 * t,), r"returned a tuple for the tangent of output 0"),
+        (lambda t, ans, x: None, r"returned None for the tangent of output 0"),
+    ],
+)
+def test_a_tangent_of_another_shape_raises(rule, match):
+    @primitive
+    def triple(x):
+        return 3 * x
+
+    defjvp(triple, rule)
+    with pytest.raises(RuntimeError, match=match):
+        tg.jacfwd(triple)(np.ones(3))
+
+
+@pytest.mark.parametrize(
+    "maker, match",
+    [
+        (
+            lambda ans, x: lambda g: tnp.ones(5) * tnp.sum(g),
+            r"primitive bad: the gradient of argument 0 has shape \(5,\)",
+        ),
+        (lambda ans, x: lambda g: None, r"primitive bad: a rule returned None"),
+        (lambda ans, x: lambda g: (3 * g,), r"primitive bad: a rule returned a tuple"),
+    ],
+)
+def test_a_gradient_of_another_shape_raises_naming_the_primitive_at_every_order(maker, match):
+    @primitive
+    def bad(x):
+        return 3 * x
+
+    defvjp(bad, maker)
+    t = tg.tensor(np.ones(3), requires_grad=True)
+    with pytest.raises(RuntimeError, match=match):
+        tnp.sum(bad(t)).backward()
+    with pytest.raises(RuntimeError, match=match):
+        tg.hessian(lambda v: tnp.sum(bad(v) ** 2))(np.ones(3))
