@@ -2,12 +2,34 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
 import tapegrad as tg
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_python(code: str, **env: str) -> str:
+    """What ``code`` (dedented) prints, run in a new Python process from the repository
+    root with ``env`` added to the environment; fails the test if the process does."""
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        cwd=ROOT,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
 
 
 def numeric_grad(f: Callable, x, eps: float = 1e-6) -> np.ndarray:

@@ -149,6 +149,20 @@ def test_anomaly_mode_names_op_and_source_line():
     assert not tg.is_anomaly_enabled()
 
 
+@pytest.mark.parametrize("op", ["add", "subtract"])
+def test_anomaly_mode_names_the_add_for_a_nan_on_its_output(op):
+    """A NaN a hook puts on an add's output is reported, and blamed on the add (were the
+    input to take the output's buffer, the check after the add would skip it, or blame
+    the op upstream). Anomaly mode does not pass buffers."""
+    x = tg.tensor(np.linspace(-1.0, 1.0, 10), requires_grad=True)
+    with tg.detect_anomaly():
+        z = x * 3.0
+        y = z + 1.0 if op == "add" else z - 1.0
+        y.register_hook(lambda g: g * np.nan)
+        with pytest.raises(RuntimeError, match=f"'{op}' returned nan or inf"):
+            tnp.sum(y * 2.0).backward()
+
+
 # --- gradient checking -------------------------------------------------------------------------
 
 

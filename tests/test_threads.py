@@ -13,6 +13,7 @@ import warnings
 import weakref
 
 import numpy as np
+import pytest
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
@@ -335,3 +336,41 @@ def test_the_thread_pool_is_set_for_a_shared_machine():
     assert _pool(MPI_LOCALNRANKS="1")[1:] == [cpus, cpus]
     # numba imported (its configuration read) before tapegrad: this thread's count
     assert _pool("numba-first", MPI_LOCALNRANKS="2") == ["PASSIVE", cpus, share]
+
+
+def test_threads_record_and_backpropagate_independently():
+    results = {}
+
+    def work(k):
+        rng = np.random.default_rng(k)
+        a = rng.standard_normal(50)
+        x = tg.tensor(a, requires_grad=True)
+        for _ in range(30):
+            x.grad = None
+            loss = tnp.sum(tnp.sin(x * (k + 1)) ** 2)
+            loss.backward()
+        results[k] = (a, x.grad)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k, (a, g) in results.items():
+        c = k + 1
+        np.testing.assert_allclose(g, 2 * np.sin(c * a) * np.cos(c * a) * c, rtol=1e-12)
+
+
+def test_tensor_from_another_thread_is_a_constant_unless_it_requires_grad():
+    box = {}
+
+    def make():
+        box["c"] = tg.tensor([1.0, 2.0]) * 2
+        box["g"] = tg.tensor([1.0, 2.0], requires_grad=True) * 2
+
+    t = threading.Thread(target=make)
+    t.start()
+    t.join()
+    np.testing.assert_array_equal((box["c"] + 1).numpy(), [3.0, 5.0])
+    with pytest.raises(RuntimeError, match="another thread"):
+        box["g"] + 1

@@ -26,7 +26,7 @@ import tapegrad.special as tsp
 from tapegrad.layout import H_ARENA_TOP, H_NLINK, H_NNODES, H_NSHAPE, H_NSLOTS
 from tapegrad.tape import current_tape
 
-from .helpers import central
+from ..helpers import central
 
 Y = np.arange(12.0).reshape(3, 4) / 10 + 0.1
 V = np.linspace(0.1, 1.0, 4)

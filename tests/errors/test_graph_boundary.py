@@ -21,7 +21,7 @@ import scipy.special as sp
 import tapegrad as tg
 import tapegrad.numpy as tnp
 
-from .helpers import numeric_grad
+from ..helpers import numeric_grad
 
 
 def cube_sum(x):

@@ -15,7 +15,7 @@ import tapegrad as tg
 import tapegrad.numpy as tnp
 import tapegrad.special as tsp
 
-from .custom_ops import doubling
+from ..custom_ops import doubling
 
 
 def test_assigning_a_wrong_grad_raises_at_the_assignment():
