@@ -81,6 +81,10 @@ LAYERS: list[tuple[str, list[str]]] = [
             "graph",
             "closures",
             "fused",
+            "program",
+            "plain_guards",
+            "random_watch",
+            "step_node",
             "compile",
             "testing",
         ],
@@ -257,6 +261,7 @@ HANDLE_FRIENDS: dict[str, set[str]] = {
     "tape": {"_tape", "_slot", "_epoch", "_data"},  # binds, copies out, rebinds handles
     "views": {"_view", "_views", "_data", "_tape"},  # the view fields are its own
     "compile": {"_tape", "_slot", "_epoch", "_data", "_flags"},  # capture inputs, guards
+    "program": {"_tape", "_slot", "_epoch", "_data"},  # the capture reads and binds inputs
 }
 
 
