@@ -106,6 +106,8 @@ LAYERS: list[tuple[str, list[str]]] = [
             "scipy.stats.multivariate",
             "scipy.stats.discrete",
             "scipy.stats",
+            "ode_arguments",
+            "ode_system",
             "integrate",
             "distributed",
             "cuda.kernels",
