@@ -61,7 +61,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ),
     ("generated wrappers, dispatch table", ["_generated", "dispatch"]),
     ("compilation tiers: the interpreted engine, the background compiler", ["tiers"]),
-    ("Python tape", ["tape"]),
+    ("Python tape", ["tuning", "references", "host_arrays", "tape"]),
     ("Tensor: handle, binding, grad mode", ["tensors"]),
     ("backward driver", ["graphwalk", "engine"]),
     (
