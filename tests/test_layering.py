@@ -71,6 +71,8 @@ LAYERS: list[tuple[str, list[str]]] = [
             "frontends.shape",
             "frontends.reduce",
             "frontends.linalg",
+            "frontends.scipy_linalg",
+            "frontends.convolution",
             "frontends.special",
             "frontends.extra",
             "frontends",

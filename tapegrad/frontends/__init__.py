@@ -6,6 +6,15 @@ elementwise rows get generated functions (:mod:`tapegrad._namespace`).
 
 from __future__ import annotations
 
-from . import elementwise, extra, linalg, reduce, shape, special
+from . import convolution, elementwise, extra, linalg, reduce, scipy_linalg, shape, special
 
-__all__ = ["elementwise", "extra", "linalg", "reduce", "shape", "special"]
+__all__ = [
+    "convolution",
+    "elementwise",
+    "extra",
+    "linalg",
+    "reduce",
+    "scipy_linalg",
+    "shape",
+    "special",
+]

@@ -73,7 +73,7 @@ from ..ops.extra import (
 )
 from ..shapes import normalize_axes
 from ..tensors import Tensor, as_tensor, is_grad_enabled
-from .linalg import conv_mode, convolve
+from .convolution import conv_mode, convolve
 from .reduce import check_ddof, cumprod, cumsum, dtype_of, in_dtype, no_out, std, var
 from .reduce import max as rmax
 from .reduce import min as rmin
