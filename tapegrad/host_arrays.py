@@ -10,9 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .layout import (
-    ALIGN,
-)
+from .layout import ALIGN
 
 
 def aligned_buffer(nbytes: int) -> tuple[np.ndarray, int]:

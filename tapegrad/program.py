@@ -52,10 +52,7 @@ from .layout import (
 )
 from .replay import backward_plan, forward_plan, replay, run_plan
 from .tape import Tape, tape_stack
-from .tensors import (
-    Tensor,
-    bind,
-)
+from .tensors import Tensor, bind
 
 _NO_PLAN = np.empty((4, 0), np.int64)  # the backward plan of a value-only replay
 _NO_GUARDS = np.empty((4, 0), np.int64)

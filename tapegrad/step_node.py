@@ -14,11 +14,7 @@ from .higher import recorded_jvp, recorded_vjp, same_as_forward
 from .plain_guards import plain_hold
 from .program import rebuilt_arguments
 from .tape import Tape
-from .tensors import (
-    Tensor,
-    is_grad_enabled,
-    slot_handle,
-)
+from .tensors import Tensor, is_grad_enabled, slot_handle
 
 
 class StepNode(Function):

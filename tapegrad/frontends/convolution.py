@@ -9,13 +9,9 @@ from typing import Any
 import numpy as np
 
 from ..layout import DTYPE_CODE
-from ..ops.linalg import (
-    CONVOLVE,
-)
+from ..ops.linalg import CONVOLVE
 from ..tensors import Tensor, as_tensor, general
-from .shape import (
-    astype,
-)
+from .shape import astype
 
 # --- 1-D convolution -------------------------------------------------------------------------
 

@@ -47,14 +47,7 @@ from .reduce import max as _max
 from .reduce import min as _min
 from .reduce import safe_sqrt
 from .reduce import sum as _sum
-from .shape import (
-    astype,
-    axis_index,
-    broadcast_to,
-    gather_positions,
-    moveaxis,
-    swapaxes,
-)
+from .shape import astype, axis_index, broadcast_to, gather_positions, moveaxis, swapaxes
 
 
 def matmul(x: Any, y: Any) -> Tensor:

@@ -10,14 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..ops.elementwise import EXP
-from ..ops.linalg import (
-    CHO_FACTOR,
-    CHO_SOLVE,
-    EXPM,
-    LU_FACTOR,
-    LU_SOLVE,
-    SOLVE_TRIANGULAR,
-)
+from ..ops.linalg import CHO_FACTOR, CHO_SOLVE, EXPM, LU_FACTOR, LU_SOLVE, SOLVE_TRIANGULAR
 from ..tensors import Tensor, as_tensor, elementwise, general
 from .linalg import (
     cholesky,
@@ -32,11 +25,7 @@ from .linalg import (
 )
 from .reduce import max as _max
 from .reduce import sum as _sum
-from .shape import (
-    astype,
-    broadcast_to,
-    gather_positions,
-)
+from .shape import astype, broadcast_to, gather_positions
 
 # --- scipy.linalg ---------------------------------------------------------------------------
 
