@@ -28,17 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from .frontends.linalg import (
-    convolution,
-    inv,
-    matmul,
-    row_permutation,
-    solve,
-    solve_triangular,
-    take_rows,
-)
+from .frontends.convolution import convolution
+from .frontends.linalg import inv, matmul, solve
 from .frontends.reduce import cumprod, cumsum
 from .frontends.reduce import sum as rsum
+from .frontends.scipy_linalg import row_permutation, solve_triangular, take_rows
 from .frontends.shape import (
     astype,
     broadcast_to,

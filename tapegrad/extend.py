@@ -422,6 +422,11 @@ class _PrimitiveNode(Function):
         return ctx.out[0] if ctx.single else ctx.out
 
     @staticmethod
+    def describe(ctx: Any) -> str:
+        """How errors name this node: the primitive, not the class."""
+        return f"primitive {ctx.prim.__name__}"
+
+    @staticmethod
     def backward(ctx: Any, *grads: Any) -> tuple:
         prim, values = ctx.prim, ctx.values
         ans = ctx.out[0] if ctx.single else ctx.out

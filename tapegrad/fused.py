@@ -13,7 +13,7 @@ plan's.
 
 The executors are compiled once for all programs. On a cold cache they are left to the
 background compiler (``tapegrad.tiers``): plans made before they are ready run unfused
-until they are, then ``compile.Program.fuse_plans`` fuses them.
+until they are, then ``program.Program.fuse_plans`` fuses them.
 """
 
 from __future__ import annotations

@@ -43,20 +43,26 @@ compiled replay), slower but the same result. One that cannot be captured at all
 from __future__ import annotations
 
 import math
-import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 from scipy.optimize import OptimizeResult
 
-from . import numpy as tnp
 from . import tiers
 from ._protocols import holds_tensor
-from .compile import compile
 from .function import Function
-from .layout import H_ARENA, H_GEN, H_GRAD
+from .ode_arguments import (
+    checked_times,
+    is_numeric,
+    is_tree,
+    no_times,
+    parameter,
+    recorded,
+    refusal_message,
+    unrecorded_values,
+)
+from .ode_system import Driven, captured_system
 from .odesolve import (
     DOPRI5,
     ODE_MAXSTEPS,
@@ -80,7 +86,6 @@ __all__ = ["IntegrationError", "odeint", "solve_ivp"]
 METHODS = {"rk45": DOPRI5, "dopri5": DOPRI5, "rk4": RK4}
 SCIPY_ONLY = ("rk23", "dop853", "radau", "bdf", "lsoda")
 MAX_STEPS = 100_000
-_CACHE_SIZE = 32
 
 
 class IntegrationError(RuntimeError):
@@ -105,238 +110,6 @@ class IntegrationError(RuntimeError):
     ...
     tapegrad.integrate.IntegrationError: odeint (forward solve): the step size underflowed ...
     """
-
-
-# --- the right-hand side, captured -----------------------------------------------------
-class _System:
-    """One right-hand side at one set of shapes: its vector-Jacobian form, compiled."""
-
-    def __init__(
-        self,
-        fun: Callable,
-        tfirst: bool,
-        y_shape: tuple,
-        layout: list[tuple],
-        trees: list[tuple[int, Callable | None]],
-        dtype: np.dtype,
-        name: str,
-    ) -> None:
-        self.name = name
-        self.n = math.prod(y_shape)
-
-        # the closure holds only what the function needs: tg.compile finds the tensors
-        # ``fun`` reads from outside by walking from here
-        def vjp_form(t: Tensor, y: Tensor, a: Tensor, p: Tensor) -> tuple:
-            leaves, off = [], 0
-            for kind, what in layout:
-                if kind == "const":
-                    leaves.append(what)
-                    continue
-                size = math.prod(what)
-                # one node per parameter: a scalar is one item, an array one slice
-                if what == ():
-                    leaves.append(p[off])
-                elif len(what) == 1:
-                    leaves.append(p[off : off + size])
-                else:
-                    leaves.append(p[off : off + size].reshape(what))
-                off += size
-            params, i = [], 0
-            for count, rebuild in trees:  # each parameter in the structure it came in
-                params.append(leaves[i] if rebuild is None else rebuild(leaves[i : i + count]))
-                i += count
-            Y = y if len(y_shape) == 1 else y.reshape(y_shape)
-            try:
-                dy = fun(t, Y, *params) if tfirst else fun(Y, t, *params)
-            except ValueError as e:
-                if "sequence" not in str(e):
-                    raise
-                raise ValueError(
-                    f"{name}: the right-hand side raised {e!r}; building an array of "
-                    "tensors with np.array([...]) cannot record: use tnp.stack([...])"
-                ) from e
-            if dy is None:
-                raise TypeError(f"{name}: the right-hand side returned None (no return?)")
-            if isinstance(dy, list | tuple):
-                dy = tnp.stack([tnp.asarray(v) for v in dy])
-            if not isinstance(dy, Tensor):
-                dy = np.asarray(dy)
-                if dy.dtype == object:
-                    raise ValueError(
-                        f"{name}: the right-hand side returned a NumPy array of objects "
-                        "(np.array of tensors cannot record): use tnp.stack([...])"
-                    )
-                if dy.dtype.kind not in "fiub":
-                    raise TypeError(f"{name}: the right-hand side returned dtype {dy.dtype}")
-            if tuple(dy.shape) != tuple(y_shape):
-                raise ValueError(
-                    f"{name}: the right-hand side returned shape {tuple(dy.shape)} "
-                    f"({dy.dtype}) for y of shape {tuple(y_shape)} ({dtype})"
-                )
-            if not isinstance(dy, Tensor):  # a constant: f must be a value of the program
-                dy = a * 0.0 + np.reshape(dy, -1)
-            if dy.ndim != 1:
-                dy = dy.reshape(-1)
-            if dy.dtype != dtype:
-                dy = dy.astype(dtype)
-            return tnp.sum(dy * a), dy
-
-        self.step = compile(vjp_form, argnums=(0, 1, 2, 3), has_aux=True)
-        self._contexts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-        self.last: tuple | None = None  # (program, tensors read from outside) of a solve
-        # what fun reads from outside (tensors, and the plain values the program takes as
-        # constants) is found from fun itself and from the constant parameters (an object
-        # passed as an argument: odeint(rhs, y0, t, p) reading p.k), not through this
-        # wrapper: a change of p.k captures again, a tensor put at p.W is read anew
-        self.step.reach = _reach(fun, tuple(what for kind, what in layout if kind == "const"))
-
-    def context(self, program: Any, m: int, dtype: np.dtype) -> tuple:
-        """The compiled solvers' view of ``program`` (``odesolve.feval``), rebuilt only
-        when its tape's arenas moved."""
-        h = program.tape.header
-        key = (int(h[H_GEN]), int(h[H_GRAD]), int(h[H_ARENA]))
-        cached = self._contexts.get(program)
-        if cached is None or cached[0] != key:
-            cached = self._contexts[program] = (key, _compiled_ctx(program, self.n, m, dtype))
-        return cached[1]
-
-
-def _reach(fun: Callable, constants: tuple) -> Callable:
-    """Where ``tg.compile`` looks for what the right-hand side reads from outside: a
-    function (never called) whose closure holds ``fun`` and the constant parameters, so
-    that the walk reaches both (``tapegrad.closures``)."""
-
-    def reach() -> tuple:
-        return fun, constants
-
-    reach.__name__ = getattr(fun, "__name__", "fun")  # (named in compile's warnings)
-    return reach
-
-
-_systems: OrderedDict[tuple, _System] = OrderedDict()
-# a backward-only plan run (odesolve.vjp_saved): no forward kernels, no guards
-_NO_FORWARD = np.empty((3, 0), np.int64)
-_NO_GUARDS = np.empty((4, 0), np.int64)
-_NO_EXPECT = np.empty(0, np.uint8)
-
-
-def _system(
-    fun: Callable,
-    tfirst: bool,
-    y_shape: tuple,
-    layout: list,
-    trees: list,
-    structures: tuple,
-    dtype,
-    name: str,
-):
-    """The captured system for this function and these shapes (an LRU of the last few);
-    ``structures``: each parameter's containers (``pytree.structure``)."""
-    make = (fun, tfirst, y_shape, layout, trees, np.dtype(dtype), name)
-    try:
-        consts = tuple(
-            ("array", w.shape, w.dtype.str, w.tobytes()) if isinstance(w, np.ndarray) else w
-            for _, w in layout
-        )
-        key = (fun, tfirst, y_shape, consts, structures, np.dtype(dtype).str)
-        hash(key)
-    except TypeError:
-        return _System(*make)
-    system = _systems.get(key)
-    if system is None:
-        system = _systems[key] = _System(*make)
-        while len(_systems) > _CACHE_SIZE:
-            _systems.popitem(last=False)
-    else:
-        _systems.move_to_end(key)
-    return system
-
-
-def _compiled_ctx(program: Any, n: int, m: int, dtype: np.dtype) -> tuple:
-    """The tuple the compiled solver loops read a program through (``odesolve.feval``)."""
-    tape = program.tape
-    tin, yin, ain, _ = program.inputs
-    aux_slots, _ = program.aux
-    fout = tape.view(aux_slots[0][1]).reshape(-1)
-    # where each gradient lands in [g_t, g_y, g_p]: t, y, (not a), p, outside leaves
-    rg_outside = [i for i in program.outside if i.rg]
-    slots = [program.leaf_slots[0], program.leaf_slots[1], program.leaf_slots[3]]
-    slots += [i.slot for i in rg_outside]
-    offsets = [0, 1, 1 + n]
-    off = 1 + n + m
-    for i in rg_outside:
-        offsets.append(off)
-        off += int(np.prod(i.shape))
-    rows = []
-    for s, o in zip(slots, offsets):
-        g = tape.grad_view(s)
-        if g is None or g.size == 0:
-            continue
-        rows.append((g.ctypes.data, o, g.size, 1 if g.dtype == np.float32 else 0))
-    gtab = np.array(rows, np.int64).T.reshape(4, -1).copy()
-    gbuf = np.zeros(off, dtype)
-    return (
-        tape.header,
-        program.fwd_plan,
-        program.bwd_plan,
-        int(program.root),
-        program.guards,
-        program.expect,
-        tin.reshape(1),
-        yin,
-        ain,
-        fout,
-        gtab,
-        gbuf,
-        _NO_FORWARD,
-        _NO_GUARDS,
-        _NO_EXPECT,
-    )
-
-
-class _Driven:
-    """The solvers' context when Python drives each evaluation (``odesolve`` runs as
-    Python): every evaluation replays through the compiled step, which captures the
-    branch a guard asks for."""
-
-    def __init__(self, solve: _Solve) -> None:
-        self.solve = solve
-        self.nparams = solve.M
-
-    def _run(self, t: float, y: np.ndarray, a: np.ndarray, want_grad: bool) -> tuple:
-        s = self.solve
-        args = (np.array(t, s.dtype), y.astype(s.dtype), a.astype(s.dtype), s.p)
-        result, program, outside = s.system.step.run_program(args, want_grad)
-        rg = [t for t, i in zip(outside, program.outside) if i.rg]
-        if any(not any(t is u for u in s.outside) for t in rg):
-            raise RuntimeError(
-                f"{s.name}: the right-hand side read a tensor that requires grad on one "
-                "branch (a Python `if` on a value) and not on the one taken first; pass "
-                "the tensors it differentiates as parameters"
-            )
-        return result, rg
-
-    def feval(self, t: float, y: np.ndarray, out: np.ndarray) -> int:
-        (_, _, _, aux), _ = self._run(t, y, np.zeros_like(y), False)
-        out[:] = aux
-        return ODE_OK
-
-    def vjp(self, t, y, a, f, gy, gp) -> tuple[int, float]:
-        s = self.solve
-        (_, grads, outside_grads, aux), rg = self._run(t, y, a, True)
-        f[:] = aux
-        gt, gyy, _, gpp = (np.zeros(()) if g is None else g for g in grads)
-        gy[:] = gyy
-        gp[:] = 0.0
-        gp[: s.m] = gpp
-        by_id = {id(t): g for t, g in zip(rg, outside_grads)}
-        off = s.m
-        for t in s.outside:
-            g = by_id.get(id(t))
-            if g is not None:
-                gp[off : off + t.size] = g.reshape(-1)
-            off += t.size
-        return ODE_OK, float(gt)
 
 
 _STATUS_TEXT = {
@@ -401,7 +174,7 @@ class _Solve:
         # of arrays, as HIPS autograd's odeint takes args), each leaf one parameter
         self.leaves, trees, structures = [], [], []
         for q in params:
-            if _is_tree(q):
+            if is_tree(q):
                 leaves, rebuild = flatten(q)
                 trees.append((len(leaves), rebuild))
                 structures.append(structure(q))
@@ -413,7 +186,7 @@ class _Solve:
         layout, floats, values = [], [y0v.dtype], []
         for k, q in enumerate(self.leaves):
             v = q._value() if isinstance(q, Tensor) else q
-            kind = np.asarray(v).dtype.kind if _is_numeric(v) else ""
+            kind = np.asarray(v).dtype.kind if is_numeric(v) else ""
             if kind == "c":
                 raise TypeError(f"{name}: parameter {k} is complex; the solvers are real")
             if kind == "f" or isinstance(q, Tensor):
@@ -437,7 +210,7 @@ class _Solve:
         )
         self.m = self.p.size
         self.layout = layout
-        self.ts = _times(name, ts)
+        self.ts = checked_times(name, ts)
         if self.fixed:
             d = np.abs(np.diff(self.ts))
             self.nsub = (
@@ -451,7 +224,7 @@ class _Solve:
             if step is not None:
                 raise ValueError(f"{name}: step= is for the fixed-step method 'RK4'")
             self.nsub = np.zeros(max(self.ts.size - 1, 1), np.int64)
-        self.system = _system(
+        self.system = captured_system(
             fun, tfirst, self.y_shape, layout, trees, tuple(structures), dtype, name
         )
 
@@ -517,7 +290,7 @@ class _Solve:
                     result = loop(ctx, *args)
                     if result[0] != ODE_REPLAY:
                         return result
-            return self._core(what, False)(_Driven(self), *args)
+            return self._core(what, False)(Driven(self), *args)
 
     def _check_unchanged(self, outside: list | None, program: Any) -> None:
         """The backward must see what the forward saw: the plain values the program took
@@ -538,7 +311,7 @@ class _Solve:
         """f(t, y) (one replay)."""
         out = np.empty(self.system.n, self.dtype)
         with self.system.step.lock:
-            _Driven(self).feval(t, y, out)
+            Driven(self).feval(t, y, out)
         return out
 
     @staticmethod
@@ -593,109 +366,6 @@ class _Solve:
         return gy0, gts, gp
 
 
-def _is_numeric(v: Any) -> bool:
-    return isinstance(v, int | float | complex | np.ndarray | np.generic | list | tuple)
-
-
-def _is_tree(q: Any) -> bool:
-    """A parameter passed to the function as a pytree, leaf by leaf: a dict, or a list or
-    tuple that is not one regular array (``[(W1, b1), (W2, b2)]``, HIPS autograd's
-    ``ode_net``; a list of objects). A regular one (``[k1, k2]``, ``(1.0, 2.0)``) is one
-    array parameter, as NumPy and SciPy read it."""
-    if isinstance(q, dict):
-        return True
-    if not isinstance(q, list | tuple):
-        return False
-    try:
-        v = _values(q)
-    except (ValueError, TypeError):  # ragged
-        return True
-    return v.dtype.kind not in "fiub"
-
-
-def _parameter(q: Any) -> Any:
-    """A parameter after ``t``: a pytree as it is (:func:`_is_tree`), a regular container
-    of tensors as one recorded tensor."""
-    return q if _is_tree(q) else _recorded(q)
-
-
-def _recorded(v: Any) -> Any:
-    """A container holding tensors (``[x0, v0]``) as one recorded tensor, so that their
-    gradients flow; anything else as it is."""
-    if not isinstance(v, Tensor) and isinstance(v, list | tuple) and holds_tensor(v):
-        return tnp.asarray(v)
-    return v
-
-
-def _values(v: Any) -> np.ndarray:
-    """``v``'s values (a container of tensors' too), without recording."""
-    if isinstance(v, Tensor):
-        return v._value()
-    if isinstance(v, list | tuple) and holds_tensor(v):
-        return np.asarray([_values(e) for e in v])
-    return np.asarray(v)
-
-
-def _no_times(
-    name: str, fun: Any, y0: Any, params: Sequence[Any], others: Any, shape: tuple
-) -> Any:
-    """SciPy's answer for no output times: no states (``shape``; ``fun`` is not called),
-    in the solvers' dtype, a tensor when an input (``y0``, ``params``, ``others``) is
-    one, joined to ``y0``'s graph (its gradient: an empty sum, 0)."""
-    if not callable(fun):
-        raise TypeError(f"{name}: the right-hand side must be callable, got {type(fun).__name__}")
-    y0v = _values(y0)
-    if y0v.dtype.kind not in "fiub":
-        raise TypeError(f"{name}: y0 must be real, got dtype {y0v.dtype}")
-    # the solvers' dtype: y0's and the array parameters' (float32 stays float32)
-    leaves = [v for q in params for v in (flatten(q)[0] if _is_tree(q) else [q])]
-    arrays = [y0v, *(_values(q) for q in leaves if isinstance(q, Tensor | np.ndarray))]
-    dtype = np.result_type(*[a.dtype if a.dtype.kind == "f" else np.float64 for a in arrays])
-    dtype = dtype if dtype.kind == "f" and dtype.itemsize >= 4 else np.dtype(np.float64)
-    y0 = _recorded(y0)
-    if isinstance(y0, Tensor):
-        return y0.astype(dtype).reshape(-1)[:0].reshape(shape)
-    if any(holds_tensor(v) for v in (*params, others)):
-        return tensor(np.zeros(shape, dtype))
-    return np.zeros(shape, dtype)
-
-
-def _times(name: str, t: Any) -> np.ndarray:
-    ts = np.asarray(_values(t), np.float64)
-    if ts.ndim != 1 or ts.size < 1:
-        raise ValueError(f"{name}: the times must be a 1-D array, got shape {ts.shape}")
-    if not np.all(np.isfinite(ts)):
-        raise ValueError(f"{name}: the times must be finite, got {ts}")
-    d = np.diff(ts)
-    if d.size and not (np.all(d > 0) or np.all(d < 0)):
-        k = int(np.argmax(d <= 0) if d[0] > 0 else np.argmax(d >= 0)) + 1
-        raise ValueError(
-            f"{name}: the times must be strictly increasing or decreasing; "
-            f"t[{k}] = {ts[k]!r} follows t[{k - 1}] = {ts[k - 1]!r}"
-        )
-    return np.ascontiguousarray(ts)
-
-
-def _refusal(name: str, mode: str) -> str:
-    """The error for second-order or forward-mode derivatives through a solve (by the
-    public function's name): the solve is one node whose backward runs compiled."""
-    if mode == "reverse":
-        return (
-            f"second derivatives (tg.hessian, tg.hvp, tg.grad of tg.grad, "
-            f"backward(create_graph=True)) through tapegrad.integrate.{name} are not "
-            "supported: the solve is one node whose backward (the discrete reverse pass "
-            "or the adjoint) runs compiled, not as recorded ops. To differentiate twice, "
-            "write the time steps with tapegrad.numpy ops (a fixed-step RK4 loop, as "
-            f"examples/lotka_volterra_uncertainty.py does), or take finite differences "
-            f"of {name}'s gradients"
-        )
-    return (
-        f"forward mode (tg.jvp, tg.jacfwd) through tapegrad.integrate.{name} is not "
-        "supported: the solve has no tangent rule. Use reverse mode (tg.grad, "
-        "tg.jacobian, tg.vjp) for its first derivatives"
-    )
-
-
 class _SolveNode(Function):
     """The whole solve as one node: its inputs are y0, the time arrays, the parameters
     and the outside tensors that require grad; its backward runs the reverse pass or the
@@ -704,7 +374,7 @@ class _SolveNode(Function):
 
     @staticmethod
     def refusal(ctx: Any, mode: str) -> str:
-        return _refusal(ctx.call[0].name, mode)
+        return refusal_message(ctx.call[0].name, mode)
 
     @staticmethod
     def forward(ctx: Any, call: tuple, *values: Any) -> np.ndarray:
@@ -871,16 +541,18 @@ def odeint(
     True
     """
     if np.shape(t._value() if isinstance(t, Tensor) else t) == (0,):
-        return _no_times("odeint", func, y0, (*params, *args), t, (0, *np.shape(_values(y0))))
-    ts = _times("odeint", t)
+        return no_times(
+            "odeint", func, y0, (*params, *args), t, (0, *np.shape(unrecorded_values(y0)))
+        )
+    ts = checked_times("odeint", t)
     options = dict(
         method=method, rtol=rtol, atol=atol, step=step, first_step=first_step,
         max_step=max_step, max_steps=max_steps, use_adjoint=adjoint,
     )  # fmt: skip
-    params = tuple(_parameter(q) for q in (*params, *args))
-    t = _recorded(t)
+    params = tuple(parameter(q) for q in (*params, *args))
+    t = recorded(t)
     times = [(t, lambda g, _: g)]
-    _, ys = _run("odeint", func, tfirst, _recorded(y0), ts, times, params, **options)
+    _, ys = _run("odeint", func, tfirst, recorded(y0), ts, times, params, **options)
     return ys
 
 
@@ -995,7 +667,7 @@ def solve_ivp(
     if dense_output or events is not None:
         raise NotImplementedError(f"{name}: dense_output and events are not implemented")
     # (0.0, T) with T a tensor: its values here; the span is recorded (stacked) below
-    span = np.asarray(_values(t_span), np.float64)
+    span = np.asarray(unrecorded_values(t_span), np.float64)
     if span.shape != (2,):
         raise ValueError(f"{name}: t_span must be (t0, t1), got shape {span.shape}")
     y0v = y0._value() if isinstance(y0, Tensor) else np.asarray(y0)
@@ -1007,15 +679,15 @@ def solve_ivp(
         y = _no_step(name, fun, t_span, span, y0, params)
         if te is None:
             return _ivp_result(span, y, 1)
-        nothing = _no_times(name, fun, y0, params, (t_span, t_eval), (y0v.shape[0], 0))
+        nothing = no_times(name, fun, y0, params, (t_span, t_eval), (y0v.shape[0], 0))
         return _ivp_result(np.zeros(0), nothing, 1)
     options = dict(
         method=method, rtol=rtol, atol=atol, step=step, first_step=first_step,
         max_step=max_step, max_steps=max_steps, use_adjoint=adjoint,
     )  # fmt: skip
 
-    y0, t_span, t_eval = _recorded(y0), _recorded(t_span), _recorded(t_eval)
-    params = tuple(_parameter(q) for q in params)
+    y0, t_span, t_eval = recorded(y0), recorded(t_span), recorded(t_eval)
+    params = tuple(parameter(q) for q in params)
     # t_eval[0] == t_span[0]: one time in the solve, two inputs. Moving t_eval[0] alone
     # moves that output along the solution (<g_0, f(t_0, y_0)>); t_span[0] gets the rest
     # of the joint derivative
@@ -1041,7 +713,7 @@ def solve_ivp(
         probe._raise(st, info, "forward solve")
         nfev = int(info[2])  # the solve that chose the steps (the rerun rejects none)
         if te is not None:  # no times to answer at: SciPy's empty solution
-            nothing = _no_times(name, fun, y0, params, (t_span, t_eval), (y0v.shape[0], 0))
+            nothing = no_times(name, fun, y0, params, (t_span, t_eval), (y0v.shape[0], 0))
             return _ivp_result(te, nothing, nfev)
         ts = np.concatenate([span[:1], meta[:count, 0] + meta[:count, 1]])
         ts[-1] = span[1]
@@ -1083,9 +755,9 @@ def _ivp_result(t: np.ndarray, y: Any, nfev: int) -> OptimizeResult:
 
 def _eval_times(name: str, t_eval: Any, span: np.ndarray) -> np.ndarray:
     """``t_eval``'s times, SciPy's checks against ``span`` (none at all are allowed)."""
-    if np.shape(_values(t_eval)) == (0,):
+    if np.shape(unrecorded_values(t_eval)) == (0,):
         return np.zeros(0)
-    te = _times(name, t_eval)
+    te = checked_times(name, t_eval)
     lo, hi = min(span), max(span)
     if np.any(te < lo) or np.any(te > hi):
         raise ValueError(f"{name}: t_eval must lie within t_span {tuple(span)}")
@@ -1102,14 +774,14 @@ def _no_step(
     solution is (see :class:`_NoStepNode`)."""
     if not callable(fun):
         raise TypeError(f"{name}: the right-hand side must be callable, got {type(fun).__name__}")
-    y0, t_span = _recorded(y0), _recorded(t_span)
-    y0v = _values(y0)
+    y0, t_span = recorded(y0), recorded(t_span)
+    y0v = unrecorded_values(y0)
     if y0v.dtype.kind not in "fiub":
         raise TypeError(f"{name}: y0 must be real, got dtype {y0v.dtype}")
     y0v = y0v.astype(np.float64) if y0v.dtype.kind != "f" else y0v.copy()  # (SciPy's floats)
     with no_grad():
         f = fun(float(span[0]), y0v.copy(), *params)
-    fv = _values(_recorded(f))
+    fv = unrecorded_values(recorded(f))
     if fv.shape != y0v.shape:
         raise ValueError(f"{name}: fun returned shape {fv.shape} for y0 of shape {y0v.shape}")
     if not np.all(np.isfinite(fv)):
@@ -1129,7 +801,7 @@ class _NoStepNode(Function):
 
     @staticmethod
     def refusal(ctx: Any, mode: str) -> str:
-        return _refusal("solve_ivp", mode)
+        return refusal_message("solve_ivp", mode)
 
     @staticmethod
     def forward(ctx: Any, f: np.ndarray, y0: np.ndarray, t_span: Any) -> np.ndarray:

@@ -33,15 +33,17 @@ import ctypes
 import itertools
 import math
 import os
-import sys
 import threading
-from itertools import compress
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from . import dispatch
 from ._jit import blas_addresses, serial_loops
+from .host_arrays import aligned_buffer, data_address
+
+# re-exported: tensors.py, function.py and cuda import normalize_array from here
+from .host_arrays import normalize_array as normalize_array
 from .layout import (
     ALIGN,
     DTYPE_CODE,
@@ -131,7 +133,17 @@ from .layout import (
     SLOT_RG,
 )
 from .record import import_slot, reachable
+from .references import referenced_elsewhere
 from .tiers import Unbound, call, current, entry_point, missing_kernel, on_switch, raise_pending
+from .tuning import (
+    LAZY_BYTES,
+    NUMPY_MIN,
+    OWN_GRAD_MIN,
+    POISON_GRADIENTS,
+    SOFT_ARENA,
+    THREAD_MIN,
+    UNHELD_MIN,
+)
 
 if TYPE_CHECKING:
     from .tensors import Tensor
@@ -148,64 +160,8 @@ _TABLES = {
 _COUNT_FIELDS = [spec[2] for spec in _TABLES.values()]
 
 
-def _count_seen(objs: list) -> list[int]:
-    """The reference counts :func:`_held` sees (to calibrate it)."""
-    seen: list[int] = []
-    list(compress(objs, map(lambda c: seen.append(c), map(sys.getrefcount, objs))))
-    return seen
-
-
-# Reference count `_held` sees for an object held only by its list (compress holds the
-# item while the count is taken); anything above means someone else (user code) does.
-_UNREFERENCED = _count_seen([object()])[0]
-
-
-def _held(objs: list) -> list:
-    """The objects of ``objs`` that something besides the list references: a C-speed
-    loop, ~20 ns per object (NumPy's fromiter + flatnonzero cost ~5 us more)."""
-    return list(compress(objs, map(_UNREFERENCED.__lt__, map(sys.getrefcount, objs))))
-
-
 # Tape kinds (see the module docstring).
 EAGER, TRANSFORM, CAPTURE = 0, 1, 2
-
-# Elementwise results of at least this many elements are computed by NumPy's ufunc
-# (SIMD exp/tanh/log are several times faster than the scalar libm calls a numba loop
-# makes; below this the ufunc call and the views cost more than they save).
-NUMPY_MIN = 16384
-# TAPEGRAD_POISON_GRADIENTS=1 (the test suite sets it): a gradient buffer the scheduler
-# lets a kernel store into without zeroing it first is filled with NaN instead, so that
-# a kernel that reads such a buffer before writing every element shows up as NaN
-POISON_GRADIENTS = os.environ.get("TAPEGRAD_POISON_GRADIENTS", "") == "1"
-# Below this many gradient bytes per live node a backward zeroes its whole arena at once
-# instead of making buffers ready node by node (scheduler.run_backward). The test suite
-# sets TAPEGRAD_LAZY_BYTES=0, so that its small graphs take the node-by-node path too.
-LAZY_BYTES = int(os.environ.get("TAPEGRAD_LAZY_BYTES", "64"))
-# Same-shape NumPy forwards of at least this many elements are split across the cores.
-# Below it the halves cost more than they save: a result that fits a core's cache is
-# read by the next op from the other core's (Lennard-Jones 512, (512, 512) float64
-# values, 2 threads: 15.1 ms a step at 2^18, 13.6 at 2^20; the 2e6 chains gain the same
-# either way). The test suite lowers it (TAPEGRAD_THREAD_MIN) to reach the threaded path
-# with smaller arrays.
-THREAD_MIN = int(os.environ.get("TAPEGRAD_THREAD_MIN", str(1 << 20)))
-# An eager tape whose arena is full, holds at least this many bytes and cannot rewind
-# checks whether the graphs still held need half of it; if not (a loop of forward
-# passes nobody runs backward: the arena would grow without end), it is handed over to
-# those graphs at the next op instead of growing (see ``Tape.fix``).
-UNHELD_MIN = 64 << 20
-# A rewound tape records into the first this many bytes of its arena, whatever the
-# arena grew to (a soft cap: H_ARENA_CAP). Reaching it tries a rewind, and lifts the cap
-# (doubling, up to the chunk) only when a graph that may still run backward is held.
-# Without it, ops whose results nobody keeps (a forward on tensors that do not require
-# grad, a no_grad loop) would rewind only when the whole arena was full: after one
-# 2e6-element step had grown it to 474 MB, a 28 MB Lennard-Jones forward would run
-# through its cold end at 80 ms a call (page faults of memory the kernel has reclaimed)
-# instead of 6 ms.
-SOFT_ARENA = int(os.environ.get("TAPEGRAD_SOFT_ARENA", str(64 << 20)))
-# Leaves' gradients of at least this many elements get arrays of their own in a
-# backward (``Tape.use_own_grads``); smaller ones are copied out of the arena. The test
-# suite sets TAPEGRAD_OWN_GRAD_MIN=1, so that every leaf goes through its own array.
-OWN_GRAD_MIN = int(os.environ.get("TAPEGRAD_OWN_GRAD_MIN", "4096"))
 
 
 _CPUS = os.cpu_count() or 1  # (os.cpu_count() reads /sys: ~2 us, on every large forward)
@@ -233,13 +189,6 @@ def worker_count() -> int:
     return max(1, int(env)) if env else _CPUS
 
 
-def _aligned_buffer(nbytes: int) -> tuple[np.ndarray, int]:
-    """A uint8 buffer and the address of its first ALIGN-aligned byte."""
-    buf = np.empty(nbytes + ALIGN, np.uint8)
-    addr = buf.ctypes.data
-    return buf, addr + (-addr) % ALIGN
-
-
 # import_slot's compiled entry point (skipping numba's dispatcher, ~200 ns a call; see
 # ``_jit.entry_point``) once the first import has compiled or loaded it; its
 # interpreted twin while the kernel cache lacks it (``tapegrad.tiers``).
@@ -257,69 +206,6 @@ def _use_import_entry_point(h: np.ndarray) -> None:
 
 
 on_switch(_bind_import)
-
-
-def data_address(arr: np.ndarray) -> int:
-    """Address of a contiguous array's first byte: ``arr.ctypes.data`` builds a ctypes
-    helper object (~1.4 us); a char over the buffer costs ~0.35 us but needs a
-    writable, non-empty one."""
-    try:
-        return ctypes.addressof(ctypes.c_char.from_buffer(arr))
-    except (TypeError, ValueError):
-        return arr.ctypes.data
-
-
-def normalize_array(a: Any, copy: bool = True) -> np.ndarray:
-    """C-contiguous array of one of the tape's dtypes (float64/32, int64, bool)."""
-    if isinstance(a, np.ndarray) and type(a) is not np.ndarray:
-        _refuse_subclass(a)
-    arr = np.asarray(a)
-    kind = arr.dtype.kind
-    if kind == "f":
-        if arr.dtype.itemsize not in (4, 8):
-            # float16 is refused rather than widened: its gradients would come back as
-            # float32, a dtype the user never asked for
-            raise TypeError(
-                f"tapegrad computes in float64 and float32, not {arr.dtype}: convert "
-                "with .astype(np.float32)"
-            )
-        dt = np.float32 if arr.dtype.itemsize == 4 else np.float64
-    elif kind in "iu":
-        if arr.dtype == np.uint64 and arr.size and arr.max() > np.iinfo(np.int64).max:
-            raise OverflowError(
-                f"tapegrad holds integers as int64: the uint64 value {arr.max()} does not "
-                "fit (convert to float64 first)"
-            )
-        dt = np.int64
-    elif kind == "b":
-        dt = np.bool_
-    else:
-        raise TypeError(
-            f"tapegrad cannot hold arrays of dtype {arr.dtype} "
-            "(supported: float64, float32, integers, bool)"
-        )
-    if copy or arr.dtype != dt or not arr.flags.c_contiguous:
-        arr = np.array(arr, dtype=dt, order="C", copy=True)
-    return arr
-
-
-def _refuse_subclass(a: np.ndarray) -> None:
-    """Array subclasses whose values mean something a plain array of them would not:
-    read as one, ``np.matrix(a) * t`` would be elementwise (NumPy: a matrix product)
-    and a masked array would lose its mask. Both raise; others (memmap...) are arrays."""
-    if isinstance(a, np.matrix):
-        raise TypeError(
-            f"tapegrad does not take np.matrix operands (shape {a.shape}): its * and ** are "
-            "matrix operations, which tapegrad would read as elementwise. Convert with "
-            "np.asarray(m) and write the product with @"
-        )
-    ma = sys.modules.get("numpy.ma")
-    if ma is not None and isinstance(a, ma.MaskedArray):
-        raise TypeError(
-            f"tapegrad does not take masked arrays (shape {a.shape}, {a.dtype}): the mask "
-            "would be dropped. Pass m.filled(value) or m.data, or select with a boolean "
-            "index or tnp.where"
-        )
 
 
 class Tape:
@@ -361,7 +247,7 @@ class Tape:
         else:
             self._new_chunk(like.crowded or sum(c.size - ALIGN for c in like.chunks))
         grad_cap = like.h[H_GRAD_CAP] if like is not None else 1 << 16
-        self.grad_buf, self.h[H_GRAD] = _aligned_buffer(grad_cap)
+        self.grad_buf, self.h[H_GRAD] = aligned_buffer(grad_cap)
         self.grad_skip = self.h[H_GRAD] - self.grad_buf.ctypes.data  # bytes before ALIGN
         self.h[H_GRAD_CAP] = grad_cap
         self.h[H_GRAD_ENABLED] = like.h[H_GRAD_ENABLED] if like is not None else 1
@@ -463,7 +349,7 @@ class Tape:
         return h[H_NLINK], h[H_NIP], h[H_NFP], h[H_NSHAPE]
 
     def _new_chunk(self, nbytes: int) -> None:
-        buf, addr = _aligned_buffer(nbytes)
+        buf, addr = aligned_buffer(nbytes)
         self.chunks.append(buf)
         self.top = (buf, buf.ctypes.data)
         self.h[H_ARENA] = addr
@@ -504,7 +390,7 @@ class Tape:
             raise_pending()
         elif status == E_GRAD_SPACE:
             need = h[H_NEED]
-            self.grad_buf, h[H_GRAD] = _aligned_buffer(max(2 * h[H_GRAD_CAP], need))
+            self.grad_buf, h[H_GRAD] = aligned_buffer(max(2 * h[H_GRAD_CAP], need))
             self.grad_skip = h[H_GRAD] - self.grad_buf.ctypes.data
             h[H_GRAD_CAP] = max(2 * h[H_GRAD_CAP], need)
         else:
@@ -766,7 +652,9 @@ class Tape:
     def _live(self) -> list:
         """Handles user code still references that are still in this tape
         (``requires_grad_()`` or a rewind can take a handle out of it)."""
-        return [t for t in _held(self.handles) if t._data is None and t._tape is self]
+        return [
+            t for t in referenced_elsewhere(self.handles) if t._data is None and t._tape is self
+        ]
 
     def _copy_out_and_rewind(self, live: list, rewind: bool = True) -> None:
         """Copy the handles in ``live`` out of the tape, rewind (unless not ``rewind``),
@@ -845,7 +733,7 @@ class Tape:
     def graphs_dropped(self) -> bool:
         """A handed-over tape none of whose handles user code still references: its
         handle list is dropped, which frees it (a handle names its tape)."""
-        if _held(self.handles):
+        if referenced_elsewhere(self.handles):
             return False
         # drop what it references too: the handles of earlier tapes its chained slots
         # bound, so a dropped chain of tapes is let go in one pass (newest first)
@@ -932,7 +820,7 @@ class Tape:
         handles are copied out; those that required grad become non-leaves whose graph
         is gone, so a later backward through them raises instead of reading reused memory."""
         self.stale = False
-        live = _held(self.handles)
+        live = referenced_elsewhere(self.handles)
         if not live:  # nothing holds a handle (the common case): no reader to lock out
             self.rewind()
             return

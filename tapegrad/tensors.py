@@ -968,7 +968,7 @@ def result_handle(tape: Tape, slot: int, epoch: int) -> Tensor:
 
 
 # --- the handle, for the layers above (engine, transforms): named reads instead of
-# Tensor's fields. tape.py, views.py and compile.py manage handles themselves and read
+# Tensor's fields. tape.py, views.py and program.py manage handles themselves and read
 # the fields (tests/test_layering.py holds every other module to these functions).
 
 

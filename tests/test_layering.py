@@ -61,7 +61,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ),
     ("generated wrappers, dispatch table", ["_generated", "dispatch"]),
     ("compilation tiers: the interpreted engine, the background compiler", ["tiers"]),
-    ("Python tape", ["tape"]),
+    ("Python tape", ["tuning", "references", "host_arrays", "tape"]),
     ("device registry", ["devices"]),
     ("Tensor: handle, binding, grad mode", ["tensors"]),
     ("backward driver", ["graphwalk", "engine"]),
@@ -72,8 +72,15 @@ LAYERS: list[tuple[str, list[str]]] = [
             "frontends.shape",
             "frontends.reduce",
             "frontends.linalg",
+            "frontends.scipy_linalg",
+            "frontends.convolution",
             "frontends.special",
-            "frontends.extra",
+            "frontends.rearrange",
+            "frontends.statistics",
+            "frontends.nan_reductions",
+            "frontends.calculus",
+            "frontends.products",
+            "frontends.elementwise_composites",
             "frontends",
             "derivatives",
             "function",
@@ -82,6 +89,10 @@ LAYERS: list[tuple[str, list[str]]] = [
             "graph",
             "closures",
             "fused",
+            "program",
+            "plain_guards",
+            "random_watch",
+            "step_node",
             "compile",
             "testing",
         ],
@@ -97,7 +108,14 @@ LAYERS: list[tuple[str, list[str]]] = [
             "scipy.linalg",
             "scipy.special",
             "scipy.integrate",
+            "scipy.stats.branches",
+            "scipy.stats.distribution",
+            "scipy.stats.continuous",
+            "scipy.stats.multivariate",
+            "scipy.stats.discrete",
             "scipy.stats",
+            "ode_arguments",
+            "ode_system",
             "integrate",
             "extend",
             "distributed",
@@ -291,6 +309,7 @@ HANDLE_FRIENDS: dict[str, set[str]] = {
     "tape": {"_tape", "_slot", "_epoch", "_data"},  # binds, copies out, rebinds handles
     "views": {"_view", "_views", "_data", "_tape"},  # the view fields are its own
     "compile": {"_tape", "_slot", "_epoch", "_data", "_flags"},  # capture inputs, guards
+    "program": {"_tape", "_slot", "_epoch", "_data"},  # the capture reads and binds inputs
 }
 
 

@@ -170,9 +170,9 @@ class GuardedChain:
         self.step.value_and_grad(self.x)
 
     def time_guards(self):
-        from tapegrad.compile import _plain_hold
+        from tapegrad.plain_guards import plain_hold
 
-        _plain_hold(self.step.reach, next(iter(self.step.programs.values()))[0], (self.x,))
+        plain_hold(self.step.reach, next(iter(self.step.programs.values()))[0], (self.x,))
 
     def track_eager_over_replay(self):
         """How many times faster replay is than the eager step (medians, interleaved)."""

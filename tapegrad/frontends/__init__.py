@@ -6,6 +6,34 @@ elementwise rows get generated functions (:mod:`tapegrad._namespace`).
 
 from __future__ import annotations
 
-from . import elementwise, extra, linalg, reduce, shape, special
+from . import (
+    calculus,
+    convolution,
+    elementwise,
+    elementwise_composites,
+    linalg,
+    nan_reductions,
+    products,
+    rearrange,
+    reduce,
+    scipy_linalg,
+    shape,
+    special,
+    statistics,
+)
 
-__all__ = ["elementwise", "extra", "linalg", "reduce", "shape", "special"]
+__all__ = [
+    "calculus",
+    "convolution",
+    "elementwise",
+    "elementwise_composites",
+    "linalg",
+    "nan_reductions",
+    "products",
+    "rearrange",
+    "reduce",
+    "scipy_linalg",
+    "shape",
+    "special",
+    "statistics",
+]

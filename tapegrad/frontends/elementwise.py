@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ..host_arrays import normalize_array
 from ..ops.elementwise import (
     ABS,
     FLOAT_POWER,
@@ -15,7 +16,6 @@ from ..ops.elementwise import (
     ROUND,
 )
 from ..shapes import broadcast_error
-from ..tape import normalize_array
 from ..tensors import Tensor, as_tensor, elementwise, values_of
 from .shape import astype, where
 

@@ -11,12 +11,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..layout import DTYPE_CODE, NP_DTYPES, promote
-from ..ops.elementwise import EXP
 from ..ops.linalg import (
-    CHO_FACTOR,
-    CHO_SOLVE,
     CHOLESKY,
-    CONVOLVE,
     DET,
     DOT,
     EIG,
@@ -24,12 +20,9 @@ from ..ops.linalg import (
     EIGVALS,
     EIGVALSH,
     EINSUM,
-    EXPM,
     INNER,
     INV,
     LSTSQ,
-    LU_FACTOR,
-    LU_SOLVE,
     MATMUL,
     MATRIX_POWER,
     MULTI_DOT,
@@ -39,7 +32,6 @@ from ..ops.linalg import (
     QR,
     SLOGDET,
     SOLVE,
-    SOLVE_TRIANGULAR,
     SVD,
     SVDVALS,
     TENSORDOT,
@@ -49,20 +41,13 @@ from ..ops.linalg import (
 from ..record import record_matmul
 from ..shapes import matmul_layout, normalize_axes
 from ..tape import current_tape
-from ..tensors import Tensor, as_tensor, elementwise, front_end, general, is_grad_enabled
+from ..tensors import Tensor, as_tensor, front_end, general, is_grad_enabled
 from ..tiers import call
 from .reduce import max as _max
 from .reduce import min as _min
 from .reduce import safe_sqrt
 from .reduce import sum as _sum
-from .shape import (
-    astype,
-    axis_index,
-    broadcast_to,
-    gather_positions,
-    moveaxis,
-    swapaxes,
-)
+from .shape import astype, axis_index, broadcast_to, gather_positions, moveaxis, swapaxes
 
 
 def matmul(x: Any, y: Any) -> Tensor:
@@ -367,7 +352,7 @@ def _contract(a: Tensor, la: str, b: Tensor, lb: str, keep: str) -> tuple[Tensor
     return r, "".join(batch + free_a + free_b)
 
 
-def _square_stack(a: Tensor, what: str) -> tuple[tuple[int, ...], int]:
+def square_stack(a: Tensor, what: str) -> tuple[tuple[int, ...], int]:
     if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
         raise np.linalg.LinAlgError(
             f"{what}: last 2 dimensions of the array must be square (got shape {a.shape})"
@@ -375,16 +360,16 @@ def _square_stack(a: Tensor, what: str) -> tuple[tuple[int, ...], int]:
     return a.shape[:-2], a.shape[-1]
 
 
-def _square_float(a: Any, what: str) -> tuple[Tensor, int, tuple[int, ...], int]:
+def square_float(a: Any, what: str) -> tuple[Tensor, int, tuple[int, ...], int]:
     """``a`` as a float (stack of) square matrices: (tensor, dtype code, batch, n); the
     shape checked before the cast of an integer ``a`` is recorded."""
     t = as_tensor(a)
-    batch, n = _square_stack(t, what)
-    t, dt = _float(t)
+    batch, n = square_stack(t, what)
+    t, dt = float_and_code(t)
     return t, dt, batch, n
 
 
-def _float(t: Tensor) -> tuple[Tensor, int]:
+def float_and_code(t: Tensor) -> tuple[Tensor, int]:
     if t.dtype.kind != "f":
         t = astype(t, np.float64)
     return t, DTYPE_CODE[t.dtype]
@@ -392,14 +377,14 @@ def _float(t: Tensor) -> tuple[Tensor, int]:
 
 def inv(a: Any) -> Tensor:
     """Inverse of a (stack of) square matrices."""
-    t, dt, batch, n = _square_float(a, "inv")
+    t, dt, batch, n = square_float(a, "inv")
     nb = math.prod(batch)
     return general(INV, dt, [t], [(dt, t.shape)], [nb, n])
 
 
 def det(a: Any) -> Tensor:
     """Determinant of a (stack of) square matrices."""
-    t, dt, batch, n = _square_float(a, "det")
+    t, dt, batch, n = square_float(a, "det")
     nb = math.prod(batch)
     return general(DET, dt, [t], [(dt, batch)], [nb, n])
 
@@ -413,16 +398,16 @@ class SlogdetResult(NamedTuple):
 
 def slogdet(a: Any) -> SlogdetResult:
     """Sign and log of the absolute determinant; differentiable in the latter."""
-    t, dt, batch, n = _square_float(a, "slogdet")
+    t, dt, batch, n = square_float(a, "slogdet")
     nb = math.prod(batch)
     sign, logdet = general(SLOGDET, dt, [t], [(dt, batch), (dt, batch)], [nb, n], visible=2)
     return SlogdetResult(sign.detach(), logdet)
 
 
-def _system_shape(ta: Tensor, tb: Tensor, what: str) -> tuple[tuple[int, ...], int, bool]:
+def system_shape(ta: Tensor, tb: Tensor, what: str) -> tuple[tuple[int, ...], int, bool]:
     """NumPy's and SciPy's checks of a system ``a x = b`` (``what``), before anything is
     recorded: (broadcast batch shape, n, whether b is a vector)."""
-    batch, n = _square_stack(ta, what)
+    batch, n = square_stack(ta, what)
     vector = tb.ndim == 1
     shape = (*tb.shape, 1) if vector else tb.shape
     if len(shape) < 2 or shape[-2] != n:
@@ -439,13 +424,13 @@ def _system_shape(ta: Tensor, tb: Tensor, what: str) -> tuple[tuple[int, ...], i
     return out_batch, n, vector
 
 
-def _system(a: Any, b: Any, what: str) -> tuple[Tensor, Tensor, bool, tuple, int, int, int]:
+def system_operands(a: Any, b: Any, what: str) -> tuple[Tensor, Tensor, bool, tuple, int, int, int]:
     """The operands of a solve ``a x = b`` (``what``): ``a`` a (stack of) square
     matrices, ``b`` a vector when 1-D, else a stack of (n, k) matrices (NumPy 2's rule),
     batch axes broadcast, a common float dtype. Returns ``(a, rhs, b was a vector,
     batch, n, k, dtype code)``, a and rhs broadcast to (batch, n, n) and (batch, n, k)."""
     ta, tb = as_tensor(a), as_tensor(b)
-    out_batch, n, vector = _system_shape(ta, tb, what)
+    out_batch, n, vector = system_shape(ta, tb, what)
     rhs = tb.reshape(-1, 1) if vector else tb
     k = rhs.shape[-1]
     dtype = np.result_type(ta.dtype, rhs.dtype, np.float32)
@@ -458,7 +443,7 @@ def solve(a: Any, b: Any) -> Tensor:
     """Solve ``a x = b``; ``b`` is a vector when 1-D, else a stack of matrices
     (NumPy 2 rules); batch axes broadcast."""
 
-    ta, rhs, vector, out_batch, n, k, dt = _system(a, b, "solve")
+    ta, rhs, vector, out_batch, n, k, dt = system_operands(a, b, "solve")
     nb = math.prod(out_batch)
     x = general(SOLVE, dt, [ta, rhs], [(dt, (*out_batch, n, k))], [nb, n, k])
     return x.reshape(*out_batch, n) if vector else x
@@ -467,7 +452,7 @@ def solve(a: Any, b: Any) -> Tensor:
 def cholesky(a: Any) -> Tensor:
     """Lower Cholesky factor of a (stack of) symmetric positive definite matrices
     (only the lower triangle is read; the gradient is symmetrised)."""
-    t, dt, batch, n = _square_float(a, "cholesky")
+    t, dt, batch, n = square_float(a, "cholesky")
     nb = math.prod(batch)
     return general(CHOLESKY, dt, [t], [(dt, t.shape)], [nb, n])
 
@@ -569,16 +554,16 @@ def _keep_shape(shape: tuple[int, ...], axes: Any) -> tuple[int, ...]:
     return tuple(1 if d in axes else n for d, n in enumerate(shape))
 
 
-def _mT(t: Tensor) -> Tensor:
+def transposed_matrices(t: Tensor) -> Tensor:
     return swapaxes(t, -1, -2)
 
 
 def _lower_symmetric(t: Tensor, what: str) -> Tensor:
     """The symmetric matrix ``t``'s lower triangle stands for (``hermitian=True``:
     NumPy then reads that triangle only)."""
-    n = _square_stack(t, what)[1]
+    n = square_stack(t, what)[1]
     lower = np.tril(np.ones((n, n), t.dtype))
-    return t * lower + _mT(t * (lower - np.eye(n, dtype=t.dtype)))
+    return t * lower + transposed_matrices(t * (lower - np.eye(n, dtype=t.dtype)))
 
 
 def _requires_grad(*ts: Tensor) -> bool:
@@ -593,7 +578,7 @@ def _matrices(a: Any, what: str) -> tuple[Tensor, int, tuple[int, ...], int, int
         raise np.linalg.LinAlgError(
             f"{what}: {t.ndim}-dimensional array given. Array must be at least two-dimensional"
         )
-    t, dt = _float(t)
+    t, dt = float_and_code(t)
     return t, dt, t.shape[:-2], t.shape[-2], t.shape[-1]
 
 
@@ -627,13 +612,13 @@ def _visible(outs: tuple, visible: int) -> Any:
 
 
 def _eigh(a: Any, uplo: str, what: str, visible: int) -> Any:
-    t, dt, batch, n = _square_float(a, what)
+    t, dt, batch, n = square_float(a, what)
     if uplo not in ("L", "U"):
         raise ValueError(f"{what}: UPLO argument must be 'L' or 'U' (got {uplo!r})")
     if t.size == 0:
         return _visible(_constants(tuple(np.linalg.eigh(t._value()))), visible)
     if uplo == "U":  # the upper triangle of a is the lower one of a^T
-        t = _mT(t)
+        t = transposed_matrices(t)
     outs = [(dt, (*batch, n)), (dt, t.shape)]
     return general(EIGH, dt, [t], outs, [math.prod(batch), n], visible=visible)
 
@@ -743,7 +728,7 @@ def qr(a: Any, mode: str = "reduced") -> Any:
 
 
 def _eig(a: Any, what: str, visible: int) -> Any:
-    t, dt, batch, n = _square_float(a, what)
+    t, dt, batch, n = square_float(a, what)
     if t.size == 0:
         return _visible(_constants(tuple(np.linalg.eig(t._value()))), visible)
     outs = [(dt, (*batch, n)), (dt, t.shape)]
@@ -831,7 +816,7 @@ def matrix_power(a: Any, n: int) -> Tensor:
     """``a`` to the integer power ``n`` (matrix products by repeated squaring, in
     NumPy's order; ``n < 0`` inverts first, ``n == 0`` is the identity)."""
     t = as_tensor(a)
-    k = _square_stack(t, "matrix_power")[1]
+    k = square_stack(t, "matrix_power")[1]
     try:
         n = operator.index(n)
     except TypeError:
@@ -920,272 +905,6 @@ def multi_dot(arrays: Any, *, out: Any = None) -> Tensor:
     return r
 
 
-# --- scipy.linalg ---------------------------------------------------------------------------
-
-
-def _trans_code(trans: Any, what: str, strings: bool = True) -> int:
-    """0 (solve with a) or 1 (with its transpose) for SciPy's ``trans``: 0, 1, 2, and
-    'N', 'T', 'C' where SciPy takes them (``solve_triangular``; not ``lu_solve``)."""
-    codes = {0: 0, 1: 1, 2: 1, "N": 0, "T": 1, "C": 1}
-    if (isinstance(trans, str) and not strings) or trans not in codes:
-        raise ValueError(f"{what}: incorrect trans value {trans!r}")
-    return codes[trans]
-
-
-def solve_triangular(
-    a: Any,
-    b: Any,
-    trans: Any = 0,
-    lower: bool = False,
-    unit_diagonal: bool = False,
-    overwrite_b: bool = False,
-    check_finite: bool = True,
-) -> Tensor:
-    """Solve ``op(a) x = b`` for a (stack of) triangular ``a`` (``scipy.linalg``): only
-    the ``lower`` (or upper) triangle is read, its diagonal taken as ones with
-    ``unit_diagonal``; ``trans`` 0/'N', 1/'T' or 2/'C' (the same for real input). ``b``
-    is a vector when 1-D, else a stack of matrices; stacks broadcast."""
-    code = _trans_code(trans, "solve_triangular")  # (before anything is recorded)
-    ta, rhs, vector, out_batch, n, k, dt = _system(a, b, "solve_triangular")
-    ip = [math.prod(out_batch), n, k, int(bool(lower)), code, int(bool(unit_diagonal))]
-    x = general(SOLVE_TRIANGULAR, dt, [ta, rhs], [(dt, (*out_batch, n, k))], ip)
-    return x.reshape(*out_batch, n) if vector else x
-
-
-def lu_factor(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> tuple:
-    """LU decomposition with partial pivoting of (a stack of) square matrices, as
-    ``scipy.linalg.lu_factor``: ``(lu, piv)``, L's strict lower triangle (unit
-    diagonal) and U packed in ``lu``, ``piv`` the 0-based row interchanges (an int32
-    array: the pivots are piecewise constant). Differentiable in ``lu`` for
-    non-singular matrices."""
-    t, dt, batch, n = _square_float(a, "lu_factor")
-    outs = [(dt, t.shape), (dt, (*batch, n))]
-    lu, piv = general(LU_FACTOR, dt, [t], outs, [math.prod(batch), n], visible=2)
-    return lu, piv.numpy().astype(np.int32)  # a guard while capturing
-
-
-def row_permutation(piv: np.ndarray) -> np.ndarray:
-    """Rows of ``P A`` (``perm[..., i]`` is the row of A at row i) from LAPACK's
-    sequence of interchanges."""
-    piv = np.asarray(piv)
-    n = piv.shape[-1]
-    perm = np.broadcast_to(np.arange(n), piv.shape).copy()
-    flat, fpiv = perm.reshape(-1, n), piv.reshape(-1, n)
-    for row, swaps in zip(flat, fpiv):
-        for i, p in enumerate(swaps):
-            row[i], row[p] = row[p], row[i]
-    return perm
-
-
-def take_rows(t: Any, perm: np.ndarray) -> Tensor:
-    """The rows of (a stack of) matrices ``t`` in the order ``perm`` (``(..., n)``, one
-    order per matrix); stack axes broadcast."""
-    t = as_tensor(t)
-    shape = np.broadcast_shapes(perm.shape[:-1] + t.shape[-2:], t.shape)
-    if t.shape != shape:
-        t = broadcast_to(t, shape)
-    idx = np.broadcast_to(perm[..., None], shape)
-    return gather_positions(t, lambda p: np.take_along_axis(p, idx, axis=-2), what="lu_solve")
-
-
-def lu_solve(
-    lu_and_piv: tuple,
-    b: Any,
-    trans: int = 0,
-    overwrite_b: bool = False,
-    check_finite: bool = True,
-) -> Tensor:
-    """Solve ``a x = b`` (``trans`` 0) or ``a^T x = b`` (1, 2) from ``lu_factor(a)``:
-    a row permutation and two triangular solves."""
-    lu, piv = lu_and_piv
-    tlu, tb = as_tensor(lu), as_tensor(b)
-    t = _trans_code(trans, "lu_solve", strings=False)  # SciPy's checks, before recording
-    _system_shape(tlu, tb, "lu_solve")
-    if np.shape(piv) != tlu.shape[:-1]:
-        raise ValueError(f"lu_solve: pivots of shape {np.shape(piv)} for an LU of {tlu.shape}")
-    lu = tlu
-    perm = row_permutation(piv)
-    rhs = tb.reshape(-1, 1) if tb.ndim == 1 else tb  # a vector for every matrix of a stack
-    if t == 0:  # P A = L U:  x = U^-1 L^-1 P b
-        y = solve_triangular(lu, take_rows(rhs, perm), lower=True, unit_diagonal=True)
-        x = solve_triangular(lu, y, lower=False)
-    else:  # A^T = U^T L^T P:  x = P^T L^-T U^-T b
-        z = solve_triangular(lu, rhs, trans=1, lower=False)
-        y = solve_triangular(lu, z, trans=1, lower=True, unit_diagonal=True)
-        x = take_rows(y, np.argsort(perm, axis=-1))
-    return x.reshape(x.shape[:-1]) if tb.ndim == 1 else x
-
-
-def cho_factor(
-    a: Any, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True
-) -> tuple:
-    """Cholesky factor for :func:`cho_solve`, as ``scipy.linalg.cho_factor``: ``(c,
-    lower)``, ``c`` upper (``a = c^T c``, the upper triangle of ``a`` read) or lower
-    (``a = c c^T``). SciPy leaves arbitrary values in the other triangle; here it
-    holds zeros."""
-    return cholesky_factor(a, lower, "cho_factor"), bool(lower)
-
-
-def cholesky_factor(a: Any, lower: bool, what: str) -> Tensor:
-    """The Cholesky factor SciPy's ``cholesky`` / ``cho_factor`` (``what``) gives:
-    lower, or upper (the upper triangle of ``a`` read); a 0-d or one-element 1-D ``a``
-    is a 1 x 1 matrix, as SciPy's (``atleast_2d``). Shapes are checked before anything
-    is recorded."""
-    t = as_tensor(a)
-    if t.ndim < 2:
-        shape = (1,) * (2 - t.ndim) + t.shape
-        if shape != (1, 1):
-            raise ValueError(
-                f"{what}: input array is expected to be square but has the shape {shape} "
-                f"(a {t.shape} {t.dtype} read as a row)"
-            )
-        t = t.reshape(1, 1)
-    _square_stack(t, what)
-    return cholesky(t) if lower else _mT(cholesky(_mT(t)))
-
-
-def cho_solve(
-    c_and_lower: tuple, b: Any, overwrite_b: bool = False, check_finite: bool = True
-) -> Tensor:
-    """Solve ``a x = b`` from ``cho_factor(a)``: two triangular solves."""
-    c, lower = c_and_lower
-    try:  # SciPy's: lower is read as an int (0/1, None, a bool)
-        lower = bool(int(lower or 0))
-    except (TypeError, ValueError):
-        raise ValueError(f"cho_solve: lower must be a bool, got {lower!r}") from None
-    c, tb = as_tensor(c), as_tensor(b)
-    _system_shape(c, tb, "cho_solve")  # (before anything is recorded)
-    rhs = tb.reshape(-1, 1) if tb.ndim == 1 else tb  # a vector for every matrix of a stack
-    y = solve_triangular(c, rhs, trans=0 if lower else 1, lower=lower)
-    x = solve_triangular(c, y, trans=1 if lower else 0, lower=lower)
-    return x.reshape(x.shape[:-1]) if tb.ndim == 1 else x
-
-
-# Pade 13 coefficients and the 1-norm bound that needs no scaling (Higham 2005, table 2.3)
-_PADE13 = (
-    64764752532480000.0,
-    32382376266240000.0,
-    7771770303897600.0,
-    1187353796428800.0,
-    129060195264000.0,
-    10559470521600.0,
-    670442572800.0,
-    33522128640.0,
-    1323241920.0,
-    40840800.0,
-    960960.0,
-    16380.0,
-    182.0,
-    1.0,
-)
-_THETA13 = 5.371920351148152
-
-
-def expm(A: Any) -> Tensor:
-    """Matrix exponential of (a stack of) square matrices: the [13/13] Pade approximant
-    with scaling and squaring (Higham 2005), written in recorded ops, so its gradient
-    is the derivative of the same approximation: the Frechet derivative to working
-    accuracy (Al-Mohy and Higham 2009 compute it the same way).
-
-    The number of squarings ``s`` comes from the 1-norm (the largest of a stack): a
-    value read, so a compiled program replays while ``s`` stays the same.
-    """
-    t = as_tensor(A)
-    if t.ndim < 2:  # SciPy's: one element is the 1 x 1 matrix exp(a), in float64
-        if t.size != 1:
-            raise np.linalg.LinAlgError(
-                f"expm: the input array must be at least two-dimensional (got shape {t.shape})"
-            )
-        return elementwise(EXP, astype(t, np.float64).reshape(1, 1))
-    t, _ = _float(t)
-    n = _square_stack(t, "expm")[1]
-    if t.size == 0:
-        return t * 1.0
-    eye = np.eye(n, dtype=t.dtype)
-    norm1 = _max(_sum(abs(t.detach()), axis=-2))
-    # s = max(0, ceil(log2(|A|_1 / theta13))), recorded: while capturing, only s is
-    # read (a guard), so the program replays for every A with the same s
-    scale = float(np.maximum(np.ceil(np.log2(norm1 / _THETA13)), 0.0))
-    if not math.isfinite(scale):  # NaN or inf in the input: a NaN result, not a failed solve
-        return t * np.nan
-    s = int(scale)
-    if s:
-        t = t * (0.5**s)
-    b = _PADE13
-    a2 = matmul(t, t)
-    a4 = matmul(a2, a2)
-    a6 = matmul(a4, a2)
-    u = matmul(
-        t,
-        matmul(a6, b[13] * a6 + b[11] * a4 + b[9] * a2)
-        + b[7] * a6
-        + b[5] * a4
-        + b[3] * a2
-        + b[1] * eye,
-    )
-    v = (
-        matmul(a6, b[12] * a6 + b[10] * a4 + b[8] * a2)
-        + b[6] * a6
-        + b[4] * a4
-        + b[2] * a2
-        + b[0] * eye
-    )
-    r = solve(v - u, u + v)
-    for _ in range(s):
-        r = matmul(r, r)
-    return r
-
-
-# --- 1-D convolution -------------------------------------------------------------------------
-
-
-def convolution(a: Any, v: Any, lo: int, length: int) -> Tensor:
-    """``out[k] = sum_i a[k + lo - i] v[i]`` for ``k < length`` (the terms inside ``a``):
-    the full convolution of 1-D float tensors from offset ``lo`` (one node)."""
-    ta, tv = as_tensor(a), as_tensor(v)
-    dtype = np.result_type(ta.dtype, tv.dtype)
-    dt = DTYPE_CODE[dtype]
-    ta, tv = astype(ta, dtype), astype(tv, dtype)
-    ip = [ta.shape[0], tv.shape[0], lo, length]
-    return general(CONVOLVE, dt, [ta, tv], [(dt, (length,))], ip)
-
-
-def conv_mode(mode: Any, name: str) -> str:
-    """``mode`` of ``numpy.convolve`` / ``correlate``: 'full', 'same', 'valid', or
-    NumPy's integers for them (2, 1, 0); NumPy's errors otherwise, naming ``name``."""
-    if isinstance(mode, str):
-        if mode not in ("full", "same", "valid"):
-            raise ValueError(
-                f"{name}: mode must be one of 'valid', 'same', or 'full' (got {mode!r})"
-            )
-        return mode
-    if isinstance(mode, int | np.integer) and not isinstance(mode, bool) and 0 <= mode <= 2:
-        return ("valid", "same", "full")[mode]
-    raise ValueError(f"{name}: integer mode must be 0, 1, or 2 (got {mode!r})")
-
-
-def convolve(a: Any, v: Any, mode: Any = "full") -> Tensor:
-    """``numpy.convolve`` of 1-D sequences (a 0-d one is one number, as NumPy's);
-    differentiable in both. The longer sequence plays ``a`` (convolution commutes;
-    NumPy's 'same' keeps the longer length)."""
-    mode = conv_mode(mode, "convolve")
-    ta, tv = as_tensor(a), as_tensor(v)
-    if ta.ndim > 1 or tv.ndim > 1 or not ta.size or not tv.size:
-        raise ValueError(
-            f"convolve: needs non-empty 1-D sequences, got {ta.shape} {ta.dtype} and "
-            f"{tv.shape} {tv.dtype}"
-        )
-    ta, tv = (t.reshape(1) if t.ndim == 0 else t for t in (ta, tv))
-    if tv.shape[0] > ta.shape[0]:
-        ta, tv = tv, ta
-    n, m = ta.shape[0], tv.shape[0]
-    windows = {"full": (0, n + m - 1), "same": ((m - 1) // 2, n), "valid": (m - 1, n - m + 1)}
-    if np.result_type(ta.dtype, tv.dtype).kind != "f":  # integers: NumPy computes
-        return Tensor._external(np.convolve(ta._value(), tv._value(), mode))
-    return convolution(ta, tv, *windows[mode])
-
-
-# each row's public function
 MATMUL.front = matmul
 DOT.front = dot
 VDOT.front = vdot
@@ -1200,7 +919,6 @@ SLOGDET.front = slogdet
 SOLVE.front = solve
 CHOLESKY.front = cholesky
 NORM.front = norm
-CONVOLVE.front = convolve
 EIGH.front = eigh
 EIGVALSH.front = eigvalsh
 SVD.front = svd
@@ -1212,9 +930,3 @@ PINV.front = pinv
 LSTSQ.front = lstsq
 MATRIX_POWER.front = matrix_power
 MULTI_DOT.front = multi_dot
-SOLVE_TRIANGULAR.front = solve_triangular
-LU_FACTOR.front = lu_factor
-LU_SOLVE.front = lu_solve
-CHO_FACTOR.front = cho_factor
-CHO_SOLVE.front = cho_solve
-EXPM.front = expm

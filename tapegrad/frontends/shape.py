@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ..host_arrays import normalize_array
 from ..layout import DTYPE_CODE, FLOAT_CODES, NP_DTYPES
 from ..ops.shape import (
     ARRAY_SPLIT,
@@ -43,7 +44,7 @@ from ..ops.shape import (
 )
 from ..record import cast_slot
 from ..shapes import normalize_axes, normalize_shape
-from ..tape import current_tape, normalize_array
+from ..tape import current_tape
 from ..tensors import (
     Tensor,
     as_tensor,

@@ -16,7 +16,7 @@ import numpy as np
 
 from .._namespace import NAMESPACES
 from .._protocols import publish
-from ..frontends.linalg import cholesky_factor
+from ..frontends.scipy_linalg import cholesky_factor
 from ..frontends.shape import concatenate, diagonal, swapaxes
 from ..tensors import as_tensor
 

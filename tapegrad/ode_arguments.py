@@ -1,0 +1,116 @@
+"""The arguments of ``odeint`` and ``solve_ivp`` read: which parameters are numbers,
+arrays or containers of them, their values without recording, the times checked, and
+the message that refuses higher-order derivatives through a solve."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from . import numpy as tnp
+from ._protocols import holds_tensor
+from .pytree import flatten
+from .tensors import Tensor, tensor
+
+
+def is_numeric(v: Any) -> bool:
+    return isinstance(v, int | float | complex | np.ndarray | np.generic | list | tuple)
+
+
+def is_tree(q: Any) -> bool:
+    """A parameter passed to the function as a pytree, leaf by leaf: a dict, or a list or
+    tuple that is not one regular array (``[(W1, b1), (W2, b2)]``, HIPS autograd's
+    ``ode_net``; a list of objects). A regular one (``[k1, k2]``, ``(1.0, 2.0)``) is one
+    array parameter, as NumPy and SciPy read it."""
+    if isinstance(q, dict):
+        return True
+    if not isinstance(q, list | tuple):
+        return False
+    try:
+        v = unrecorded_values(q)
+    except (ValueError, TypeError):  # ragged
+        return True
+    return v.dtype.kind not in "fiub"
+
+
+def parameter(q: Any) -> Any:
+    """A parameter after ``t``: a pytree as it is (:func:`is_tree`), a regular container
+    of tensors as one recorded tensor."""
+    return q if is_tree(q) else recorded(q)
+
+
+def recorded(v: Any) -> Any:
+    """A container holding tensors (``[x0, v0]``) as one recorded tensor, so that their
+    gradients flow; anything else as it is."""
+    if not isinstance(v, Tensor) and isinstance(v, list | tuple) and holds_tensor(v):
+        return tnp.asarray(v)
+    return v
+
+
+def unrecorded_values(v: Any) -> np.ndarray:
+    """``v``'s values (a container of tensors' too), without recording."""
+    if isinstance(v, Tensor):
+        return v._value()
+    if isinstance(v, list | tuple) and holds_tensor(v):
+        return np.asarray([unrecorded_values(e) for e in v])
+    return np.asarray(v)
+
+
+def no_times(name: str, fun: Any, y0: Any, params: Sequence[Any], others: Any, shape: tuple) -> Any:
+    """SciPy's answer for no output times: no states (``shape``; ``fun`` is not called),
+    in the solvers' dtype, a tensor when an input (``y0``, ``params``, ``others``) is
+    one, joined to ``y0``'s graph (its gradient: an empty sum, 0)."""
+    if not callable(fun):
+        raise TypeError(f"{name}: the right-hand side must be callable, got {type(fun).__name__}")
+    y0v = unrecorded_values(y0)
+    if y0v.dtype.kind not in "fiub":
+        raise TypeError(f"{name}: y0 must be real, got dtype {y0v.dtype}")
+    # the solvers' dtype: y0's and the array parameters' (float32 stays float32)
+    leaves = [v for q in params for v in (flatten(q)[0] if is_tree(q) else [q])]
+    arrays = [y0v, *(unrecorded_values(q) for q in leaves if isinstance(q, Tensor | np.ndarray))]
+    dtype = np.result_type(*[a.dtype if a.dtype.kind == "f" else np.float64 for a in arrays])
+    dtype = dtype if dtype.kind == "f" and dtype.itemsize >= 4 else np.dtype(np.float64)
+    y0 = recorded(y0)
+    if isinstance(y0, Tensor):
+        return y0.astype(dtype).reshape(-1)[:0].reshape(shape)
+    if any(holds_tensor(v) for v in (*params, others)):
+        return tensor(np.zeros(shape, dtype))
+    return np.zeros(shape, dtype)
+
+
+def checked_times(name: str, t: Any) -> np.ndarray:
+    ts = np.asarray(unrecorded_values(t), np.float64)
+    if ts.ndim != 1 or ts.size < 1:
+        raise ValueError(f"{name}: the times must be a 1-D array, got shape {ts.shape}")
+    if not np.all(np.isfinite(ts)):
+        raise ValueError(f"{name}: the times must be finite, got {ts}")
+    d = np.diff(ts)
+    if d.size and not (np.all(d > 0) or np.all(d < 0)):
+        k = int(np.argmax(d <= 0) if d[0] > 0 else np.argmax(d >= 0)) + 1
+        raise ValueError(
+            f"{name}: the times must be strictly increasing or decreasing; "
+            f"t[{k}] = {ts[k]!r} follows t[{k - 1}] = {ts[k - 1]!r}"
+        )
+    return np.ascontiguousarray(ts)
+
+
+def refusal_message(name: str, mode: str) -> str:
+    """The error for second-order or forward-mode derivatives through a solve (by the
+    public function's name): the solve is one node whose backward runs compiled."""
+    if mode == "reverse":
+        return (
+            f"second derivatives (tg.hessian, tg.hvp, tg.grad of tg.grad, "
+            f"backward(create_graph=True)) through tapegrad.integrate.{name} are not "
+            "supported: the solve is one node whose backward (the discrete reverse pass "
+            "or the adjoint) runs compiled, not as recorded ops. To differentiate twice, "
+            "write the time steps with tapegrad.numpy ops (a fixed-step RK4 loop, as "
+            f"examples/lotka_volterra_uncertainty.py does), or take finite differences "
+            f"of {name}'s gradients"
+        )
+    return (
+        f"forward mode (tg.jvp, tg.jacfwd) through tapegrad.integrate.{name} is not "
+        "supported: the solve has no tangent rule. Use reverse mode (tg.grad, "
+        "tg.jacobian, tg.vjp) for its first derivatives"
+    )
