@@ -82,7 +82,7 @@ def _vecmath(size: int, repeat: int) -> None:
     from numba import njit, prange
 
     from tapegrad.kernels import vecmath
-    from tapegrad.kernels.elementwise import BLOCK
+    from tapegrad.ops.elementwise.kernels import BLOCK
 
     def loop(f):  # the kernels' shape: blocks, each a loop over views (it vectorises)
         @njit(parallel=True)

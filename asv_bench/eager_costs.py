@@ -6,7 +6,7 @@ Times ``Tensor * Tensor`` on one-element float64 tensors as a whole, and each pa
 what it runs alone: the compiled recorder's entry point (``record_tensors``: checks,
 tables, the forward kernel through the dispatch table), the result's handle
 (``tensors.result_handle``: a ``Tensor`` object, its fields, the tape's list of
-handles) and the Python checks of ``tensors.binary`` (operand types, tape and epoch).
+handles) and the Python checks of ``recording.elementwise`` (operand types, tape and epoch).
 What is left of the whole is the operator's dispatch to ``binary`` and the call frames.
 docs/performance.md ("Eager code as users write it") gives the numbers.
 """
@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 import tapegrad as tg
-from tapegrad import tensors
+from tapegrad import recording, tensors
 from tapegrad.ops import BY_NAME
 from tapegrad.tape import current_tape
 
@@ -39,7 +39,7 @@ def main() -> None:
 
     def recorder() -> None:
         tape = current_tape()
-        h, rec = tape.header, tensors._record_tensors
+        h, rec = tape.header, recording._record_tensors
         opc = 2 * BY_NAME["multiply"].code
         s, x = (a * a)._slot, (a * 1.0)._slot
         for _ in range(N):

@@ -19,12 +19,15 @@ from typing import Any
 # (_threads first: it sets the thread pool's defaults before numba reads them)
 from . import _threads, devices, extend, integrate, numpy, scipy, special  # noqa: F401
 from . import dispatch as _dispatch
+from .checkpoint import checkpoint
 from .compile import compile
 from .engine import backward_stats, detect_anomaly, is_anomaly_enabled
+from .forward_mode import hessian, hvp, jacfwd, jvp
 from .function import Function, FunctionCtx, kernel
+from .grad_mode import enable_grad, is_grad_enabled, no_grad
 from .graph import print_graph, to_dot
-from .higher import checkpoint, hessian, hvp, jacfwd, jvp
-from .tensors import Tensor, as_tensor, enable_grad, is_grad_enabled, no_grad, tensor
+from .recording import as_tensor, tensor
+from .tensors import Tensor
 from .testing import gradcheck
 from .transforms import grad, jacobian, jacrev, value_and_grad, vjp
 

@@ -11,7 +11,7 @@ from ._jit import (
     StaticRef,
     jit,
 )
-from .kernels.elementwise import (
+from .ops.elementwise.binary_kernels import (
     binary_bwd,
     binary_fwd,
     bwd1,
@@ -22,7 +22,7 @@ from .kernels.elementwise import (
     unary_bwd,
     unary_fwd,
 )
-from .kernels.linalg import (
+from .ops.linalg.kernels import (
     cholesky_bwd,
     cholesky_fwd,
     convolve_bwd,
@@ -52,7 +52,7 @@ from .kernels.linalg import (
     svd_bwd,
     svd_fwd,
 )
-from .kernels.reduce import (
+from .ops.reduce.kernels import (
     cumprod_bwd,
     cumprod_fwd,
     cumsum_bwd,
@@ -67,7 +67,7 @@ from .kernels.reduce import (
     sum_bwd,
     sum_fwd,
 )
-from .kernels.shape import (
+from .ops.shape.kernels import (
     cast_bwd,
     cast_fwd,
     concatenate_bwd,
@@ -83,7 +83,7 @@ from .kernels.shape import (
     where_bwd,
     where_fwd,
 )
-from .ops.special import (
+from .ops.special.incomplete import (
     betainc_bwd,
     betainc_fwd,
 )

@@ -74,7 +74,8 @@ import numpy as np
 
 from . import closures, graph, transforms
 from .engine import accumulate_grad, has_hooks
-from .higher import inner_product
+from .forward_mode import inner_product
+from .grad_mode import is_grad_enabled
 from .plain_guards import plain_hold, plain_values, same_plain
 from .program import Capture, Program, SplitCall, rebuilt_arguments
 from .pytree import flatten, is_container, structure
@@ -86,6 +87,7 @@ from .random_watch import (
     random_state,
     unseeded_generators,
 )
+from .recording import tensor
 from .step_node import StepNode
 from .tape import CAPTURE, Tape, enter, leave
 from .tensors import (
@@ -96,9 +98,7 @@ from .tensors import (
     active_capture,
     bind,
     capture_started,
-    is_grad_enabled,
     serial,
-    tensor,
 )
 
 __all__ = ["Compiled", "compile"]

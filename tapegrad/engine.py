@@ -27,7 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from . import graphwalk
+from . import rule_walks
+from .grad_mode import enable_grad
+from .handles import add_grad, added, constant, graph_freed, home_of, slot_handle, thread_alive
 from .layout import (
     DTYPE_CODE,
     DTYPE_NAMES,
@@ -60,30 +62,15 @@ from .layout import (
     SLOT_CONST,
     SLOT_HOOK,
 )
-from .ops.elementwise import ADD, MUL
-from .ops.reduce import SUM
+from .ops.elementwise.core import ADD, MUL
+from .ops.reduce.rows import SUM
+from .recording import elementwise, general
+from .references import WeakIdMap
 from .scheduler import resume, run_backward
 from .shapes import gradient_buffer_error, user_gradient
 from .shapes import seed as seed_rule
 from .tape import EAGER, TRANSFORM, Tape, enter, leave, tape_stack
-from .tensors import (
-    FREED_MESSAGE,
-    NO_GRAD_MESSAGE,
-    Tensor,
-    WeakIdMap,
-    add_grad,
-    added,
-    constant,
-    elementwise,
-    enable_grad,
-    general,
-    graph_freed,
-    home_of,
-    set_result_hook,
-    slot_handle,
-    thread_alive,
-    values_of,
-)
+from .tensors import FREED_MESSAGE, NO_GRAD_MESSAGE, Tensor, set_result_hook, values_of
 from .tiers import Unbound, call, current, entry_point, on_switch, raise_pending, upgrade
 
 # --- hooks -------------------------------------------------------------------------------
@@ -423,7 +410,7 @@ def backward(t: Tensor, gradient: Any = None, retain_graph: bool = False) -> Non
 
 def backward_graph(t: Tensor, gradient: Any = None) -> None:
     """``backward(create_graph=True)``: the gradients added into ``.grad`` are tensors
-    recorded in the graph (:func:`tapegrad.graphwalk.reverse`), so they can be
+    recorded in the graph (:func:`tapegrad.rule_walks.reverse`), so they can be
     differentiated again. The graph is kept (as PyTorch's ``retain_graph`` defaults to
     ``create_graph``)."""
     seed = gradient if isinstance(gradient, Tensor) else _seed(t, gradient)
@@ -457,7 +444,7 @@ def backward_graph(t: Tensor, gradient: Any = None) -> None:
 
 def graph_gradients(tape: Tape, root: int, seed: Any, wanted: set[int] | None) -> dict:
     """Recorded gradients of slot ``root`` of ``tape`` (the current tape) by slot:
-    :func:`tapegrad.graphwalk.reverse` with grad mode on and the tape kept from being
+    :func:`tapegrad.rule_walks.reverse` with grad mode on and the tape kept from being
     rewound while the walk records into it."""
     # the top of the stack, not current_tape(): a stale tape (an earlier backward with
     # retain_graph) is differentiated again, not rewound or handed over first
@@ -477,7 +464,7 @@ def graph_gradients(tape: Tape, root: int, seed: Any, wanted: set[int] | None) -
     stale, tape.stale = tape.stale, False
     try:
         with enable_grad():
-            grads = graphwalk.reverse(tape, [(root, seed)], wanted, _graph_hooks)
+            grads = rule_walks.reverse(tape, [(root, seed)], wanted, _graph_hooks)
     finally:
         tape.stale = tape.stale or stale
     if tape.kind == EAGER and tape.foreign:
@@ -805,27 +792,27 @@ def raise_backward_error(tape: Tape, st: int) -> None:
         raise RuntimeError(FREED_MESSAGE)
     if st == E_NO_BWD:
         raise NotImplementedError(
-            f"backward of '{graphwalk.node_name(tape, h[H_ERR_A])}' is not "
+            f"backward of '{rule_walks.node_name(tape, h[H_ERR_A])}' is not "
             "implemented (the op table has no backward rule for it)"
         )
     if st == E_LINALG:
         raise np.linalg.LinAlgError(
-            f"backward of '{graphwalk.node_name(tape, h[H_ERR_A])}': singular matrix"
+            f"backward of '{rule_walks.node_name(tape, h[H_ERR_A])}': singular matrix"
         )
     if st == E_NONFINITE:
         k, i = h[H_ERR_A], h[H_ERR_B]
         raise RuntimeError(
-            f"Function '{graphwalk.node_name(tape, k)}' returned nan or inf values in "
+            f"Function '{rule_walks.node_name(tape, k)}' returned nan or inf values in "
             f"its {i}th input gradient; the op was recorded at "
             f"{tape.sources.get(k, '<unknown>')}"
         )
     if st == E_VERSION:
-        raise graphwalk.version_error(tape, h[H_ERR_A], h[H_ERR_B], h[H_ERR_C], h[H_ERR_D])
+        raise rule_walks.version_error(tape, h[H_ERR_A], h[H_ERR_B], h[H_ERR_C], h[H_ERR_D])
     if st == E_GRAD_META:
         node, s, expect, actual = h[H_ERR_A], h[H_ERR_B], h[H_ERR_C], h[H_ERR_D]
         got = DTYPE_NAMES[actual] if 0 <= actual < len(DTYPE_NAMES) else str(actual)
         raise gradient_buffer_error(
-            graphwalk.node_name(tape, node),
+            rule_walks.node_name(tape, node),
             f"node {node}, slot {s}",
             f"dtype {DTYPE_NAMES[expect]}",
             got,

@@ -70,10 +70,12 @@ from typing import Any
 import numpy as np
 
 from .derivatives import sum_to
-from .frontends.shape import astype
 from .function import Function
+from .grad_mode import is_grad_enabled
+from .handles import slot_handle
+from .ops.shape.front import astype
 from .tape import TRANSFORM, Tape, enter, leave
-from .tensors import Tensor, is_grad_enabled, serial, slot_handle, values_of
+from .tensors import Tensor, serial, values_of
 
 __all__ = ["Primitive", "defjvp", "defvjp", "primitive"]
 
@@ -387,7 +389,7 @@ class _PrimitiveNode(Function):
     """One call of a primitive: its forward on NumPy values; its first-order backward
     runs the VJP rules on those values; differentiated again or in forward mode, the
     rules run on the graph's tensors, so what they compute is recorded
-    (graphwalk's ``vjp_graph`` / ``jvp_graph``)."""
+    (rule_walks's ``vjp_graph`` / ``jvp_graph``)."""
 
     @staticmethod
     def forward(ctx: Any, prim: Primitive, kwargs: dict, *values: Any) -> Any:

@@ -31,10 +31,11 @@ import numpy as np
 
 from . import dispatch, layout
 from ._jit import jit
+from .grad_mode import is_grad_enabled, no_grad
 from .layout import DTYPE_CODE, F64, FLOAT_CODES, SLOT_CONST
 from .record import record_custom
 from .tape import current_tape, normalize_array
-from .tensors import Tensor, bind_operand, is_grad_enabled, no_grad, result_handle
+from .tensors import Tensor, bind_operand, result_handle
 from .tiers import call
 
 __all__ = ["Function", "FunctionCtx", "kernel"]

@@ -31,23 +31,16 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import graphwalk
+from . import rule_walks
 from .engine import custom_backward, gradients
 from .function import FunctionCtx
+from .handles import graph_freed, home_of
 from .layout import DTYPE_CODE, N_FLAGS, N_OP, N_SIG, NODE_FREED, OUTPUT_BIT0
 from .ops import ROWS
+from .recording import general, tensor
 from .shapes import user_gradient
 from .tape import CAPTURE, TRANSFORM, Tape, enter, leave
-from .tensors import (
-    FREED_MESSAGE,
-    Tensor,
-    general,
-    graph_freed,
-    home_of,
-    serial,
-    tensor,
-    values_of,
-)
+from .tensors import FREED_MESSAGE, Tensor, serial, values_of
 
 __all__ = [
     "AccumulateGrad",
@@ -247,7 +240,7 @@ class Node:
     @property
     def name(self) -> str:
         """The op, as in the op reference (a custom function: its class name)."""
-        return graphwalk.node_name(self._live(), self._k)
+        return rule_walks.node_name(self._live(), self._k)
 
     def _links(self) -> tuple[list[int], list[int]]:
         return self._live().node_links(self._k)
@@ -363,7 +356,7 @@ class Node:
                 tape.refresh_leaf_versions()
             changed = tape.changed_operand(self._k, self._saved_bits())
             if changed is not None:
-                raise graphwalk.version_error(tape, self._k, *changed)
+                raise rule_walks.version_error(tape, self._k, *changed)
             ins, outs = self._links()
             slots = ins + outs
             return [_frozen(tape.read(slots[i])) for i in self._saved_links()]
@@ -597,7 +590,7 @@ def _producer(tape: Tape, s: int, leaves: dict) -> tuple[Any, int]:
     grad, so no gradient flows there)."""
     if not tape.slot_rg(s):
         return None, 0
-    k = graphwalk.producer(tape, s)
+    k = rule_walks.producer(tape, s)
     if k >= 0:
         _, outs = tape.node_links(k)
         return Node(tape, k), outs.index(s)
@@ -645,7 +638,7 @@ def output_nr(t: Tensor) -> int:
     if home is None:
         return 0
     tape, slot = home
-    k = graphwalk.producer(tape, slot)
+    k = rule_walks.producer(tape, slot)
     return tape.node_links(k)[1].index(slot) if k >= 0 else 0
 
 
@@ -683,7 +676,7 @@ def grad_fn(t: Tensor) -> Node | None:
     tape, slot = home
     if not tape.slot_rg(slot):
         return None
-    k = graphwalk.producer(tape, slot)
+    k = rule_walks.producer(tape, slot)
     return Node(tape, k) if k >= 0 else None
 
 
@@ -853,7 +846,7 @@ def to_dot(t: Tensor) -> str:
 def program_lines(tape: Tape, root: int, guards: Sequence[str]) -> list[str]:
     """A captured program (``tg.compile``): its nodes as :func:`print_graph` shows them,
     then the guards under which it replays (``file:line: code`` of each Python read)."""
-    k = graphwalk.producer(tape, root)
+    k = rule_walks.producer(tape, root)
     lines = _describe(_topological(Node(tape, k)))[1] if k >= 0 else ["(no recorded op)"]
     if guards:
         lines.append(f"guards ({len(guards)}): values read by Python while capturing")

@@ -50,8 +50,9 @@ import numpy as np
 from scipy.optimize import OptimizeResult
 
 from . import tiers
-from ._protocols import holds_tensor
 from .function import Function
+from .grad_mode import is_grad_enabled, no_grad
+from .numpy_protocols import holds_tensor
 from .ode_arguments import (
     checked_times,
     is_numeric,
@@ -79,7 +80,8 @@ from .odesolve import (
     reverse_compiled,
 )
 from .pytree import flatten, structure
-from .tensors import Tensor, is_grad_enabled, no_grad, tensor
+from .recording import tensor
+from .tensors import Tensor
 
 __all__ = ["IntegrationError", "odeint", "solve_ivp"]
 
@@ -370,7 +372,7 @@ class _SolveNode(Function):
     """The whole solve as one node: its inputs are y0, the time arrays, the parameters
     and the outside tensors that require grad; its backward runs the reverse pass or the
     adjoint (``_Solve.gradients``). Not differentiated again, nor in forward mode: the
-    error names the solver (``refusal``, see ``tapegrad.graphwalk``)."""
+    error names the solver (``refusal``, see ``tapegrad.rule_walks``)."""
 
     @staticmethod
     def refusal(ctx: Any, mode: str) -> str:

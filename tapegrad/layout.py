@@ -139,7 +139,7 @@ OPF_STREAMS = 128
 
 # Results of this many bytes and more, written on one core, are computed in small blocks
 # into a buffer that stays in L1 and streamed out with non-temporal stores
-# (_jit.stream_lines, kernels.elementwise.streams): the result
+# (_jit.stream_lines, ops.elementwise.kernels.streams): the result
 # does not stay in cache for the next op anyway, and a store that skips reading the
 # line first moves a third less memory. Measured on an AMD EPYC (Zen 4), one thread,
 # chains of 8 multiplies writing fresh buffers: at 1 MiB plain stores win (0.036 ms an

@@ -10,9 +10,10 @@ from typing import Any
 import numpy as np
 
 from . import numpy as tnp
-from ._protocols import holds_tensor
+from .numpy_protocols import holds_tensor
 from .pytree import flatten
-from .tensors import Tensor, tensor
+from .recording import tensor
+from .tensors import Tensor
 
 
 def is_numeric(v: Any) -> bool:

@@ -401,7 +401,7 @@ def _numpy_runs(h, op, size, a, b, unary, dt):
     # and NumPy's halves (a broadcast operand takes the kernels' strided loop)
     halves = (sa == 1 or sa == size) and (sb == 1 or sb == size)
     if halves and (f & OPF_STREAMS) and h[H_THREAD_MIN] == 0 and size * ITEMSIZE[dt] >= STREAM_MIN:
-        return False  # one worker: the kernel streams it (kernels.elementwise.streams)
+        return False  # one worker: the kernel streams it (ops.elementwise.kernels.streams)
     numpy = (f & OPF_UFUNC) != 0
     if not size >= h[H_THREAD_MIN] > 0:
         # one core: exp and tanh (a vector formula and NumPy's SIMD loop) by size
@@ -555,7 +555,7 @@ def _open_request(h, nin, nip, nfp):
 @jit
 def record_reduce(h, op, differentiable, s, axis, keepdims, mean):
     """``sum`` or ``mean`` (``mean``: scale by 1 / count) of slot ``s`` over one axis,
-    or over all (``axis`` ``ALL_AXES``), as ``frontends.reduce._reduce`` records it:
+    or over all (``axis`` ``ALL_AXES``), as ``ops.reduce.front._reduce`` records it:
     int params ``(naxes, *axes)``, one float param, the scale."""
     S = slots(h)
     P = shapes(h)
@@ -607,7 +607,7 @@ def record_reduce(h, op, differentiable, s, axis, keepdims, mean):
 
 @jit
 def record_matmul(h, op, differentiable, a, b):
-    """``a @ b`` of two 2-D slots of one float dtype, as ``frontends.linalg.matmul``
+    """``a @ b`` of two 2-D slots of one float dtype, as ``ops.linalg.front.matmul``
     records it: int params ``(0 batch dims, m, k, n)``, result ``(m, n)``."""
     S = slots(h)
     P = shapes(h)

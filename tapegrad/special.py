@@ -5,8 +5,8 @@ Given no tensor, each is SciPy's own (``gammaln(1.7)`` is a ``numpy.float64``)."
 
 from __future__ import annotations
 
-from ._namespace import NAMESPACES
-from ._protocols import publish
+from .numpy_protocols import publish
+from .surface import NAMESPACES
 
 globals().update(NAMESPACES["special"])
 __all__ = sorted(NAMESPACES["special"])

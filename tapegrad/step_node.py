@@ -9,12 +9,14 @@ from typing import Any
 
 import numpy as np
 
+from .checkpoint import recorded_jvp, recorded_vjp, same_as_forward
 from .function import Function
-from .higher import recorded_jvp, recorded_vjp, same_as_forward
+from .grad_mode import is_grad_enabled
+from .handles import slot_handle
 from .plain_guards import plain_hold
 from .program import rebuilt_arguments
 from .tape import Tape
-from .tensors import Tensor, is_grad_enabled, slot_handle
+from .tensors import Tensor
 
 
 class StepNode(Function):

@@ -327,7 +327,7 @@ class Tape:
     def grow_request(self, n: int) -> None:
         """A request buffer (see ``layout.R_BODY``) of at least ``n`` cells; ``rq`` and
         ``rqf`` are its int and float views, whose bounds raise IndexError so that
-        :func:`~tapegrad.tensors.general` notices a request too large for it."""
+        :func:`~tapegrad.recording.general` notices a request too large for it."""
         self.request = np.zeros(n, np.int64)
         self.rq = memoryview(self.request)
         self.rqf = self.rq.cast("B").cast("d")

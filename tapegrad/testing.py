@@ -17,10 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from .frontends.reduce import sum as rsum
-from .frontends.shape import concatenate, reshape
-from .higher import jvp
-from .tensors import Tensor, no_grad, tensor
+from .forward_mode import jvp
+from .grad_mode import no_grad
+from .ops.reduce.front import sum as rsum
+from .ops.shape.front import concatenate, reshape
+from .recording import tensor
+from .tensors import Tensor
 from .transforms import grad
 
 __all__ = ["GradientCheckError", "check_grads", "gradcheck"]

@@ -20,7 +20,7 @@ A transform has two modes:
   caller's graph (see "recorded mode" below), so transforms compose to any order.
 
 Inside ``f``, ``float()`` and ``.item()`` of a tensor that requires grad raise (see
-``tapegrad.boundary``). Forward mode and second order are in :mod:`tapegrad.higher`.
+``tapegrad.boundary``). Forward mode and second order are in :mod:`tapegrad.forward_mode`.
 
 ``value_and_grad(f)`` plugs straight into ``scipy.optimize.minimize(fun, x0, jac=True)``:
 it returns ``(float, ndarray)``.
@@ -36,11 +36,14 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .engine import gradients, graph_gradients
-from .frontends.reduce import sum as rsum
-from .frontends.shape import reshape, stack
+from .grad_mode import is_grad_enabled
+from .handles import graph_freed, home_of, mark_differentiated
 from .layout import DTYPE_CODE
-from .ops.shape import RESHAPE
+from .ops.reduce.front import sum as rsum
+from .ops.shape.front import reshape, stack
+from .ops.shape.rows import RESHAPE
 from .pytree import flatten
+from .recording import as_tensor, general, tensor
 from .tape import TRANSFORM, Tape, current_tape, enter, leave
 from .tensors import (
     FLAG_DIFF,
@@ -48,17 +51,10 @@ from .tensors import (
     FLOAT_DTYPES,
     FREED_MESSAGE,
     Tensor,
-    as_tensor,
     bind,
     bind_leaf,
-    general,
-    graph_freed,
-    home_of,
-    is_grad_enabled,
-    mark_differentiated,
     scalar_value,
     serial,
-    tensor,
     values_of,
 )
 
@@ -222,7 +218,7 @@ def _to_numpy(tree: Any) -> Any:
 # dependence on those tensors. It records ``f`` on the current tape, with each
 # differentiated argument replaced by a fresh alias node (a reshape to the same shape:
 # no copy), and differentiates with respect to those nodes by the recording walk
-# (``graphwalk.reverse``), so its results are tensors in the caller's graph. The alias
+# (``rule_walks.reverse``), so its results are tensors in the caller's graph. The alias
 # makes it a derivative with respect to *this use* of the value: a closure over the
 # same tensor stays a constant to the inner transform, as in JAX.
 

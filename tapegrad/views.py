@@ -40,9 +40,10 @@ from typing import Any
 
 import numpy as np
 
-from .frontends.shape import basic_key, gather_positions, getitem, setitem
+from .grad_mode import enable_grad
+from .ops.shape.front import basic_key, gather_positions, getitem, setitem
 from .tape import set_rewind_hooks
-from .tensors import Tensor, enable_grad, set_write_hook
+from .tensors import Tensor, set_write_hook
 
 _PRUNE = 16  # a root's list of views is pruned past twice its size after the last pruning
 _STORE = np.zeros(1, np.int64)  # the shadows' storage: never read

@@ -21,18 +21,18 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "tapegrad"))
 
 import pytest  # noqa: E402  (after the environment above: tapegrad reads it on import)
 
-from tapegrad import tensors  # noqa: E402
+from tapegrad import recording  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
 def _no_device_type_outside_gpu_tests(request, monkeypatch):
     """Run each test outside tests/gpu as most users run: with no device tensor type.
     tests/gpu is collected first and imports tapegrad.cuda, which registers one
-    (``tensors.DEVICE_TYPES``, kept by tapegrad.devices) for the rest of the process;
+    (``recording.DEVICE_TYPES``, kept by tapegrad.devices) for the rest of the process;
     the CPU-only shortcuts that look at it were then never tested (a view wrapper they
     skipped went unseen)."""
     if request.node.path.parent.name != "gpu":
-        monkeypatch.setattr(tensors, "DEVICE_TYPES", ())
+        monkeypatch.setattr(recording, "DEVICE_TYPES", ())
 
 
 @pytest.fixture(autouse=True)

@@ -102,9 +102,9 @@ def test_general_takes_numpy_scalars_as_params():
     import importlib
 
     from tapegrad.layout import F64
-    from tapegrad.ops.shape import TRANSPOSE
+    from tapegrad.ops.shape.rows import TRANSPOSE
 
-    general = importlib.import_module("tapegrad.tensors").general
+    general = importlib.import_module("tapegrad.recording").general
     a = np.arange(12.0).reshape(3, 4)
     x = tg.tensor(a, requires_grad=True)
     y = general(TRANSPOSE, F64, [x], [(F64, (np.int64(4), 3))], [np.True_, np.False_])

@@ -1,5 +1,5 @@
 """The compiled front ends (``record.record_reduce``, ``record_matmul``, ``record_along``
-through ``tensors.front_end``) record what the Python front ends record.
+through ``recording.front_end``) record what the Python front ends record.
 
 Each case runs twice: with the compiled front ends, and with them switched off (the
 Python front end then writes the request itself). Values, gradients and second-order
@@ -18,11 +18,11 @@ import pytest
 import tapegrad as tg
 import tapegrad.numpy as tnp
 import tapegrad.special as tsp
-from tapegrad import tensors
-from tapegrad.frontends import linalg as f_linalg
-from tapegrad.frontends import reduce as f_reduce
-from tapegrad.frontends import special as f_special
+from tapegrad import recording
 from tapegrad.layout import ALL_AXES
+from tapegrad.ops.linalg import front as f_linalg
+from tapegrad.ops.reduce import front as f_reduce
+from tapegrad.ops.special import front as f_special
 from tapegrad.tape import current_tape
 from tests.helpers import numeric_grad, run_in_threads
 
@@ -33,7 +33,7 @@ FRONTENDS = (f_linalg, f_reduce, f_special)
 def taken(monkeypatch):
     """Counts of compiled front-end calls that recorded (``taken[0]``) and declined."""
     counts = [0, 0]
-    real = tensors.front_end
+    real = recording.front_end
 
     def counting(*args):
         r = real(*args)

@@ -20,7 +20,7 @@ def test_op_reference_in_docs_is_up_to_date():
 
 
 def test_every_row_has_test_cases_and_a_public_function():
-    from tapegrad._namespace import NAMESPACES
+    from tapegrad.surface import NAMESPACES
 
     from .optable_cases import cases
 

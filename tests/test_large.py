@@ -10,8 +10,7 @@ import pytest
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
-from tapegrad.tape import NUMPY_MIN
-from tapegrad.tensors import THREAD_MIN
+from tapegrad.tape import NUMPY_MIN, THREAD_MIN
 
 from .helpers import in_new_thread
 
@@ -318,8 +317,8 @@ def test_scalar_parallel_is_for_binary_rows():
 
 # --- a short last axis: pairwise differences and sums over xyz ----------------------------
 # The forward of a broadcast binary row exchanges the last two axes of its loop when the
-# innermost is short and the plane small (kernels.elementwise.swap_for_rows); a sum over
-# a short last axis runs on all cores from PARALLEL_MIN elements (kernels.reduce).
+# innermost is short and the plane small (ops.elementwise.binary_kernels.swap_for_rows); a sum over
+# a short last axis runs on all cores from PARALLEL_MIN elements (ops.reduce.kernels).
 
 BROADCAST_ROWS = [
     op
@@ -386,7 +385,7 @@ def test_broadcast_over_a_short_last_axis_gradients(name):
 def test_sum_over_a_short_last_axis_on_all_cores(kind, second, dtype):
     """Rows of 3 (and 7) summed on all cores, forward and backward (a fresh gradient
     buffer stored into, or one another node wrote first, added to)."""
-    from tapegrad.kernels.elementwise import PARALLEL_MIN
+    from tapegrad.ops.elementwise.kernels import PARALLEL_MIN
 
     for inner in (3, 7):
         rows = PARALLEL_MIN // inner + 5
@@ -453,16 +452,16 @@ def test_cheap_rows_stream_in_the_kernel(monkeypatch, dtype):
     maximum, comparisons) run in their kernels once the result is streamed (NumPy's
     loop is faster below it), with NumPy's exact values; rows that call libm (log) stay
     NumPy's."""
-    import tapegrad.tensors as tensors
+    import tapegrad.recording as recording
 
     calls = []
-    numpy_forward = tensors._numpy_forward
+    numpy_forward = recording._numpy_forward
 
     def spy(tape, op, out):
         calls.append(op.name)
         return numpy_forward(tape, op, out)
 
-    monkeypatch.setattr(tensors, "_numpy_forward", spy)
+    monkeypatch.setattr(recording, "_numpy_forward", spy)
     _cores(monkeypatch, "one", _cheap_rows, dtype, calls)
 
 
@@ -515,7 +514,8 @@ def test_streamed_kernels_on_unaligned_outputs():
     """The streamed loops peel the elements before the first 64-byte boundary and stream
     whole lines after it: outputs at every offset within a line, NumPy's values."""
     from tapegrad._jit import StaticRef, jit
-    from tapegrad.kernels.elementwise import binary_fwd_streamed, unary_fwd_streamed
+    from tapegrad.ops.elementwise.binary_kernels import binary_fwd_streamed
+    from tapegrad.ops.elementwise.kernels import unary_fwd_streamed
 
     mul, sin = StaticRef("multiply"), StaticRef("sin")
 

@@ -33,10 +33,17 @@ LAYERS: list[tuple[str, list[str]]] = [
             "kernels",
             "kernels.loops",
             "kernels.vecmath",
-            "kernels.elementwise",
-            "kernels.reduce",
-            "kernels.shape",
-            "kernels.linalg",
+            "ops.elementwise",
+            "ops.shape",
+            "ops.linalg",
+            "ops.reduce",
+            "ops.special",
+            "ops.composite",
+            "ops.elementwise.kernels",
+            "ops.elementwise.binary_kernels",
+            "ops.reduce.kernels",
+            "ops.shape.kernels",
+            "ops.linalg.kernels",
             "record",
             "scheduler",
             "replay",
@@ -48,12 +55,16 @@ LAYERS: list[tuple[str, list[str]]] = [
         [
             "ops.table",
             "ops.vocabulary",
-            "ops.elementwise",
-            "ops.reduce",
-            "ops.shape",
-            "ops.linalg",
-            "ops.special",
-            "ops.extra",
+            "ops.elementwise.core",
+            "ops.elementwise.ufuncs",
+            "ops.reduce.rows",
+            "ops.shape.rows",
+            "ops.linalg.rows",
+            "ops.special.gamma",
+            "ops.special.bessel",
+            "ops.special.incomplete",
+            "ops.special.rows",
+            "ops.composite.rows",
             "ops",
             "ops.codegen",
             "ops.docs",
@@ -62,30 +73,38 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("generated wrappers, dispatch table", ["_generated", "dispatch"]),
     ("compilation tiers: the interpreted engine, the background compiler", ["tiers"]),
     ("Python tape", ["tuning", "references", "host_arrays", "tape"]),
+    ("grad mode, where a conversion comes from", ["grad_mode", "call_sites"]),
     ("device registry", ["devices"]),
-    ("Tensor: handle, binding, grad mode", ["tensors"]),
-    ("backward driver", ["graphwalk", "engine"]),
+    ("Tensor: the handle and its binding into tapes", ["tensors"]),
+    ("recording calls, handle accessors for the layers above", ["recording", "handles"]),
+    ("backward driver", ["rule_walks", "engine"]),
     (
         "front ends, custom functions, transforms, compile, testing",
         [
-            "frontends.elementwise",
-            "frontends.shape",
-            "frontends.reduce",
-            "frontends.linalg",
-            "frontends.scipy_linalg",
-            "frontends.convolution",
-            "frontends.special",
-            "frontends.rearrange",
-            "frontends.statistics",
-            "frontends.nan_reductions",
-            "frontends.calculus",
-            "frontends.products",
-            "frontends.elementwise_composites",
-            "frontends",
+            "ops.shape.front",
+            "ops.elementwise.front",
+            "ops.reduce.front",
+            "ops.linalg.front",
+            "ops.linalg.scipy_front",
+            "ops.linalg.convolution",
+            "ops.special.front",
+            "ops.composite.rearrange",
+            "ops.composite.statistics",
+            "ops.composite.nan_reductions",
+            "ops.composite.calculus",
+            "ops.composite.products",
+            "ops.composite.elementwise_composites",
             "derivatives",
+            "ops.elementwise.rules",
+            "ops.shape.rules",
+            "ops.reduce.rules",
+            "ops.linalg.rules",
+            "ops.special.rules",
+            "families",
             "function",
             "transforms",
-            "higher",
+            "forward_mode",
+            "checkpoint",
             "graph",
             "closures",
             "fused",
@@ -97,7 +116,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "testing",
         ],
     ),
-    ("namespace builder, NumPy protocols, views", ["views", "_namespace", "_protocols"]),
+    ("namespace builder, NumPy protocols, views", ["views", "surface", "numpy_protocols"]),
     (
         "published namespaces, CUDA target",
         [
@@ -304,12 +323,16 @@ def test_the_guard_sees(tmp_path, monkeypatch, source, expected):
 
 # Tensor's private fields (its ``__slots__``) outside tensors.py: the modules that manage
 # handles themselves, and the fields each may touch. Everything else reads a handle
-# through tensors.py's functions (home_of, graph_freed, values_of...).
+# through the accessors (handles.py: home_of, graph_freed...; tensors.values_of).
 HANDLE_FRIENDS: dict[str, set[str]] = {
     "tape": {"_tape", "_slot", "_epoch", "_data"},  # binds, copies out, rebinds handles
     "views": {"_view", "_views", "_data", "_tape"},  # the view fields are its own
     "compile": {"_tape", "_slot", "_epoch", "_data", "_flags"},  # capture inputs, guards
     "program": {"_tape", "_slot", "_epoch", "_data"},  # the capture reads and binds inputs
+    # the accessors the layers above use instead of the fields: they are the fields' API
+    "handles": {"_tape", "_slot", "_epoch", "_data", "_flags", "_grad", "_shape"},
+    # the eager hot path reads an operand's slot as the recorder wants it
+    "recording": {"_tape", "_slot", "_epoch"},
 }
 
 
@@ -387,4 +410,4 @@ def test_the_cache_key_covers_every_compiled_module():
         for imported, _, _, _ in _imports(module, path):
             if imported in modules:
                 assert is_hashed(rel(imported)), f"hashed {module} imports unhashed {imported}"
-    assert _compiled_definitions(PACKAGE / "kernels" / "elementwise.py")  # the check sees
+    assert _compiled_definitions(PACKAGE / "ops" / "elementwise" / "kernels.py")  # the check sees

@@ -3,7 +3,7 @@
 eigenvalues and singular values), bad input, and value reads inside ``tg.compile``
 (pivots, expm's squarings) that must not go stale.
 
-The table's own cases (``tapegrad/ops/linalg.py``) already check every row's values
+The table's own cases (``tapegrad/ops/linalg/rows.py``) already check every row's values
 against NumPy / SciPy and its gradients against central differences in float64 and
 float32, at second order and in forward mode (tests/test_ops.py, tests/test_higher.py).
 """
@@ -604,7 +604,7 @@ def test_gemm_through_either_blas(source, dtype, ta, tb):
     SciPy's (32-bit): both give ``alpha op(a) @ op(b) + beta c`` in every transpose,
     above the size where the kernel's own loop stops (``SMALL_GEMM``)."""
     from tapegrad._jit import blas_addresses
-    from tapegrad.kernels.linalg import SMALL_GEMM, gemm
+    from tapegrad.ops.linalg.kernels import SMALL_GEMM, gemm
 
     fn = blas_addresses(source)[0 if dtype == np.float64 else 1]
     rng = np.random.default_rng(ta + 2 * tb)

@@ -242,3 +242,27 @@ def test_scipy_names_are_canonical_and_the_short_modules_alias_them():
         assert getattr(tapegrad.special, name) is getattr(tapegrad.scipy.special, name)
     for name in tapegrad.integrate.__all__:
         assert getattr(tapegrad.integrate, name) is getattr(tapegrad.scipy.integrate, name)
+
+
+def test_rows_declare_their_tensor_methods():
+    """A row's ``method=True`` is the one place a Tensor method is declared: every such
+    row is a method with the function's parameters, the tensor first, and gives what
+    the function gives."""
+    import inspect
+
+    from tapegrad import surface
+    from tapegrad.ops import ROWS
+
+    declared = [op.name for op in ROWS if op.method]
+    assert {"sum", "cumsum", "astype", "trace"} <= set(declared)
+    x = tg.tensor(np.arange(1.0, 7.0).reshape(2, 3))
+    for name in declared:
+        method = getattr(tg.Tensor, name)
+        assert name in surface.MIRRORED and method.__qualname__ == f"Tensor.{name}"
+        params = list(inspect.signature(method).parameters)
+        assert params[0] == "self"
+        assert params[1:] == list(inspect.signature(tnp.__dict__[name]).parameters)[1:]
+    for name, args in {"sum": (0,), "cumsum": (1,), "trace": (), "var": (), "round": ()}.items():
+        np.testing.assert_allclose(
+            getattr(x, name)(*args).numpy(), getattr(tnp, name)(x, *args).numpy()
+        )

@@ -262,8 +262,8 @@ def test_basic_index_positions_are_shared_by_tapes():
     """Positions of basic keys are computed once for all tapes: a few go in the gather
     node's int parameters (one input), more in a constant tensor per tape over one
     shared array. A fresh tape (a program being captured) reuses them."""
-    from tapegrad.frontends import shape
     from tapegrad.layout import N_NIN, S_NODE
+    from tapegrad.ops.shape import front as shape
     from tapegrad.tape import current_tape
 
     u0 = np.arange(20.0) * 0.5

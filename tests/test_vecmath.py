@@ -12,9 +12,9 @@ import scipy.special
 import tapegrad as tg
 import tapegrad.numpy as tnp
 import tapegrad.special as tsp
-from tapegrad.kernels.elementwise import BLOCK, PARALLEL_MIN, SMALL
-from tapegrad.kernels.reduce import EXP_CHUNK
 from tapegrad.ops import ROWS
+from tapegrad.ops.elementwise.kernels import BLOCK, PARALLEL_MIN, SMALL
+from tapegrad.ops.reduce.kernels import EXP_CHUNK
 from tapegrad.ops.table import Kind, Op
 
 VECTOR_ROWS = [op for op in ROWS if op.vector is not None and op.kind is Kind.UNARY]

@@ -8,7 +8,7 @@ import pytest
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
-from tapegrad import tensors
+from tapegrad import recording
 
 from .helpers import numeric_grad
 
@@ -146,7 +146,7 @@ def test_views_behave_as_in_numpy(name, device, monkeypatch):
     # functions call the CPU function under the device router directly; that path
     # skipped the view wrapper, and tnp.diagonal's view missed a write to its base
     # (test order hid it: an earlier test had imported tapegrad.cuda)
-    monkeypatch.setattr(tensors, "DEVICE_TYPES", device)
+    monkeypatch.setattr(recording, "DEVICE_TYPES", device)
     same_in_numpy_and_tapegrad(PROGRAMS[name], np.linspace(0.3, 1.8, 6))
 
 

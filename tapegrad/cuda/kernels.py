@@ -18,7 +18,7 @@ import numba
 from numba import cuda
 
 from .._jit import jitable
-from ..kernels.linalg import batch_offsets
+from ..ops.linalg.kernels import batch_offsets
 
 # --- the row formulas, recompiled for the device ------------------------------------------
 #

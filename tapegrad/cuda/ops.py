@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import tensors as _cpu
+from ..layout import NP_DTYPES
 from ..ops import BY_NAME, ROWS
 from ..shapes import (
     broadcast,
@@ -169,7 +169,7 @@ def astype(x: CudaTensor, dtype: Any) -> CudaTensor:
         dtype = np.dtype(dtype)
     except TypeError:
         raise TypeError(f"astype: {dtype!r} is not a dtype") from None
-    if dtype not in _cpu.NP_DTYPES:  # what to_device refuses: there are no kernels for it
+    if dtype not in NP_DTYPES:  # what to_device refuses: there are no kernels for it
         raise TypeError(
             f"astype: unsupported dtype {dtype} (CUDA tensors hold float64, float32, int64 "
             f"or bool); the tensor has shape {x.shape} and dtype {x.dtype}"

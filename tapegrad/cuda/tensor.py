@@ -9,13 +9,14 @@ from typing import Any
 
 import numpy as np
 
-from .. import tensors as _cpu
-from ..layout import result_dtype
+from ..grad_mode import is_grad_enabled
+from ..layout import NP_DTYPES, result_dtype
+from ..recording import tensor as cpu_tensor
 from ..shapes import (
     check_float,
 )
 from ..tape import normalize_array
-from ..tensors import is_grad_enabled
+from ..tensors import CROSS_DEVICE_MESSAGE, Tensor
 from .runtime import SEQUENCE, device_empty, flat_view, size_of, small_array
 
 # --- tensors ---------------------------------------------------------------------------
@@ -273,8 +274,8 @@ class CudaTensor:
         if device != "cpu":
             raise ValueError(f"to: unknown device {device!r} (use 'cpu' or 'cuda')")
         if self._rg and not self.is_leaf:
-            raise RuntimeError(_cpu.CROSS_DEVICE_MESSAGE)
-        return _cpu.tensor(self.numpy(), requires_grad=self._rg)
+            raise RuntimeError(CROSS_DEVICE_MESSAGE)
+        return cpu_tensor(self.numpy(), requires_grad=self._rg)
 
     def detach(self) -> CudaTensor:
         """Return a leaf with the same values (shared, not copied) that does not require grad.
@@ -371,11 +372,11 @@ def to_device(data: Any, requires_grad: bool = False, dtype: Any = None) -> Cuda
     """
     if isinstance(data, CudaTensor):
         data = data.numpy()
-    elif isinstance(data, _cpu.Tensor):
+    elif isinstance(data, Tensor):
         data = data.numpy()
     if dtype is not None:
         dt = np.dtype(dtype)
-        if dt not in _cpu.NP_DTYPES:
+        if dt not in NP_DTYPES:
             raise TypeError(f"tensor: unsupported dtype {dt}")
         arr = np.array(data, dtype=dt)
     else:
@@ -394,7 +395,7 @@ def as_cuda(v: Any, like: np.dtype, op: str) -> CudaTensor:
     CPU), CPU tensors refused."""
     if isinstance(v, CudaTensor):
         return v
-    if isinstance(v, _cpu.Tensor):
+    if isinstance(v, Tensor):
         raise TypeError(
             f"{op}: operands are on different devices: cuda and cpu (move one with "
             ".to('cuda') or .to('cpu'))"

@@ -17,8 +17,8 @@ stale. A docstring is composed from what is already declared:
   :mod:`.specs`, run here: the output shown is the output the code printed.
 
 The composed text is written out (not composed at import, which would cost the import
-time of ~300 docstrings): ``tapegrad._protocols.publish`` sets each published
-function's ``__doc__`` from the file, ``tapegrad._namespace`` the Tensor methods'.
+time of ~300 docstrings): ``tapegrad.numpy_protocols.publish`` sets each published
+function's ``__doc__`` from the file, ``tapegrad.surface`` the Tensor methods'.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _namespace, ops
+from .. import ops, surface
 from ..ops import BY_NAME, Kind
 from ..tensors import Tensor
 from .kinds import Doc, defaults, method_doc
@@ -389,8 +389,8 @@ def docstrings() -> dict[str, str]:
 
 
 def method_names() -> list[str]:
-    """The Tensor methods ``tapegrad._namespace`` installs from ``tapegrad.numpy``."""
-    return list(_namespace.MIRRORED)
+    """The Tensor methods ``tapegrad.surface`` installs from ``tapegrad.numpy``."""
+    return list(surface.MIRRORED)
 
 
 def render() -> str:

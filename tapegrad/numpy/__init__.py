@@ -19,12 +19,14 @@ from typing import Any
 
 import numpy as _np
 
-from .._namespace import NAMESPACES
-from .._protocols import holds_tensor, publish
-from ..frontends.reduce import argmax, argmin  # noqa: F401  (published through the table too)
-from ..frontends.shape import reshape as reshape_copy
-from ..frontends.shape import ufunc_at
-from ..tensors import Tensor, as_tensor, is_grad_enabled, set_object_converter, tensor
+from ..grad_mode import is_grad_enabled
+from ..numpy_protocols import holds_tensor, publish
+from ..ops.reduce.front import argmax, argmin  # noqa: F401  (published through the table too)
+from ..ops.shape.front import reshape as reshape_copy
+from ..ops.shape.front import ufunc_at
+from ..recording import as_tensor, set_object_converter, tensor
+from ..surface import NAMESPACES
+from ..tensors import Tensor
 from . import linalg
 
 globals().update(NAMESPACES["numpy"])

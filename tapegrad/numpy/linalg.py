@@ -4,8 +4,8 @@ tensor, each is numpy.linalg's own."""
 
 from __future__ import annotations
 
-from .._namespace import NAMESPACES
-from .._protocols import publish
+from ..numpy_protocols import publish
+from ..surface import NAMESPACES
 
 globals().update(NAMESPACES["numpy.linalg"])
 matmul = NAMESPACES["numpy"]["matmul"]

@@ -6,7 +6,7 @@ kind. They are plain functions in a real file, compiled lazily by
 functions with a source file, and gives each its own cache entry by qualified name.
 
 Run ``python -m tapegrad.ops.codegen`` after adding or changing a row;
-``tests/test_engine.py`` fails while the file is stale.
+``tests/test_generated_files.py`` fails while the file is stale.
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ NP_NAMES = ("np.float64", "np.float32", "np.int64", "np.bool_")
 # the package these modules belong to: "tapegrad" (or the interpreted tier's copy of it,
 # tapegrad.tiers); the generated file imports relatively, so each copy imports its own
 ROOT = __package__.rsplit(".", 1)[0]
-ADAPTERS = f"{ROOT}.kernels.elementwise"
+ADAPTERS = f"{ROOT}.ops.elementwise.binary_kernels"
 JIT = f"{ROOT}._jit"
 
 
 def _relative(module: str) -> str:
-    """``.kernels.elementwise`` for ``tapegrad.kernels.elementwise``."""
+    """``.ops.elementwise.kernels`` for ``tapegrad.ops.elementwise.kernels``."""
     return "." + module.removeprefix(ROOT + ".")
 
 

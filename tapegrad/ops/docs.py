@@ -1,6 +1,6 @@
 """Generate the op reference ``docs/ops.md`` from the op table.
 
-``python -m tapegrad.ops.docs``; ``tests/test_engine.py`` fails while it is stale.
+``python -m tapegrad.ops.docs``; ``tests/test_generated_files.py`` fails while it is stale.
 """
 
 from __future__ import annotations

@@ -35,8 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..kernels.elementwise import FORMULAS
 from ..layout import F32, F64, OUTPUT_BIT0
+from .elementwise.kernels import FORMULAS
 
 
 class Kind(enum.Enum):
@@ -110,6 +110,10 @@ class Op:
         (one pool at a time: ``record._numpy_runs``).
     dunder
         Tensor operator methods: ``(forward, reflected)``, e.g. ``("__add__", "__radd__")``.
+    method
+        Also a Tensor method, as NumPy's ndarray has it: ``t.sum(axis=0)`` is the row's
+        public function with the tensor first (unary rows of the ``numpy`` namespace
+        are methods anyway: NumPy's object loops call ``t.exp()``).
     cuda
         The row's GPU target (:mod:`tapegrad.cuda`). ``UNARY``/``BINARY`` rows default to
         ``"formulas"``: the same scalar formulas, compiled as CUDA device functions and
@@ -145,7 +149,7 @@ class Op:
     scalar_parallel
         Binary rows users write with a Python number beside a large array (``x * 0.9``,
         ``x ** 1.3``, ``1 - x``, ``maximum(x, 0)``): their scalar-operand backward runs
-        on all cores from ``kernels.elementwise.PARALLEL_MIN`` elements. Each such row
+        on all cores from ``ops.elementwise.kernels.PARALLEL_MIN`` elements. Each such row
         costs a parallel function per compiled signature (~3 s of a cold cache's
         compile), so the other rows keep the serial loops.
     assigns
@@ -179,6 +183,7 @@ class Op:
     namespace: str = "numpy"
     aliases: tuple[str, ...] = ()
     dunder: tuple[str | None, ...] = ()
+    method: bool = False
     cuda: str | None = "default"
     vector: tuple[Callable, Callable] | None = None
     vector_range: float = 0.0

@@ -10,8 +10,8 @@ shows."""
 from __future__ import annotations
 
 from .. import integrate as _ode
-from .._namespace import NAMESPACES
-from .._protocols import publish
+from ..numpy_protocols import publish
+from ..surface import NAMESPACES
 
 globals().update(NAMESPACES["scipy.integrate"])
 __all__ = sorted(NAMESPACES["scipy.integrate"])

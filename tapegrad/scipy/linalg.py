@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from .._namespace import NAMESPACES
-from .._protocols import publish
-from ..frontends.scipy_linalg import cholesky_factor
-from ..frontends.shape import concatenate, diagonal, swapaxes
-from ..tensors import as_tensor
+from ..numpy_protocols import publish
+from ..ops.linalg.scipy_front import cholesky_factor
+from ..ops.shape.front import concatenate, diagonal, swapaxes
+from ..recording import as_tensor
+from ..surface import NAMESPACES
 
 globals().update(NAMESPACES["scipy.linalg"])
 _np = NAMESPACES["numpy.linalg"]

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from ..._namespace import NAMESPACES
-from ..._protocols import holds_tensor
+from ...numpy_protocols import holds_tensor
+from ...surface import NAMESPACES
 
 tnp = NAMESPACES["numpy"]
 tla = NAMESPACES["numpy.linalg"]

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ...ops.special import stirling_correction
+from ...ops.special.gamma import stirling_correction
 from ...tensors import values_of
 from .branches import (
     LOG_2PI,

@@ -8,7 +8,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from ..._protocols import holds_tensor
+from ...numpy_protocols import holds_tensor
 
 # --- the published objects ------------------------------------------------------------------
 

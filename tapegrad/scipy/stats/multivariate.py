@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from ...higher import jvp
-from ...tensors import as_tensor, no_grad, tensor
+from ...forward_mode import jvp
+from ...grad_mode import no_grad
+from ...recording import as_tensor, tensor
 from .branches import (
     LOG_2PI,
     SQRT_2PI,
