@@ -411,3 +411,19 @@ def test_the_cache_key_covers_every_compiled_module():
             if imported in modules:
                 assert is_hashed(rel(imported)), f"hashed {module} imports unhashed {imported}"
     assert _compiled_definitions(PACKAGE / "ops" / "elementwise" / "kernels.py")  # the check sees
+
+
+# generated files (python -m tapegrad.docgen, python -m tapegrad.ops.codegen)
+GENERATED = {"docstrings", "_generated"}
+MAX_LINES = 1000
+
+
+def test_no_hand_written_module_is_over_a_thousand_lines():
+    """A module that grows past 1,000 lines holds several ideas: split it by what they
+    are (the op families, scipy.stats, compile, tensors were)."""
+    long = {
+        m: n
+        for m, p in _modules().items()
+        if m not in GENERATED and (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
+    assert not long, f"modules over {MAX_LINES} lines: {long}"
