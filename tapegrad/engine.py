@@ -698,7 +698,7 @@ def _run_python_node(tape: Tape, k: int, retain: bool) -> None:
     cls, ctx, nargs, positions = tape.custom_entry(k)
     if ctx is None:
         raise RuntimeError(FREED_MESSAGE)
-    name = cls.__name__
+    name = rule_walks.node_name(tape, k)  # a primitive says "primitive <name>"
     ins, outs = tape.node_links(k)
     grads = [
         grad_view(tape, s).copy()

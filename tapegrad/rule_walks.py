@@ -90,12 +90,15 @@ def _value(tape: Tape, s: int) -> Any:
 
 
 def node_name(tape: Tape, k: int) -> str:
-    """The op of node ``k``: its row, or its custom function's class."""
+    """The op of node ``k``: its row, or its custom function's class (or what the class
+    says errors call it: ``primitive logsumexp`` for a ``tapegrad.extend`` primitive)."""
     op = tape.node_field(N_OP, k)
     if op < len(ROWS):
         return ROWS[op].name
     if op == len(ROWS):
-        return tape.custom_entry(k)[0].__name__
+        cls, ctx = tape.custom_entry(k)[:2]
+        describe = getattr(cls, "describe", None)
+        return describe(ctx) if describe is not None and ctx is not None else cls.__name__
     return dispatch.USER_FUNCTIONS[op - len(ROWS) - 1].__name__
 
 

@@ -491,3 +491,14 @@ def test_a_gradient_of_another_shape_raises_naming_the_primitive_at_every_order(
         tnp.sum(bad(t)).backward()
     with pytest.raises(RuntimeError, match=match):
         tg.hessian(lambda v: tnp.sum(bad(v) ** 2))(np.ones(3))
+
+
+def test_anomaly_mode_names_the_primitive():
+    @primitive
+    def log_of(x):
+        return np.log(x)
+
+    defvjp(log_of, lambda ans, x: lambda g: g / x)
+    t = tg.tensor(np.array([0.0, 1.0]), requires_grad=True)
+    with tg.detect_anomaly(), pytest.raises(RuntimeError, match=r"primitive log_of"):
+        tnp.sum(log_of(t) * 0.0 + log_of(t)).backward()
