@@ -73,6 +73,7 @@ from .derivatives import sum_to
 from .function import Function
 from .grad_mode import is_grad_enabled
 from .handles import slot_handle
+from .numpy_protocols import holds_grad_tensor
 from .ops.shape.front import astype
 from .tape import TRANSFORM, Tape, enter, leave
 from .tensors import Tensor, serial, values_of
@@ -304,27 +305,13 @@ def defjvp(prim: Primitive, *rules: Callable | None, argnums: Sequence[int] | No
 # --- the node -----------------------------------------------------------------------------
 
 
-def _needs_grad(obj: Any) -> Tensor | None:
-    """A tensor that requires grad inside ``obj`` (lists, tuples, dict values), if any."""
-    if isinstance(obj, Tensor):
-        return obj if obj.requires_grad else None
-    if isinstance(obj, list | tuple):
-        for o in obj:
-            found = _needs_grad(o)
-            if found is not None:
-                return found
-    elif isinstance(obj, dict):
-        return _needs_grad(list(obj.values()))
-    return None
-
-
 def _refuse_hidden(prim: Primitive, args: tuple, kwargs: dict) -> None:
     """A tensor that requires grad where the primitive does not differentiate (inside a
     container argument, a keyword argument) would lose its gradient: refused."""
     if not is_grad_enabled():
         return
     for i, a in enumerate(args):
-        if not isinstance(a, Tensor) and _needs_grad(a) is not None:
+        if not isinstance(a, Tensor) and holds_grad_tensor(a):
             raise TypeError(
                 f"primitive {prim.__name__}: argument {i} holds a tensor that requires "
                 "grad inside a container; a primitive differentiates only tensors passed "
@@ -332,7 +319,7 @@ def _refuse_hidden(prim: Primitive, args: tuple, kwargs: dict) -> None:
                 "argument of its own"
             )
     for k, v in kwargs.items():
-        if _needs_grad(v) is not None:
+        if holds_grad_tensor(v):
             raise TypeError(
                 f"primitive {prim.__name__}: keyword argument {k!r} holds a tensor that "
                 "requires grad; keyword arguments are not differentiated, so its "

@@ -122,7 +122,8 @@ def holds_tensor(obj: Any) -> bool:
     return _leaves_match(obj, _is_tensor)
 
 
-def _requires_grad(obj: Any) -> bool:
+def holds_grad_tensor(obj: Any) -> bool:
+    """Whether ``obj`` is or holds a tensor that requires grad (see ``_leaves_match``)."""
     return _leaves_match(obj, lambda o: isinstance(o, Tensor) and o.requires_grad)
 
 
@@ -141,7 +142,7 @@ def _nested_values(obj: Any) -> Any:
 
 
 def _fallback(name: str, call: Callable, args: tuple, kwargs: dict) -> Any:
-    if (_requires_grad(args) or _requires_grad(kwargs)) and is_grad_enabled():
+    if (holds_grad_tensor(args) or holds_grad_tensor(kwargs)) and is_grad_enabled():
         raise TypeError(
             f"{name} is not supported by tapegrad on a tensor that requires grad: its "
             "gradient would be lost. Use a tapegrad.numpy function, or .detach() the input "
