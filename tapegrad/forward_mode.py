@@ -151,7 +151,7 @@ class _Recording:
         if not outside:
             return
         live, _ = rule_walks.reach(self.tape, outside, hi)
-        if any(home_of(o) is not None and home_of(o)[1] in live for o in outs):
+        if any(home_of(o) is not None and live[home_of(o)[1]] for o in outs):
             raise RuntimeError(
                 "the function's result depends on a tensor that requires grad but is not "
                 "one of the transform's arguments (a closure, global or attribute): pass "

@@ -714,21 +714,22 @@ def record_custom(h, op, sig, nin, nout, rg_mask):
 
 
 @jit
-def reachable(h, roots, mark):
-    """Mark (``mark[s] = 1``, a uint8 array of at least ``H_NSLOTS``) the slots the
-    graphs of slots ``roots`` reach; returns the bytes of op results among them (values
-    the tape computed, not imported arrays): what the tape must keep for those graphs.
-    One walk down the nodes in reverse order (the tape order is topological). The tape
-    compares the bytes with what its arena holds to tell a big graph from results of
-    graphs nobody holds any more (a loop of forward passes without backward, see
-    ``Tape.fix``)."""
+def mark_backward(h, mark, lo, hi, needed):
+    """Backward liveness over the typed tape: walking nodes ``hi - 1`` down to ``lo``
+    (the tape order is topological), a node with a marked output (``mark[s] = 1``, a
+    uint8 array over the slots) is needed: its inputs are marked, and ``needed[k] = 1``
+    (when ``needed`` has room). Returns the bytes of the needed nodes' marked outputs.
+
+    With :func:`mark_forward`, this is the liveness every walk over the tape asks
+    for: the compiled scheduler's prune (``scheduler._prune``, which fuses it with
+    laying out the gradient buffers), the recording walks (``rule_walks``: which nodes
+    a tangent must be pushed through, which slots a transform's arguments reach) and
+    the tape's memory account (:func:`reachable`)."""
     N = nodes(h)
     S = slots(h)
     L = links(h)
-    for r in roots:
-        mark[r] = 1
     total = 0
-    for k in range(h[H_NNODES] - 1, -1, -1):
+    for k in range(hi - 1, lo - 1, -1):
         base = N[N_LINK, k]
         nin = N[N_NIN, k]
         hit = False
@@ -738,6 +739,40 @@ def reachable(h, roots, mark):
                 hit = True
                 total += S[S_SIZE, s] * ITEMSIZE[S[S_DTYPE, s]]
         if hit:
+            if k < needed.size:
+                needed[k] = 1
             for i in range(nin):
                 mark[L[0, base + i]] = 1
     return total
+
+
+@jit
+def mark_forward(h, mark, lo, hi):
+    """Forward reach over the typed tape: walking nodes ``lo .. hi - 1`` in recording
+    order, every output of a node with a marked input (``mark[s] = 1``) is marked.
+    What depends on a transform's arguments (the record-time ``SLOT_RG`` flag is this
+    walk from every tensor that requires grad, kept per slot as it is recorded)."""
+    N = nodes(h)
+    L = links(h)
+    for k in range(lo, hi):
+        base = N[N_LINK, k]
+        nin = N[N_NIN, k]
+        for i in range(nin):
+            if mark[L[0, base + i]]:
+                for j in range(N[N_NOUT, k]):
+                    mark[L[0, base + nin + j]] = 1
+                break
+
+
+@jit
+def reachable(h, roots, mark):
+    """Mark (``mark[s] = 1``, a uint8 array of at least ``H_NSLOTS``) the slots the
+    graphs of slots ``roots`` reach; returns the bytes of op results among them (values
+    the tape computed, not imported arrays): what the tape must keep for those graphs.
+    One walk down the nodes in reverse order (:func:`mark_backward`). The tape
+    compares the bytes with what its arena holds to tell a big graph from results of
+    graphs nobody holds any more (a loop of forward passes without backward, see
+    ``Tape.fix``)."""
+    for r in roots:
+        mark[r] = 1
+    return mark_backward(h, mark, 0, h[H_NNODES], mark[:0])

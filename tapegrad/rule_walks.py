@@ -31,10 +31,12 @@ import numpy as np
 
 from . import dispatch
 from .handles import slot_handle
-from .layout import H_INPLACE, N_FLAGS, N_OP, NODE_FREED, S_FLAGS, S_NODE, SLOT_HOOK
+from .layout import H_INPLACE, H_NSLOTS, N_FLAGS, N_OP, NODE_FREED, S_FLAGS, S_NODE, SLOT_HOOK
 from .ops import ELEMENTWISE, ROWS, Kind
+from .record import mark_backward, mark_forward
 from .tape import Tape
 from .tensors import FREED_MESSAGE
+from .tiers import call
 
 
 class NodeView:
@@ -125,16 +127,15 @@ def producer(tape: Tape, s: int) -> int:
     return tape.slot_field(S_NODE, s)
 
 
-def reach(tape: Tape, sources: set[int], hi: int) -> tuple[set[int], int]:
-    """The slots that depend on ``sources`` through nodes ``lo .. hi - 1``, and ``lo``
-    (the first node that can read a source)."""
+def reach(tape: Tape, sources: set[int], hi: int) -> tuple[np.ndarray, int]:
+    """Which slots depend on ``sources`` through nodes ``lo .. hi - 1`` (``mark[s]`` is
+    1, a uint8 array over the tape's slots: the compiled walk ``record.mark_forward``),
+    and ``lo`` (the first node that can read a source)."""
     lo = max(0, min((producer(tape, s) + 1 for s in sources), default=0))
-    live = set(sources)
-    for k in range(lo, hi):
-        ins, outs = tape.node_links(k)
-        if not live.isdisjoint(ins):
-            live.update(outs)
-    return live, lo
+    mark = np.zeros(tape.h[H_NSLOTS], np.uint8)
+    mark[list(sources)] = 1
+    call(mark_forward, tape.header, mark, lo, hi)
+    return mark, lo
 
 
 def _accumulate(grads: dict, s: int, g: Any) -> None:
@@ -196,7 +197,7 @@ def reverse(
             for j, s in enumerate(outs):
                 if gs[j] is not None and tape.slot_field(S_FLAGS, s) & SLOT_HOOK:
                     gs[j] = run_hooks(tape.hooks.get(s, []), full(gs[j], tape.slot_shape(s)))
-        needs = [tape.slot_rg(s) and (live is None or s in live) for s in ins]
+        needs = [tape.slot_rg(s) and (live is None or bool(live[s])) for s in ins]
         if not any(needs):
             continue
         code = tape.node_field(N_OP, k)
@@ -273,15 +274,13 @@ def forward(
     """
     lo = max(0, min(producer(tape, s) + 1 for s in tangents))
     needed = None
-    if targets is not None:
-        needed, wanted = set(), set(targets)
-        for k in range(hi - 1, lo - 1, -1):
-            ins, outs = tape.node_links(k)
-            if not wanted.isdisjoint(outs):
-                needed.add(k)
-                wanted.update(ins)
+    if targets is not None:  # the nodes the targets depend on: record.mark_backward
+        wanted = np.zeros(tape.h[H_NSLOTS], np.uint8)
+        wanted[list(targets)] = 1
+        needed = np.zeros(hi, np.uint8)
+        call(mark_backward, tape.header, wanted, lo, hi, needed)
     for k in range(lo, hi):
-        if needed is not None and k not in needed:
+        if needed is not None and not needed[k]:
             continue
         ins, outs = tape.node_links(k)
         ts = [tangents.get(s) for s in ins]
