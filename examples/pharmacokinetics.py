@@ -43,8 +43,8 @@ from scipy.optimize import minimize
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
-from tapegrad.scipy.integrate import odeint
 from tapegrad.scipy import stats
+from tapegrad.scipy.integrate import odeint
 
 DOSE = 320.0  # mg
 TIMES = np.array([0.0, 0.25, 0.5, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0, 24.0])  # h

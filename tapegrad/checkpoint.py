@@ -99,6 +99,9 @@ class _Checkpoint(Function):
     again, or in forward mode, it records ``f`` on the graph's own tape (``vjp_graph``,
     ``jvp_graph``)."""
 
+    # its backward records f again on the graph's tape: not a node a replay reruns
+    replays = False
+
     @staticmethod
     def forward(ctx: Any, f: Callable, diff: tuple[int, ...], *values: Any) -> Any:
         ctx.f, ctx.diff = f, diff

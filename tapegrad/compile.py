@@ -57,8 +57,10 @@ called while another function is being captured it is inlined, as nested ``jax.j
 A signature keeps up to ``MAX_PROGRAMS`` programs (least recently used dropped first); a
 step that captured more than ``RECAPTURE_WARNING`` programs warns once, saying why it
 keeps capturing. ``check=True`` re-records on every call and raises when the recording
-differs from the program that ran (slow, for debugging). Custom functions
-(``tg.Function``) and gradient hooks cannot be captured.
+differs from the program that ran (slow, for debugging). Gradient hooks cannot be
+captured. A custom function (``tg.Function``, a ``tapegrad.extend`` primitive) is one
+node of the program whose forward (and Python backward) runs again, in Python, on each
+replay's values: a replay stops there and resumes after it.
 """
 
 from __future__ import annotations
@@ -72,10 +74,12 @@ from typing import Any
 
 import numpy as np
 
-from . import closures, graph, transforms
+from . import closures, graph, rule_walks, transforms
 from .engine import accumulate_grad, has_hooks
 from .forward_mode import inner_product
 from .grad_mode import is_grad_enabled
+from .layout import H_NNODES, N_OP
+from .ops import ROWS
 from .plain_guards import plain_hold, plain_values, same_plain
 from .program import Capture, Program, SplitCall, rebuilt_arguments
 from .pytree import flatten, is_container, structure
@@ -149,9 +153,10 @@ def compile(
     TypeError
         ``argnums`` is neither an int nor a sequence of ints. When the step is called:
         ``fn`` does not return a scalar tensor (or a pair with ``has_aux``), its loss
-        does not depend on the arguments through recorded ops, it calls a custom
-        :class:`Function` or registers gradient hooks (which cannot be captured), or
-        an argument to differentiate is not an array or a float, or holds integers.
+        does not depend on the arguments through recorded ops, it registers gradient
+        hooks or calls a function whose forward cannot run again (an ODE solve,
+        ``tg.checkpoint``), which cannot be captured, or an argument to differentiate
+        is not an array or a float, or holds integers.
     RuntimeError
         When the step is called: ``fn`` modifies a tensor from outside in place,
         stores a tensor it computed where it can be found after it returns, or calls
@@ -181,6 +186,30 @@ def compile(
     {'captures': 1, 'replays': 2, 'guard_failures': 0, 'checks': 0, 'programs': 1}
     """
     return Compiled(fn, argnums, has_aux, check)
+
+
+def _refuse_fixed_forwards(tape: Tape, cap: Capture) -> None:
+    """Custom functions are captured as nodes whose forward runs again, in Python, on
+    every replay (``cap.calls``); one that cannot run again (``Function.replays`` False:
+    tapegrad's own ODE solve, checkpoint and compiled-step nodes) is refused, naming
+    it."""
+    n = tape.h[H_NNODES]
+    custom = np.flatnonzero(tape.arrays["node"][N_OP, :n] >= len(ROWS))
+    for k in custom.tolist():
+        if k in cap.calls:
+            continue
+        name = rule_walks.node_name(tape, k)
+        if k in cap.hidden:
+            raise TypeError(
+                f"compile: {name} cannot be captured: it was given a tensor inside a "
+                "container or a keyword argument, which a replay would pass as it was "
+                "captured. Pass tensors as positional arguments"
+            )
+        raise TypeError(
+            f"compile: {name} cannot be captured: a replay cannot run its forward again "
+            "(tapegrad's ODE solves and checkpoints drive programs of their own). Call "
+            "the function without tg.compile"
+        )
 
 
 class Compiled:
@@ -379,14 +408,7 @@ class Compiled:
                     "compile: the loss does not depend on the arguments through recorded ops"
                 )
             if tape.custom:
-                cls, ctx = tape.custom[0][0], tape.custom[0][1]
-                describe = getattr(cls, "describe", None)
-                what = describe(ctx) if describe else f"custom function {cls.__name__}"
-                raise TypeError(
-                    f"compile: {what} cannot be captured (custom functions, tg.Function, "
-                    "and tapegrad.extend primitives): their Python forward would not run "
-                    "during replay"
-                )
+                _refuse_fixed_forwards(tape, cap)
             if tape.hooks or any(has_hooks(t) for t in inputs):
                 raise TypeError("compile: gradient hooks cannot be captured")
             aux_info = None

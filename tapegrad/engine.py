@@ -333,7 +333,7 @@ def _drive(tape: Tape, root: int, seed: np.ndarray | None, retain_graph: bool, u
         while st != OK:
             k = tape.h[H_ERR_A]
             if st == E_CALLBACK_PY:
-                _run_python_node(tape, k, retain_graph)
+                run_python_node(tape, k, retain_graph)
                 st = call(resume, h, k - 1, retain_graph, False)
             elif st == E_CALLBACK_HOOK:
                 _run_node_hooks(tape, k)
@@ -692,7 +692,7 @@ def _run_node_hooks(tape: Tape, k: int) -> None:
             view[...] = new
 
 
-def _run_python_node(tape: Tape, k: int, retain: bool) -> None:
+def run_python_node(tape: Tape, k: int, retain: bool) -> None:
     """Run a custom function's Python backward for node ``k`` and add what it returns
     into the inputs' gradient buffers."""
     cls, ctx, nargs, positions = tape.custom_entry(k)

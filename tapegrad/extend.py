@@ -56,8 +56,13 @@ What a primitive refuses, rather than give a wrong number:
   be lost;
 * a rule's result of the wrong shape (a gradient may be of a shape its argument
   broadcasts to: it is summed down), ``None``, or a tuple where one array is due;
-* ``tg.compile``: a captured program replays compiled kernels, and the primitive's
-  forward is Python.
+* under ``tg.compile``, a tensor inside a container or keyword argument (a replay would
+  pass it as it was captured).
+
+Under ``tg.compile`` a primitive is one node of the captured program: every replay runs
+``f`` again on that replay's values, in Python, and its first-order rules in the
+backward (inside ``step.hvp`` or a ``tg.grad`` in the compiled function, the rules are
+recorded into the program like any op).
 """
 
 from __future__ import annotations

@@ -33,8 +33,9 @@ from . import dispatch, layout
 from ._jit import jit
 from .grad_mode import is_grad_enabled, no_grad
 from .layout import DTYPE_CODE, F64, FLOAT_CODES, SLOT_CONST
+from .pytree import flatten
 from .record import record_custom
-from .tape import current_tape, normalize_array
+from .tape import Tape, current_tape, normalize_array
 from .tensors import Tensor, bind_operand, result_handle
 from .tiers import call
 
@@ -281,10 +282,20 @@ class Function:
     transforms through a custom function raise: its backward computes on NumPy
     arrays, so what it returns cannot be differentiated again.
 
+    Under :func:`tapegrad.compile` a call is captured as one node of the program: each
+    replay runs ``forward`` again, in Python, on that replay's input values (and a
+    Python ``backward`` likewise), so ``forward`` must compute from its arguments, as
+    PyTorch asks of it. Python control flow inside ``forward`` is not a guard: it
+    runs again on every replay.
+
     Attributes
     ----------
     backward_kernel : callable or None
         A compiled backward (:func:`kernel`), or None for a Python ``backward``.
+    replays : bool
+        Whether :func:`tapegrad.compile` may capture a call and run ``forward`` again
+        on every replay (True). A class whose forward keeps state between calls sets
+        it to False, and a function calling it cannot be compiled.
 
     See Also
     --------
@@ -316,6 +327,7 @@ class Function:
     """
 
     backward_kernel: ClassVar[Callable | None] = None
+    replays: ClassVar[bool] = True
     _code: ClassVar[int] = -1
 
     @staticmethod
@@ -585,18 +597,15 @@ class Function:
                 for a in args
             )
             inputs = [a for a in args if isinstance(a, Tensor)]
-        values = [a.numpy() if isinstance(a, Tensor) else a for a in args]
+        # Captured by tg.compile, forward runs again on every replay's values: reading
+        # them here decides nothing (no guard, unlike .numpy())
+        captured = cls.replays and current_tape().capture is not None
+        values = [_forward_value(a, captured) if isinstance(a, Tensor) else a for a in args]
         with no_grad():
             result = cls.forward(ctx, *values)
         single = not isinstance(result, tuple)
+        outs = _output_arrays(result, dtype if compiled else None)
         raw = (result,) if single else result
-        outs = []
-        for r in raw:
-            arr = r._value() if isinstance(r, Tensor) else r
-            arr = normalize_array(arr, copy=True)
-            if compiled and arr.dtype.kind == "f":
-                arr = arr.astype(dtype)
-            outs.append(arr)
         differentiable = any(needs)
         rg_mask = 0
         for j, (r, arr) in enumerate(zip(raw, outs)):
@@ -654,9 +663,77 @@ def _record(
         tape.add_custom(pi, (cls, ctx, len(args), positions))
         k = call(record_custom, tape.header, code, sig, nin, nout, rg_mask)
         if k >= 0:
+            if tape.capture is not None and cls.replays:
+                # what a replay calls forward with: the arguments that are not tensors
+                # as given (constants of the program), the tensors' from their slots
+                template = tuple(None if isinstance(a, Tensor) else a for a in args)
+                if any(isinstance(v, Tensor) for v in flatten(template)[0]):
+                    # (a tensor in a container or a keyword argument would be read as
+                    # it was captured; refused when the capture ends)
+                    tape.capture.hidden.add(k)
+                else:
+                    tape.capture.calls[k] = (template, ctx.needs_input_grad)
             return [result_handle(tape, s, ep) for s in out_slots]
         del tape.custom[n_custom:]
         tape.fix(k)
+
+
+def _forward_value(t: Tensor, captured: bool) -> np.ndarray:
+    """What ``forward`` gets for tensor argument ``t``: a copy of its values (read
+    without a guard while tg.compile captures the call: a replay runs forward again)."""
+    return np.array(t._peek(), copy=True) if captured else t.numpy()
+
+
+def _output_arrays(result: Any, dtype: np.dtype | None) -> list[np.ndarray]:
+    """What ``forward`` returned, one array per output (float ones cast to ``dtype``,
+    the dtype of a compiled backward, when given)."""
+    outs = []
+    for r in result if isinstance(result, tuple) else (result,):
+        arr = r._value() if isinstance(r, Tensor) else r
+        arr = normalize_array(arr, copy=True)
+        if dtype is not None and arr.dtype.kind == "f":
+            arr = arr.astype(dtype)
+        outs.append(arr)
+    return outs
+
+
+def rerun_forward(tape: Tape, k: int, call_args: tuple, name: str) -> None:
+    """Run custom node ``k``'s ``forward`` again on the current values of its input
+    slots and write what it returns into its output slots (a replay of a captured
+    program, ``tapegrad.program``); the node's ``ctx`` is the new call's, for its
+    backward. ``call_args``: ``(template, needs_input_grad)`` as captured (``_record``).
+
+    Raises
+    ------
+    RuntimeError
+        ``forward`` returned another number of outputs, or an output of another shape
+        or kind of dtype, than when the call was captured.
+    """
+    cls, _, nargs, positions = tape.custom_entry(k)
+    template, needs = call_args
+    ins, outs = tape.node_links(k)
+    values = list(template)
+    for p, s in zip(positions, ins):
+        values[p] = tape.read(s)
+    ctx = FunctionCtx(needs)
+    with no_grad():
+        result = cls.forward(ctx, *values)
+    arrays = _output_arrays(result, None)
+    if len(arrays) != len(outs):
+        raise RuntimeError(
+            f"tapegrad.compile: {name} returned {len(arrays)} outputs on a replay, "
+            f"{len(outs)} when it was captured"
+        )
+    for j, (arr, s) in enumerate(zip(arrays, outs)):
+        shape, dtype = tape.slot_shape(s), tape.slot_dtype(s)
+        if arr.shape != shape or not np.can_cast(arr.dtype, dtype, "same_kind"):
+            raise RuntimeError(
+                f"tapegrad.compile: {name} returned output {j} of shape {arr.shape} and "
+                f"dtype {arr.dtype} on a replay, where the capture saw {shape} and "
+                f"{dtype}; its outputs must depend only on its inputs' shapes and dtypes"
+            )
+        np.copyto(tape.view(s), arr, casting="same_kind")
+    tape.set_custom_entry(k, (cls, ctx, nargs, positions))
 
 
 _WRAPPER_TEMPLATE = """

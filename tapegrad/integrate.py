@@ -277,7 +277,10 @@ class _Solve:
                 program = self.program
                 self._check_unchanged(step.current_reads(program), program)
                 np.copyto(program.inputs[3], self.p)  # another solve may have replayed it
-            compiled = program.fwd_plan is not None and program.bwd_plan is not None
+            # (a custom function's forward is Python: Python drives the solve)
+            compiled = (
+                program.fwd_plan is not None and program.bwd_plan is not None and not program.calls
+            )
             if compiled:
                 program.fuse_plans()  # (executors a background compiler just finished)
                 tiers.upgrade()  # (and full kernels)
@@ -373,6 +376,9 @@ class _SolveNode(Function):
     and the outside tensors that require grad; its backward runs the reverse pass or the
     adjoint (``_Solve.gradients``). Not differentiated again, nor in forward mode: the
     error names the solver (``refusal``, see ``tapegrad.rule_walks``)."""
+
+    # a solve drives its own program (tapegrad.ode_system): not captured again
+    replays = False
 
     @staticmethod
     def refusal(ctx: Any, mode: str) -> str:
@@ -800,6 +806,8 @@ class _NoStepNode(Function):
     """The solution over an interval of no length, ``[y0, y0]``, with its first
     derivatives: ``f(t0, y0)`` in t1, ``-f`` in t0, the identity in y0 (and 0 in what
     f reads). Like a solve, it is not differentiated twice."""
+
+    replays = False  # part of a solve, as _SolveNode
 
     @staticmethod
     def refusal(ctx: Any, mode: str) -> str:

@@ -231,6 +231,7 @@ E_NONFINITE = -13  # anomaly mode: node H_ERR_A produced NaN/Inf for its input H
 E_GUARD = -14  # replay: guard H_ERR_A of a captured program does not hold (tapegrad.replay)
 E_FRONT_END = -15  # a compiled front end (record.record_reduce...) declines: Python's records
 E_PYTHON = -16  # a kernel running as Python (tapegrad.tiers) raised: Python raises it again
+E_CALLBACK_FWD = -17  # replay: node H_ERR_A's forward is Python: run it, resume after it
 
 # record_reduce's axis for a reduction over all axes (axis=None)
 ALL_AXES = -(1 << 62)

@@ -13,14 +13,17 @@ import numpy as np
 from . import fused, tiers
 from ._jit import entry_point
 from .boundary import user_line
-from .engine import is_anomaly_enabled, raise_backward_error
+from .engine import is_anomaly_enabled, raise_backward_error, run_python_node
+from .function import rerun_forward
 from .layout import (
+    E_CALLBACK_FWD,
     E_CALLBACK_HOOK,
     E_CALLBACK_PY,
     E_GUARD,
     H_ANOMALY,
     H_ARENA,
     H_ERR_A,
+    H_ERR_B,
     H_GEN,
     H_GRAD,
     H_NFP,
@@ -50,7 +53,9 @@ from .layout import (
     SLOT_LEAF,
     SLOT_RG,
 )
-from .replay import backward_plan, forward_plan, replay, run_plan
+from .replay import backward_plan, forward_plan, replay, resume_plan
+from .rule_walks import node_name
+from .scheduler import resume
 from .tape import Tape, tape_stack
 from .tensors import Tensor, bind
 
@@ -58,15 +63,15 @@ _NO_PLAN = np.empty((4, 0), np.int64)  # the backward plan of a value-only repla
 _NO_GUARDS = np.empty((4, 0), np.int64)
 _NO_BYTES = np.empty(0, np.uint8)
 
-# run_plan's compiled entry point (numba's dispatcher costs ~0.5 us a call to resolve
-# seven arguments' types): every argument is C-contiguous and of fixed type here
+# resume_plan's compiled entry point (numba's dispatcher costs ~0.5 us a call to resolve
+# nine arguments' types): every argument is C-contiguous and of fixed type here
 _run_plan: Any = None
 
 
 def _plan_call(h: np.ndarray, *args: Any) -> int:
     global _run_plan
     if _run_plan is None:
-        _run_plan = entry_point(run_plan, h, *args)
+        _run_plan = entry_point(resume_plan, h, *args)
     return _run_plan(h, *args)
 
 
@@ -101,6 +106,10 @@ class Capture:
         self.inputs: list[_Input] = []
         self.input_slots: set[int] = set()
         self.guards: dict[int, tuple[np.ndarray, str]] = {}
+        # custom function nodes whose forward a replay runs again: node -> (arguments
+        # that are not tensors, needs_input_grad), filled by Function.apply
+        self.calls: dict[int, tuple] = {}
+        self.hidden: set[int] = set()  # custom nodes given a tensor inside a container
 
     def foreign_input(self, tape: Tape, t: Tensor) -> int:
         value = np.array(t._peek(), order="C", copy=True)
@@ -209,6 +218,7 @@ class Program:
         self.outside = capture.inputs  # tensors read from outside (closures...)
         self.input_slots = capture.input_slots
         self.guards, self.expect, self.guard_lines = capture.guard_arrays()
+        self.calls = capture.calls  # custom functions: their forwards run in Python
         self.failed = ""  # why the last call did not replay (a guard, a changed closure)
         # plain values fn can reach from outside (numbers, strings, NumPy arrays): each a
         # constant of the recording, so each is checked before a replay (plain_hold)
@@ -245,13 +255,28 @@ class Program:
         if anomaly:
             self.bwd_plan = None
         G, expect = self.guards, self.expect
+        f0 = b0 = 0  # where a call resumes after a custom function's Python ran
         while True:
             fwd, bwd = self.fwd_plan, self.bwd_plan
-            if fwd is not None and (bwd is not None or not want_grad):
+            planned = fwd is not None and (bwd is not None or not want_grad)
+            if planned:
                 plan = bwd if want_grad else _NO_PLAN
-                st = _plan_call(h, fwd, plan, self.root, want_grad, G, expect)
+                st = _plan_call(h, fwd, plan, self.root, want_grad, G, expect, f0, b0)
             else:
-                st = replay(h, self.n_nodes, self.root, want_grad, G, expect)
+                st = replay(h, f0, self.n_nodes, self.root, want_grad, G, expect)
+            if st == E_CALLBACK_FWD:  # a custom function's forward, then on from the next
+                k = int(h[H_ERR_A])
+                rerun_forward(tape, k, self.calls[k], node_name(tape, k))
+                f0 = k + 1
+                continue
+            if st == E_CALLBACK_PY and planned:  # its backward, then on from the next entry
+                run_python_node(tape, int(h[H_ERR_A]), True)
+                f0, b0 = fwd.shape[1], int(h[H_ERR_B]) + 1
+                continue
+            while st == E_CALLBACK_PY:  # the scheduler's first backward: as the engine does
+                k = int(h[H_ERR_A])
+                run_python_node(tape, k, True)
+                st = resume(h, k - 1, True, False)
             if st == OK:
                 if fwd is None:
                     self.fwd_plan = forward_plan(h, self.n_nodes)
@@ -266,8 +291,9 @@ class Program:
                 self.failed = f"a value read in Python at {self.guard_lines[h[H_ERR_A]]} changed"
                 return None
             self.fwd_plan = self.bwd_plan = None
-            if st in (E_CALLBACK_PY, E_CALLBACK_HOOK):
-                raise RuntimeError("tapegrad.compile: a captured program cannot call Python")
+            f0 = b0 = 0
+            if st == E_CALLBACK_HOOK:
+                raise RuntimeError("tapegrad.compile: a captured program cannot call hooks")
             raise_backward_error(tape, st)
             tape.fix(st)  # a backward kernel compiled on first replay, a bigger grad arena
         value_view, grad_views = self._outputs()

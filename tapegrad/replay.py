@@ -24,6 +24,15 @@ not hold, before anything depends on it; ``tapegrad.compile`` then tries another
 program or captures the new branch. ``G`` is ``[4, n]`` int64 (node, slot, offset into
 ``expect``, length), sorted by node; a program without guards passes an empty one and
 pays one comparison per node.
+
+**Custom functions.** A node whose forward is Python (``tg.Function``, a
+``tapegrad.extend`` primitive) has no forward kernel: the forward loops stop there with
+``E_CALLBACK_FWD`` (``H_ERR_A`` the node), ``tapegrad.program`` runs its Python forward
+on the current input values into its output slots, and calls again from the next node
+(``k0``). A Python backward stops a plan the way it stops the scheduler,
+``E_CALLBACK_PY`` (``H_ERR_A`` the node, ``H_ERR_B`` the plan entry), and the plan
+resumes at the entry after it (``b0``). A program without them pays one comparison per
+node.
 """
 
 from __future__ import annotations
@@ -34,19 +43,24 @@ from numba import carray
 from ._jit import as_pointer, call_kernel, call_run, jit
 from .layout import (
     BWD,
+    E_CALLBACK_FWD,
+    E_CALLBACK_PY,
     E_GUARD,
     FWD,
     H_ERR_A,
+    H_ERR_B,
     H_LAZY,
     H_LO,
     H_SELF,
     H_STAT_CALLBACKS,
     H_STAT_NODES,
+    H_USER_OP0,
     N_FLAGS,
     N_OP,
     N_SIG,
     NODE_LIVE,
     OK,
+    PY_CALLBACK,
     S_ADDR,
     S_NODE,
     ktable,
@@ -73,17 +87,33 @@ def _guards(h, G, expect, i, k):
 
 
 @jit
-def run_forward(h, n, G, expect):
-    """Run the forward kernels of nodes ``0 .. n-1`` (values land in their slots),
-    checking the guards ``G`` as their values appear."""
+def _resume_guards(h, G, expect, k0):
+    """Where the guard loop stands when the forward starts at node ``k0``: the guards of
+    the inputs (``k0 = 0``) or of node ``k0 - 1`` (a custom function's, whose forward
+    Python just ran) are checked; the index of the next guard, or ``-1 - j``."""
+    i = 0
+    while i < G.shape[1] and G[0, i] < k0 - 1:
+        i += 1
+    return _guards(h, G, expect, i, k0 - 1)
+
+
+@jit
+def run_forward(h, k0, n, G, expect):
+    """Run the forward kernels of nodes ``k0 .. n-1`` (values land in their slots),
+    checking the guards ``G`` as their values appear; stops at a node whose forward is
+    Python (``E_CALLBACK_FWD``)."""
     N = nodes(h)
     K = ktable(h)
     me = h[H_SELF]
-    gi = _guards(h, G, expect, 0, -1)
+    user = h[H_USER_OP0]
+    gi = _resume_guards(h, G, expect, k0)
     if gi < 0:
         h[H_ERR_A] = -1 - gi
         return E_GUARD
-    for k in range(n):
+    for k in range(k0, n):
+        if N[N_OP, k] >= user:
+            h[H_ERR_A] = k
+            return E_CALLBACK_FWD
         st = call_kernel(K[N[N_OP, k], N[N_SIG, k], FWD], k, me)
         if st != OK:
             h[H_ERR_A] = k
@@ -97,10 +127,10 @@ def run_forward(h, n, G, expect):
 
 
 @jit
-def replay(h, n, root, want_grad, G, expect):
-    """Forward over the program, then (``want_grad``) a full backward from slot
-    ``root`` that keeps the graph (and its pruning) for the plans below."""
-    st = run_forward(h, n, G, expect)
+def replay(h, k0, n, root, want_grad, G, expect):
+    """Forward over the program from node ``k0``, then (``want_grad``) a full backward
+    from slot ``root`` that keeps the graph (and its pruning) for the plans below."""
+    st = run_forward(h, k0, n, G, expect)
     if st != OK or not want_grad:
         return st
     return run_backward(h, root, -1, True)
@@ -108,14 +138,17 @@ def replay(h, n, root, want_grad, G, expect):
 
 @jit
 def forward_plan(h, n):
-    """``(3, n)``: the forward kernel address of each of the nodes ``0 .. n-1``, the
-    nodes each entry runs (1), and 0 (``tapegrad.fused`` makes runs: an executor's
-    address, the run's length and the address of its instructions)."""
+    """``(3, n)``: the forward kernel address of each of the nodes ``0 .. n-1``
+    (``PY_CALLBACK`` for a Python forward), the nodes each entry runs (1), and 0
+    (``tapegrad.fused`` makes runs: an executor's address, the run's length and the
+    address of its instructions)."""
     N = nodes(h)
     K = ktable(h)
+    user = h[H_USER_OP0]
     fwd = np.zeros((3, n), np.int64)
     for k in range(n):
-        fwd[0, k] = K[N[N_OP, k], N[N_SIG, k], FWD]
+        op = N[N_OP, k]
+        fwd[0, k] = PY_CALLBACK if op >= user else K[op, N[N_SIG, k], FWD]
         fwd[1, k] = 1
     return fwd
 
@@ -148,17 +181,30 @@ def run_plan(h, fwd, bwd, root, want_grad, G, expect):
     """Replay from plans: the forward kernels ``fwd`` in tape order (checking the guards
     ``G``), then (``want_grad``) the gradient arena seeded with ones at ``root`` and the
     backward kernels ``bwd``. An entry that runs several nodes calls a fused run's
-    executor, once for them all."""
+    executor, once for them all. A custom function's Python forward or backward stops
+    it (:func:`resume_plan` goes on)."""
+    return resume_plan(h, fwd, bwd, root, want_grad, G, expect, 0, 0)
+
+
+@jit
+def resume_plan(h, fwd, bwd, root, want_grad, G, expect, f0, b0):
+    """:func:`run_plan` from forward entry ``f0`` and backward entry ``b0``: ``f0`` is
+    the node after one whose Python forward just ran; ``b0 > 0`` is the entry after one
+    whose Python backward just ran (the forward is done: ``f0`` = its length)."""
     me = h[H_SELF]
-    gi = _guards(h, G, expect, 0, -1)
+    gi = _resume_guards(h, G, expect, f0)
     if gi < 0:
         h[H_ERR_A] = -1 - gi
         return E_GUARD
-    k = 0
+    k = f0
     while k < fwd.shape[1]:
         m = fwd[1, k]
         if m == 1:
-            st = call_kernel(fwd[0, k], k, me)
+            addr = fwd[0, k]
+            if addr == PY_CALLBACK:
+                h[H_ERR_A] = k
+                return E_CALLBACK_FWD
+            st = call_kernel(addr, k, me)
         else:  # a fused run (its guards are checked after it: formulas cannot fail)
             st = call_run(fwd[0, k], fwd[2, k], m, me)
         if st != OK:
@@ -173,19 +219,28 @@ def run_plan(h, fwd, bwd, root, want_grad, G, expect):
         k += m
     if not want_grad:
         return OK
-    h[H_STAT_NODES] = 0
-    h[H_STAT_CALLBACKS] = 0
-    # The plan runs the nodes the first replay ran, with the fresh bits that run left in
-    # the node table: a fresh buffer's kernel stores, every other buffer must read as
-    # zeros, as the scheduler would have made it node by node: the seed zeroes the
-    # whole arena first (H_LAZY 0).
-    h[H_LAZY] = 0
-    seed_gradients(h, root, -1)
-    i = 0
+    if b0 == 0:
+        h[H_STAT_NODES] = 0
+        h[H_STAT_CALLBACKS] = 0
+        # The plan runs the nodes the first replay ran, with the fresh bits that run
+        # left in the node table: a fresh buffer's kernel stores, every other buffer
+        # must read as zeros, as the scheduler would have made it node by node: the
+        # seed zeroes the whole arena first (H_LAZY 0). (A Python backward adds into
+        # its inputs' buffers, as it does in the scheduler, where it never gets fresh
+        # bits.)
+        h[H_LAZY] = 0
+        seed_gradients(h, root, -1)
+    i = b0
     while i < bwd.shape[1]:
         m = bwd[2, i]
         if m == 1:
-            st = call_kernel(bwd[1, i], bwd[0, i], me)
+            addr = bwd[1, i]
+            if addr == PY_CALLBACK:
+                h[H_ERR_A] = bwd[0, i]
+                h[H_ERR_B] = i
+                h[H_STAT_CALLBACKS] += 1
+                return E_CALLBACK_PY
+            st = call_kernel(addr, bwd[0, i], me)
         else:
             st = call_run(bwd[1, i], bwd[3, i], m, me)
         if st != OK:

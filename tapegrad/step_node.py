@@ -26,6 +26,8 @@ class StepNode(Function):
     mode (``tg.jacfwd``), it records ``fn`` eagerly from the node's inputs on the graph's
     tape (``vjp_graph``, ``jvp_graph``): the program's kernels are first-order only."""
 
+    replays = False  # a compiled step inside a capture is inlined instead
+
     @staticmethod
     def forward(ctx: Any, call: tuple, *values: Any) -> np.ndarray:
         ctx.call = call
