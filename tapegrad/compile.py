@@ -199,17 +199,14 @@ def _refuse_fixed_forwards(tape: Tape, cap: Capture) -> None:
         if k in cap.calls:
             continue
         name = rule_walks.node_name(tape, k)
-        if k in cap.hidden:
-            raise TypeError(
-                f"compile: {name} cannot be captured: it was given a tensor inside a "
-                "container or a keyword argument, which a replay would pass as it was "
-                "captured. Pass tensors as positional arguments"
+        why = cap.refused.get(k)
+        if why is None:
+            cls = tape.custom_entry(k)[0]
+            why = (
+                f"a replay cannot run its forward again ({cls.__name__} sets "
+                "Function.replays = False). Call the function without tg.compile"
             )
-        raise TypeError(
-            f"compile: {name} cannot be captured: a replay cannot run its forward again "
-            "(tapegrad's ODE solves and checkpoints drive programs of their own). Call "
-            "the function without tg.compile"
-        )
+        raise TypeError(f"compile: {name} cannot be captured: {why}")
 
 
 class Compiled:

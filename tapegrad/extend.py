@@ -57,7 +57,8 @@ What a primitive refuses, rather than give a wrong number:
 * a rule's result of the wrong shape (a gradient may be of a shape its argument
   broadcasts to: it is summed down), ``None``, or a tuple where one array is due;
 * under ``tg.compile``, a tensor inside a container or keyword argument (a replay would
-  pass it as it was captured).
+  pass it as it was captured), and a ``f`` that changes an argument that is not a
+  tensor in place (what it passes back would stay as captured).
 
 Under ``tg.compile`` a primitive is one node of the captured program: every replay runs
 ``f`` again on that replay's values, in Python, and its first-order rules in the
@@ -354,7 +355,8 @@ def _fit(value: Any, shape: tuple, dtype: np.dtype, prim: Primitive, what: str) 
             f"primitive {prim.__name__}: a rule returned {got} for the {what}, expected "
             f"an array or tensor of shape {shape}"
         )
-    vshape = np.shape(values_of(value))
+    # (its shape only: reading a tensor's values inside tg.compile would be a guard)
+    vshape = value.shape if isinstance(value, Tensor) else np.shape(value)
     if vshape != shape:
         try:
             full = np.broadcast_shapes(vshape, shape)

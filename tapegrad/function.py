@@ -601,8 +601,12 @@ class Function:
         # them here decides nothing (no guard, unlike .numpy())
         captured = cls.replays and current_tape().capture is not None
         values = [_forward_value(a, captured) if isinstance(a, Tensor) else a for a in args]
+        before = _plain_state(args) if captured else None
         with no_grad():
             result = cls.forward(ctx, *values)
+        # an argument forward changed in place passes information back that a replay
+        # would leave as captured: refused when the capture ends (_record)
+        changed = captured and _plain_state(args) != before
         single = not isinstance(result, tuple)
         outs = _output_arrays(result, dtype if compiled else None)
         raw = (result,) if single else result
@@ -614,7 +618,7 @@ class Function:
         float_dt = [DTYPE_CODE[a.dtype] for a in outs if DTYPE_CODE[a.dtype] in FLOAT_CODES]
         sig = float_dt[0] if float_dt else F64
         code = cls._op_code() if compiled else dispatch.first_user_code()
-        handles = _record(cls, ctx, args, inputs, outs, code, sig, rg_mask)
+        handles = _record(cls, ctx, args, inputs, outs, code, sig, rg_mask, changed)
         return handles[0] if single else tuple(handles)
 
     @classmethod
@@ -638,6 +642,7 @@ def _record(
     code: int,
     sig: int,
     rg_mask: int,
+    changed: bool = False,
 ) -> list[Tensor]:
     tape = current_tape()
     nin, nout = len(inputs), len(outs)
@@ -646,7 +651,9 @@ def _record(
         if known is not None and (known, cls._nout) != (nin, nout):
             raise TypeError(
                 f"{cls.__name__}: a compiled backward needs the same number of "
-                f"tensor inputs and outputs on every call ({known}, {cls._nout})"
+                f"tensor inputs and outputs on every call ({known}, {cls._nout}), got "
+                f"({nin}, {nout}) (under tg.compile a float argument of the step is a "
+                "0-d tensor: bind such a constant with functools.partial instead)"
             )
         cls._nin, cls._nout = nin, nout
     while True:
@@ -667,10 +674,20 @@ def _record(
                 # what a replay calls forward with: the arguments that are not tensors
                 # as given (constants of the program), the tensors' from their slots
                 template = tuple(None if isinstance(a, Tensor) else a for a in args)
+                refused = tape.capture.refused
                 if any(isinstance(v, Tensor) for v in flatten(template)[0]):
-                    # (a tensor in a container or a keyword argument would be read as
-                    # it was captured; refused when the capture ends)
-                    tape.capture.hidden.add(k)
+                    refused[k] = (
+                        "it was given a tensor inside a container or a keyword argument "
+                        "(under tg.compile a float argument of the step is a 0-d tensor), "
+                        "which a replay would pass as it was captured. Pass tensors as "
+                        "positional arguments"
+                    )
+                elif changed:
+                    refused[k] = (
+                        "its forward changed an argument that is not a tensor in place (an "
+                        "array, a list or a dict), and what was computed from it would "
+                        "stay as captured. Return that value as an output instead"
+                    )
                 else:
                     tape.capture.calls[k] = (template, ctx.needs_input_grad)
             return [result_handle(tape, s, ep) for s in out_slots]
@@ -682,6 +699,17 @@ def _forward_value(t: Tensor, captured: bool) -> np.ndarray:
     """What ``forward`` gets for tensor argument ``t``: a copy of its values (read
     without a guard while tg.compile captures the call: a replay runs forward again)."""
     return np.array(t._peek(), copy=True) if captured else t.numpy()
+
+
+def _plain_state(args: tuple) -> list:
+    """What a forward could change in place among the arguments that are not tensors:
+    the leaves of lists, tuples and dicts, arrays by their bytes (compared before and
+    after a captured call)."""
+    leaves, _ = flatten(tuple(a for a in args if not isinstance(a, Tensor)))
+    return [
+        (v.shape, v.dtype, v.tobytes()) if isinstance(v, np.ndarray) else (type(v), id(v))
+        for v in leaves
+    ]
 
 
 def _output_arrays(result: Any, dtype: np.dtype | None) -> list[np.ndarray]:
@@ -697,17 +725,19 @@ def _output_arrays(result: Any, dtype: np.dtype | None) -> list[np.ndarray]:
     return outs
 
 
-def rerun_forward(tape: Tape, k: int, call_args: tuple, name: str) -> None:
+def rerun_forward(tape: Tape, k: int, call_args: tuple, name: str) -> bool:
     """Run custom node ``k``'s ``forward`` again on the current values of its input
     slots and write what it returns into its output slots (a replay of a captured
     program, ``tapegrad.program``); the node's ``ctx`` is the new call's, for its
     backward. ``call_args``: ``(template, needs_input_grad)`` as captured (``_record``).
+    Returns False when the outputs marked non-differentiable are not those of the
+    capture (the program does not hold for these values: it is captured again).
 
     Raises
     ------
     RuntimeError
         ``forward`` returned another number of outputs, or an output of another shape
-        or kind of dtype, than when the call was captured.
+        or dtype, than when the call was captured.
     """
     cls, _, nargs, positions = tape.custom_entry(k)
     template, needs = call_args
@@ -718,22 +748,31 @@ def rerun_forward(tape: Tape, k: int, call_args: tuple, name: str) -> None:
     ctx = FunctionCtx(needs)
     with no_grad():
         result = cls.forward(ctx, *values)
-    arrays = _output_arrays(result, None)
+    kernel_dtype = None
+    if cls.backward_kernel is not None:  # outputs in the kernel's dtype, as apply casts
+        floats = [tape.slot_dtype(s) for s in ins if tape.slot_dtype(s).kind == "f"]
+        kernel_dtype = np.result_type(*floats) if floats else np.dtype(np.float64)
+    arrays = _output_arrays(result, kernel_dtype)
     if len(arrays) != len(outs):
         raise RuntimeError(
             f"tapegrad.compile: {name} returned {len(arrays)} outputs on a replay, "
             f"{len(outs)} when it was captured"
         )
+    raw = result if isinstance(result, tuple) else (result,)
     for j, (arr, s) in enumerate(zip(arrays, outs)):
         shape, dtype = tape.slot_shape(s), tape.slot_dtype(s)
-        if arr.shape != shape or not np.can_cast(arr.dtype, dtype, "same_kind"):
+        if arr.shape != shape or arr.dtype != dtype:
             raise RuntimeError(
                 f"tapegrad.compile: {name} returned output {j} of shape {arr.shape} and "
                 f"dtype {arr.dtype} on a replay, where the capture saw {shape} and "
                 f"{dtype}; its outputs must depend only on its inputs' shapes and dtypes"
             )
-        np.copyto(tape.view(s), arr, casting="same_kind")
+        rg = any(needs) and dtype.kind == "f" and id(raw[j]) not in ctx._non_differentiable
+        if rg != tape.slot_rg(s):
+            return False
+        np.copyto(tape.view(s), arr)
     tape.set_custom_entry(k, (cls, ctx, nargs, positions))
+    return True
 
 
 _WRAPPER_TEMPLATE = """

@@ -109,7 +109,7 @@ class Capture:
         # custom function nodes whose forward a replay runs again: node -> (arguments
         # that are not tensors, needs_input_grad), filled by Function.apply
         self.calls: dict[int, tuple] = {}
-        self.hidden: set[int] = set()  # custom nodes given a tensor inside a container
+        self.refused: dict[int, str] = {}  # custom nodes a replay cannot run: why
 
     def foreign_input(self, tape: Tape, t: Tensor) -> int:
         value = np.array(t._peek(), order="C", copy=True)
@@ -219,6 +219,10 @@ class Program:
         self.input_slots = capture.input_slots
         self.guards, self.expect, self.guard_lines = capture.guard_arrays()
         self.calls = capture.calls  # custom functions: their forwards run in Python
+        # the call that captured replays on the values it captured: the custom nodes'
+        # outputs and contexts are those of the capture (a forward runs once per call)
+        self.just_captured = True
+        self.running = False  # a custom function's Python may call the step again
         self.failed = ""  # why the last call did not replay (a guard, a changed closure)
         # plain values fn can reach from outside (numbers, strings, NumPy arrays): each a
         # constant of the recording, so each is checked before a replay (plain_hold)
@@ -242,6 +246,23 @@ class Program:
     ) -> tuple[float, list, list, Any] | None:
         """Replay with these argument and outside values: ``(loss, argument grads,
         outside grads, aux)``, or None when a guard does not hold (``self.failed``)."""
+        if self.running:
+            raise RuntimeError(
+                "tapegrad.compile: a custom function's forward or backward called the "
+                "compiled step whose program is replaying it; the inner call would "
+                "overwrite the values the outer one stands on. Call the function itself "
+                "(not the compiled step) from inside the custom function"
+            )
+        self.running = True
+        try:
+            return self._run(arrays, outside, want_grad)
+        finally:
+            self.running = False
+            self.just_captured = False
+
+    def _run(
+        self, arrays: list[np.ndarray], outside: list[np.ndarray], want_grad: bool
+    ) -> tuple[float, list, list, Any] | None:
         for dst, src in zip(self.inputs, arrays):
             np.copyto(dst, src, casting="same_kind")
         if outside:
@@ -266,7 +287,11 @@ class Program:
                 st = replay(h, f0, self.n_nodes, self.root, want_grad, G, expect)
             if st == E_CALLBACK_FWD:  # a custom function's forward, then on from the next
                 k = int(h[H_ERR_A])
-                rerun_forward(tape, k, self.calls[k], node_name(tape, k))
+                if not self.just_captured and not rerun_forward(
+                    tape, k, self.calls[k], node_name(tape, k)
+                ):
+                    self.failed = f"{node_name(tape, k)} marked other outputs non-differentiable"
+                    return None
                 f0 = k + 1
                 continue
             if st == E_CALLBACK_PY and planned:  # its backward, then on from the next entry

@@ -128,6 +128,9 @@ def test_transform_and_hvp_inside_the_compiled_function():
     for x in _values(3):
         v = RNG.standard_normal(4)
         np.testing.assert_allclose(lse.hvp(x, v), tg.hessian(logsumexp)(x) @ v, rtol=1e-10)
+    # the rules' results are recorded, not read: one program each, replayed
+    assert step.stats["captures"] == 1
+    assert lse._hvp.stats["captures"] == 1
 
 
 def test_an_index_output_read_in_python_is_a_guard():
@@ -218,3 +221,132 @@ def test_functions_whose_forward_cannot_run_again_are_refused():
     step = tg.compile(lambda x, s: tnp.sum(scaled(x, 2.0, shift=s)))
     with pytest.raises(TypeError, match=r"compile: primitive scaled cannot be captured: it "):
         step.value_and_grad(np.ones(3), np.ones(3))
+
+
+class _Counting(tg.Function):
+    """Counts its forward runs (a running statistic, say)."""
+
+    runs = 0
+
+    @staticmethod
+    def forward(ctx, x):
+        _Counting.runs += 1
+        return x * 2.0
+
+    @staticmethod
+    def backward(ctx, g):
+        return 2.0 * g
+
+
+def test_a_forward_runs_once_per_call():
+    """The call that captures replays on the capture's values: the forward is not run a
+    second time there, so state it keeps counts calls as eager code would."""
+    step = tg.compile(lambda x: tnp.sum(_Counting.apply(x) ** 2))
+    _Counting.runs = 0
+    for x in _values(4):
+        step.value_and_grad(x)
+    assert _Counting.runs == 4
+
+
+class _MarkedWhenNegative(tg.Function):
+    """No gradient when the input sums below zero, decided by values in the forward."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = x * 2.0
+        if np.sum(x) < 0:
+            ctx.mark_non_differentiable(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        return 2.0 * g
+
+
+def test_outputs_marked_non_differentiable_by_values_capture_again():
+    def f(x):
+        return tnp.sum(_MarkedWhenNegative.apply(x) * x)
+
+    step = tg.compile(f)
+    for x in ([-1.0, -2.0], [1.0, 2.0], [3.0, 1.0], [-3.0, 1.0]):
+        x = np.array(x)
+        np.testing.assert_allclose(step.value_and_grad(x)[1], tg.grad(f)(x), rtol=1e-12)
+    assert step.stats["captures"] == 2
+
+
+class _Rescale(tg.Function):
+    """Passes a value back through a mutable argument: a side channel."""
+
+    @staticmethod
+    def forward(ctx, x, out):
+        out[...] = np.max(x)
+        return x / np.max(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, None
+
+
+class _Widening(tg.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2.0 if np.sum(x) > 0 else (x * 2.0).astype(np.float32)
+
+    @staticmethod
+    def backward(ctx, g):
+        return 2.0 * g
+
+
+def test_replays_that_would_be_wrong_raise():
+    # a value passed back through an argument changed in place would stay as captured
+    def side_channel(x):
+        buf = np.zeros(())
+        y = _Rescale.apply(x, buf)
+        return tnp.sum(y) * buf
+
+    with pytest.raises(TypeError, match="changed an argument that is not a tensor in place"):
+        tg.compile(side_channel).value_and_grad(np.ones(2))
+
+    class Normalize(tg.Function):
+        @staticmethod
+        def forward(ctx, x, info):
+            info["norm"] = float(np.linalg.norm(x))
+            return x / info["norm"]
+
+        @staticmethod
+        def backward(ctx, g):
+            return g, None
+
+    def side_dict(x):
+        info = {}
+        y = Normalize.apply(x, info)
+        return tnp.sum(y) * info["norm"]
+
+    with pytest.raises(TypeError, match="Normalize cannot be captured: its forward changed"):
+        tg.compile(side_dict).value_and_grad(np.ones(2))
+
+    # another dtype on a replay
+    step = tg.compile(lambda x: tnp.sum(_Widening.apply(x)))
+    step.value_and_grad(np.ones(2))
+    with pytest.raises(
+        RuntimeError, match=r"_Widening returned output 0 of shape \(2,\) and dtype float32"
+    ):
+        step.value_and_grad(-np.ones(2))
+
+    # the step called again from inside a custom function it is replaying
+    holder = {}
+
+    class Reentrant(tg.Function):
+        @staticmethod
+        def forward(ctx, x, t):
+            c = float(holder["step"](x * 0.5, -1.0)) if float(t) > 0 else 1.0
+            return c * x
+
+        @staticmethod
+        def backward(ctx, g):
+            return g, None
+
+    holder["step"] = tg.compile(lambda x, t: tnp.sum(Reentrant.apply(x, t) * x) + t)
+    with pytest.raises(RuntimeError, match="called the compiled step whose program is replaying"):
+        for _ in range(3):
+            holder["step"].value_and_grad(np.array([1.0, 2.0]), 1.0)
