@@ -26,6 +26,7 @@ from .forward_mode import hessian, hvp, jacfwd, jvp
 from .function import Function, FunctionCtx, kernel
 from .grad_mode import enable_grad, is_grad_enabled, no_grad
 from .graph import print_graph, to_dot
+from .implicit import custom_root, fixed_point
 from .recording import as_tensor, tensor
 from .tensors import Tensor
 from .testing import gradcheck
@@ -89,9 +90,11 @@ __all__ = [
     "backward_stats",
     "checkpoint",
     "compile",
+    "custom_root",
     "detect_anomaly",
     "enable_grad",
     "extend",
+    "fixed_point",
     "grad",
     "gradcheck",
     "hessian",

@@ -62,6 +62,21 @@ def central(fn: Callable, x, eps: float = 1e-6) -> np.ndarray:
     return out
 
 
+def central_jacobian(fn: Callable, x, eps: float = 1e-6) -> np.ndarray:
+    """Central differences of ``fn`` (array -> array) at ``x``: shape
+    ``fn(x).shape + x.shape``."""
+    x = np.asarray(x, float)
+    out = None
+    for i in np.ndindex(x.shape):
+        d = np.zeros_like(x)
+        d[i] = eps
+        col = (np.asarray(fn(x + d)) - np.asarray(fn(x - d))) / (2 * eps)
+        if out is None:
+            out = np.zeros(col.shape + x.shape)
+        out[(..., *i)] = col
+    return out
+
+
 def run_in_threads(work: Callable, n: int = 4) -> None:
     """``work(k)`` in ``n`` threads at once, ``k = 0 .. n-1``; waits for all."""
     threads = [threading.Thread(target=work, args=(k,)) for k in range(n)]

@@ -23,6 +23,7 @@ import tapegrad.numpy as tnp
 from tapegrad.extend import defvjp, primitive
 
 from .custom_ops import Cube, ScaledProduct, SplitSum, logsumexp
+from .helpers import central
 
 RNG = np.random.default_rng(11)
 
@@ -42,15 +43,6 @@ def scaled(x, k, *, shift=0.0):
 
 
 defvjp(scaled, lambda ans, x, k, shift=0.0: lambda g: g * k, None)
-
-
-def central(f, x, eps=1e-6):
-    g = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        d = np.zeros_like(x)
-        d[i] = eps
-        g[i] = (f(x + d) - f(x - d)) / (2 * eps)
-    return g
 
 
 CASES = {

@@ -25,6 +25,7 @@ PUBLIC_MODULES = (
     "tapegrad.scipy.linalg",
     "tapegrad.scipy.stats",
     "tapegrad.scipy.integrate",
+    "tapegrad.scipy.optimize",
     "tapegrad.special",
     "tapegrad.integrate",
     "tapegrad.graph",

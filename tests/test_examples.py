@@ -117,3 +117,12 @@ def test_pharmacokinetics_robust_likelihood_beats_normal(tmp_path):
     assert np.all(robust["error"].mean(axis=0) < normal["error"].mean(axis=0))
     assert robust["error"].mean() < 0.1
     _plot_ok(out)
+
+
+def test_spring_network_recovers_stiffnesses_through_its_equilibrium(tmp_path):
+    sn = _load("spring_network")
+    out = tmp_path / "sn.png"
+    k_fit, _, rel = sn.main(["--rows", "4", "--cols", "4", "--out", str(out)])
+    assert rel < 1e-4  # the implicit gradient against central differences
+    np.testing.assert_allclose(k_fit, np.exp(sn.TRUE_LOG_K), rtol=0.1)
+    assert out.exists() and out.stat().st_size > 10_000

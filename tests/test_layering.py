@@ -137,6 +137,8 @@ LAYERS: list[tuple[str, list[str]]] = [
             "ode_system",
             "integrate",
             "extend",
+            "implicit",
+            "scipy.optimize",
             "distributed",
             "cuda.runtime",
             "cuda.kernels",

@@ -3,13 +3,15 @@
 ``tapegrad.scipy.linalg`` (``expm``, ``solve_triangular``, ``cho_factor``/``cho_solve``,
 ``lu_factor``/``lu_solve``, and NumPy's linear algebra under SciPy's names),
 ``tapegrad.scipy.special`` (``tapegrad.special``) and ``tapegrad.scipy.integrate``
-(``cumulative_trapezoid``). On plain (non-tensor) arguments each is SciPy's own.
+(``cumulative_trapezoid``), ``tapegrad.scipy.optimize`` (``root``, ``minimize``,
+``least_squares``, ``root_scalar``, ``brentq``: SciPy's solvers, differentiated
+implicitly in their ``args``). On plain (non-tensor) arguments each is SciPy's own.
 SciPy's own functions are not ufuncs, so ``scipy.linalg.expm(t)`` cannot be
 intercepted on a tensor: it raises, naming the tapegrad function to call instead.
 """
 
 from __future__ import annotations
 
-from . import integrate, linalg, special, stats
+from . import integrate, linalg, optimize, special, stats
 
-__all__ = ["integrate", "linalg", "special", "stats"]
+__all__ = ["integrate", "linalg", "optimize", "special", "stats"]
