@@ -26,6 +26,8 @@ PUBLIC_MODULES = (
     "tapegrad.scipy.stats",
     "tapegrad.scipy.integrate",
     "tapegrad.scipy.optimize",
+    "tapegrad.scipy.sparse",
+    "tapegrad.scipy.sparse.linalg",
     "tapegrad.special",
     "tapegrad.integrate",
     "tapegrad.graph",

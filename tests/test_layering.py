@@ -139,6 +139,8 @@ LAYERS: list[tuple[str, list[str]]] = [
             "extend",
             "implicit",
             "scipy.optimize",
+            "scipy.sparse",
+            "scipy.sparse.linalg",
             "distributed",
             "cuda.runtime",
             "cuda.kernels",
