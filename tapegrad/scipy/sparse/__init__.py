@@ -260,13 +260,12 @@ class SparseMatrix:
         return f"<tapegrad sparse {self.format} matrix {self.shape}, {self.nnz} stored values>"
 
 
-def csr_matrix(arg: Any, shape: tuple[int, int]) -> SparseMatrix:
-    """A sparse matrix from ``(data, (row, col))``, differentiable in ``data``.
+_CONSTRUCTOR_DOC = """A sparse matrix from ``(data, (row, col))``, differentiable in ``data``{aka}.
 
     Parameters
     ----------
     arg : tuple
-        ``(data, (row, col))``.
+        ``(data, (row, col))``: the values (an array or a tensor) and their positions.
     shape : tuple of int
         The matrix's shape.
 
@@ -284,75 +283,29 @@ def csr_matrix(arg: Any, shape: tuple[int, int]) -> SparseMatrix:
     Examples
     --------
     >>> import numpy as np
-    >>> from tapegrad.scipy.sparse import csr_matrix
-    >>> A = csr_matrix((np.array([2.0, 3.0]), (np.array([0, 1]), np.array([1, 0]))), (2, 2))
+    >>> from tapegrad.scipy.sparse import {name}
+    >>> A = {name}((np.array([2.0, 3.0]), (np.array([0, 1]), np.array([1, 0]))), (2, 2))
     >>> A @ np.array([1.0, 10.0])
     array([20.,  3.])
     """
-    return SparseMatrix(arg, shape, "csr")
 
 
-def csc_matrix(arg: Any, shape: tuple[int, int]) -> SparseMatrix:
-    """:func:`csr_matrix` under SciPy's other name (the same values and pattern).
+def _constructor(fmt: str) -> Any:
+    """SciPy's constructor ``<fmt>_matrix``: the same matrix under each name (the values
+    and the pattern do not depend on SciPy's storage format)."""
 
-    Parameters
-    ----------
-    arg : tuple
-        ``(data, (row, col))``.
-    shape : tuple of int
-        The matrix's shape.
+    def make(arg: Any, shape: tuple[int, int]) -> SparseMatrix:
+        return SparseMatrix(arg, shape, fmt)
 
-    Returns
-    -------
-    SparseMatrix
-        The matrix.
-
-    Raises
-    ------
-    TypeError, ValueError
-        As :class:`SparseMatrix` does: a malformed ``arg``, an index outside ``shape``,
-        values that are not floating point.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from tapegrad.scipy.sparse import csc_matrix
-    >>> csc_matrix((np.ones(2), (np.array([0, 1]), np.array([0, 1]))), (2, 2)).toarray()
-    array([[1., 0.],
-           [0., 1.]])
-    """
-    return SparseMatrix(arg, shape, "csc")
+    make.__name__ = make.__qualname__ = f"{fmt}_matrix"
+    aka = "" if fmt == "csr" else " (:func:`csr_matrix` under SciPy's other name)"
+    make.__doc__ = _CONSTRUCTOR_DOC.format(name=make.__name__, aka=aka)
+    return make
 
 
-def coo_matrix(arg: Any, shape: tuple[int, int]) -> SparseMatrix:
-    """:func:`csr_matrix` under SciPy's other name (the same values and pattern).
-
-    Parameters
-    ----------
-    arg : tuple
-        ``(data, (row, col))``.
-    shape : tuple of int
-        The matrix's shape.
-
-    Returns
-    -------
-    SparseMatrix
-        The matrix.
-
-    Raises
-    ------
-    TypeError, ValueError
-        As :class:`SparseMatrix` does: a malformed ``arg``, an index outside ``shape``,
-        values that are not floating point.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from tapegrad.scipy.sparse import coo_matrix
-    >>> coo_matrix((np.ones(2), (np.array([0, 0]), np.array([1, 1]))), (1, 2)).toarray()
-    array([[0., 2.]])
-    """
-    return SparseMatrix(arg, shape, "coo")
+csr_matrix = _constructor("csr")
+csc_matrix = _constructor("csc")
+coo_matrix = _constructor("coo")
 
 
 def issparse(x: Any) -> bool:
