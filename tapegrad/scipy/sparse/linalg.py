@@ -24,7 +24,6 @@ array([0.375, 0.25 ])
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
@@ -42,20 +41,34 @@ class _Method:
 
     def __init__(self, name: str, rtol: float = 0.0, atol: float = 0.0, maxiter: Any = None):
         self.name, self.rtol, self.atol, self.maxiter = name, rtol, atol, maxiter
+        # spsolve's LU factors, kept for the adjoint: the backward solves with A^T, which
+        # the same factors do (trans="T"), so a gradient costs one factorisation, not two
+        self._lu: tuple[Pattern, np.ndarray, Any] | None = None
+
+    def _factors(self, data: np.ndarray, pattern: Pattern) -> tuple[Any, str]:
+        """The LU factors of the matrix (``pattern``, ``data``), or of its transpose
+        (then ``trans="T"``), factorised once for equal values."""
+        kept = self._lu
+        if kept is not None and np.array_equal(kept[1], data):
+            if kept[0] is pattern:
+                return kept[2], "N"
+            if kept[0] is pattern.T:
+                return kept[2], "T"
+        try:
+            lu = _spla.splu(pattern.matrix(data).tocsc())
+        except RuntimeError:  # SuperLU: "Factor is exactly singular"
+            raise RuntimeError("spsolve: the matrix is singular") from None
+        self._lu = (pattern, np.array(data, copy=True), lu)
+        return lu, "N"
 
     def run(self, data: np.ndarray, b: np.ndarray, pattern: Pattern) -> np.ndarray:
-        A = pattern.matrix(data).tocsc()
         if self.name == "spsolve":
-            with warnings.catch_warnings():
-                warnings.simplefilter("error", _spla.MatrixRankWarning)
-                try:
-                    x = _spla.spsolve(A, b)
-                except (_spla.MatrixRankWarning, RuntimeError):
-                    raise RuntimeError("spsolve: the matrix is singular") from None
-            x = np.asarray(x, dtype=b.dtype).reshape(b.shape)
+            lu, trans = self._factors(data, pattern)
+            x = np.asarray(lu.solve(np.asarray(b, dtype=lu.U.dtype), trans=trans), dtype=b.dtype)
             if not np.all(np.isfinite(x)):
                 raise RuntimeError("spsolve: the matrix is singular (non-finite solution)")
-            return x
+            return x.reshape(b.shape)
+        A = pattern.matrix(data).tocsc()
         solver = _spla.cg if self.name == "cg" else _spla.gmres
         x, info = solver(A, b, rtol=self.rtol, atol=self.atol, maxiter=self.maxiter)
         res = float(np.linalg.norm(A @ x - b))
