@@ -212,21 +212,36 @@ def _linear_solve(problem: _Problem, apply: Callable, rhs: Any, shape: tuple) ->
 
 
 def _theta_vjp(ans: Any, x0: Any, theta: Any, problem: _Problem) -> Callable:
+    shape = tuple(np.shape(ans))
+
     def pull(g: Any) -> Any:
-        _, back = vjp(problem.residual, ans, theta)
-        w = _linear_solve(problem, lambda v: back(v)[0], -g, tuple(np.shape(ans)))
-        return back(w)[1]
+        if _is_graph(ans, theta, g):  # recorded: one graph serves both products
+            _, back = vjp(problem.residual, ans, theta)
+            w = _linear_solve(problem, lambda v: back(v)[0], -g, shape)
+            return back(w)[1]
+        # on values, each product of the solve pulls back to x only (not to every
+        # parameter, which may be a matrix), and the parameters' once at the end
+        _, back_x = vjp(lambda x: problem.residual(x, theta), ans)
+        w = _linear_solve(problem, lambda v: back_x(v)[0], -g, shape)
+        _, back_theta = vjp(lambda th: problem.residual(ans, th), theta)
+        return back_theta(w)[0]
 
     return pull
 
 
 def _theta_jvp(t: Any, ans: Any, x0: Any, theta: Any, problem: _Problem) -> Any:
-    zero_x = ans * 0.0
-    _, rhs = jvp(problem.residual, (ans, theta), (zero_x, t))
-    zero_t = theta * 0.0
+    if _is_graph(t, ans, theta):
+        _, rhs = jvp(problem.residual, (ans, theta), (ans * 0.0, t))
+        zero_t = theta * 0.0
 
-    def apply(v: Any) -> Any:
-        return jvp(problem.residual, (ans, theta), (v, zero_t))[1]
+        def apply(v: Any) -> Any:
+            return jvp(problem.residual, (ans, theta), (v, zero_t))[1]
+
+    else:  # on values: each product pushes a tangent of x alone
+        _, rhs = jvp(lambda th: problem.residual(ans, th), (theta,), (t,))
+
+        def apply(v: Any) -> Any:
+            return jvp(lambda x: problem.residual(x, theta), (ans,), (v,))[1]
 
     return _linear_solve(problem, apply, -rhs, tuple(np.shape(ans)))
 
