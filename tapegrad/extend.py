@@ -147,7 +147,9 @@ class Primitive:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         _refuse_hidden(self, args, kwargs)
         if not any(isinstance(a, Tensor) for a in args):
-            return self.fun(*args, **kwargs)
+            # no node to record, but a tensor that requires grad read from outside
+            # would still lose its gradient: refused as on a recorded call
+            return _isolated(self, args, kwargs)
         return _PrimitiveNode.apply(self, kwargs, *args)
 
 
@@ -379,6 +381,24 @@ def _kept(v: Any) -> Any:
     return np.array(v, copy=True) if isinstance(v, np.ndarray) else v
 
 
+def _isolated(prim: Primitive, values: Sequence[Any], kwargs: dict) -> Any:
+    """``prim.fun`` on a tape of its own, so that a tensor that requires grad read from
+    outside its arguments (a closure, a global) shows as foreign, and raises."""
+    tape = enter(TRANSFORM, True, born0=serial())
+    try:
+        out = prim.fun(*values, **kwargs)
+        outside = [t for _, t in tape.foreign.values() if t.requires_grad]
+        if outside:
+            raise RuntimeError(
+                f"primitive {prim.__name__} reads a tensor that requires grad but is "
+                f"not one of its arguments (shape {outside[0].shape}): its gradient "
+                "would be lost. Pass it as an argument"
+            )
+    finally:
+        leave(tape)
+    return out
+
+
 class _PrimitiveNode(Function):
     """One call of a primitive: its forward on NumPy values; its first-order backward
     runs the VJP rules on those values; differentiated again or in forward mode, the
@@ -390,19 +410,7 @@ class _PrimitiveNode(Function):
         ctx.prim = prim
         ctx.values = tuple(_kept(v) for v in values)
         ctx.kwargs = {k: _kept(v) for k, v in kwargs.items()}
-        # on a tape of its own, so that a tensor read from outside shows as foreign
-        tape = enter(TRANSFORM, True, born0=serial())
-        try:
-            out = prim.fun(*values, **kwargs)
-            outside = [t for _, t in tape.foreign.values() if t.requires_grad]
-            if outside:
-                raise RuntimeError(
-                    f"primitive {prim.__name__} reads a tensor that requires grad but is "
-                    f"not one of its arguments (shape {outside[0].shape}): its gradient "
-                    "would be lost. Pass it as an argument"
-                )
-        finally:
-            leave(tape)
+        out = _isolated(prim, values, kwargs)
         ctx.single = not isinstance(out, tuple)
         outs = (out,) if ctx.single else out
         for o in outs:

@@ -73,6 +73,9 @@ class _Problem:
         self.tangent_solve = tangent_solve
         self.tol = tol
         self.what = "max |F(x)|"  # how errors name the residual
+        self.newton_check = False  # check the Newton step's size too (small problems)
+        self.minimum = False  # F is a gradient: check the point is a minimum
+        self.user_tangent = False  # tangent_solve is the user's (errors mention it)
 
     def params(self, theta: Any) -> tuple:
         """The parameters as the user passed them, cut from ``theta`` (an array, or a
@@ -89,7 +92,8 @@ class _Problem:
 
 
 def _check_solution(problem: _Problem, x: np.ndarray, theta: np.ndarray) -> None:
-    """Raise, with the residual, unless ``x`` solves the problem."""
+    """Raise, with the residual, unless ``x`` solves the problem (and, where the
+    problem says so, unless it is the kind of solution it asks for)."""
     if not np.all(np.isfinite(x)):
         raise RuntimeError(f"{problem.name}: the solver returned non-finite values")
     res = np.asarray(values_of(problem.residual(x, theta)))
@@ -99,17 +103,54 @@ def _check_solution(problem: _Problem, x: np.ndarray, theta: np.ndarray) -> None
             "F(x, *params) must return an array of x's shape"
         )
     worst = float(np.max(np.abs(res), initial=0.0))
-    if not np.isfinite(worst) or worst > problem.tol * max(1.0, float(np.max(np.abs(x)))):
+    scale = max(1.0, float(np.max(np.abs(x), initial=0.0)))
+    if not np.isfinite(worst) or worst > problem.tol * scale:
         raise RuntimeError(
             f"{problem.name}: the solver did not converge: {problem.what} = "
             f"{worst:.3g} at the returned solution (tol={problem.tol:g}); its derivative "
             "would be wrong. Iterate longer, start closer, or pass a larger tol"
         )
+    if problem.newton_check and x.size <= DENSE_MAX:
+        _check_newton(problem, x, theta, res, scale)
+
+
+def _check_newton(
+    problem: _Problem, x: np.ndarray, theta: np.ndarray, res: np.ndarray, scale: float
+) -> None:
+    """A residual small in absolute terms may still lie far from the solution (a flat
+    objective, a solver that stopped at once): the Newton step ``J^-1 F`` measures the
+    distance, whatever F's scale. A minimum is also checked to be one (no negative
+    curvature: not a maximum or a saddle)."""
+    n = x.size
+    _, back = vjp(lambda v: problem.residual(v, theta), x)
+    eye = np.eye(n, dtype=x.dtype)
+    J = np.stack([np.asarray(values_of(back(e.reshape(x.shape))[0])).ravel() for e in eye])
+    step = np.linalg.lstsq(J, res.ravel(), rcond=None)[0]  # (row i of J: e_i^T J)
+    dist = float(np.max(np.abs(step), initial=0.0))
+    if not np.isfinite(dist) or dist > problem.tol * scale:
+        raise RuntimeError(
+            f"{problem.name}: the returned point is not a solution: a Newton step from it "
+            f"moves x by {dist:.3g} (tol={problem.tol:g}), although {problem.what} is "
+            "small: the problem is flat there, or the solver stopped early. Its derivative "
+            "would be wrong"
+        )
+    if problem.minimum:
+        H = 0.5 * (J + J.T)
+        low = float(np.linalg.eigvalsh(H)[0]) if n else 0.0
+        top = float(np.max(np.abs(H), initial=0.0))
+        if low < -1e-8 * max(top, 1e-300):
+            raise RuntimeError(
+                f"{problem.name}: the returned point is stationary but not a minimum (the "
+                f"Hessian has an eigenvalue {low:.3g}): a maximum or a saddle. Start "
+                "elsewhere"
+            )
 
 
 def _solution(x0: np.ndarray, theta: np.ndarray, problem: _Problem) -> np.ndarray:
     """The primitive's forward: run the solver on values and check what it returns."""
     x = np.asarray(values_of(problem.solve(x0, problem.params(theta))), dtype=x0.dtype)
+    if x.shape != x0.shape and x.size == x0.size:  # (SciPy makes a 0-d guess 1-D)
+        x = x.reshape(x0.shape)
     if x.shape != x0.shape:
         raise ValueError(
             f"{problem.name}: the solver returned shape {x.shape} for an initial guess of "
@@ -119,8 +160,20 @@ def _solution(x0: np.ndarray, theta: np.ndarray, problem: _Problem) -> np.ndarra
     return x
 
 
-_SOLUTION = Primitive(_solution)
-_SOLUTION.__name__ = "implicit solution"
+_PRIMITIVES: dict[str, Primitive] = {}
+
+
+def _primitive(name: str) -> Primitive:
+    """The primitive of the solves called ``name`` (errors name it: ``primitive
+    fixed_point``); one per name, sharing the forward and the rules."""
+    prim = _PRIMITIVES.get(name)
+    if prim is None:
+        prim = Primitive(_solution)
+        prim.__name__ = name
+        defvjp(prim, None, _theta_vjp, argnums=(0, 1))
+        defjvp(prim, None, _theta_jvp, argnums=(0, 1))
+        _PRIMITIVES[name] = prim
+    return prim
 
 
 def _is_graph(*values: Any) -> bool:
@@ -128,30 +181,51 @@ def _is_graph(*values: Any) -> bool:
     return any(isinstance(v, Tensor) for v in values)
 
 
+def _singular(name: str, detail: str) -> RuntimeError:
+    return RuntimeError(
+        f"{name}: dF/dx is singular (or nearly) at the solution ({detail}); the solution "
+        "is not a differentiable function of the parameters there"
+    )
+
+
 def _dense_solve(matrix_of: Callable, n: int, rhs: Any, name: str) -> Any:
     """Solve ``A z = rhs`` (flat, length ``n``) for the matrix whose ``i``-th column is
-    ``matrix_of(e_i)``; recorded when ``rhs`` or the columns are tensors."""
+    ``matrix_of(e_i)``; recorded when ``rhs`` or the columns are tensors. A singular
+    ``A`` raises even when ``rhs`` lies in its range (a consistent system has many
+    solutions, and the derivative none)."""
     eye = np.eye(n, dtype=np.result_type(rhs.dtype, np.float32))
     cols = [matrix_of(eye[i]) for i in range(n)]
     graph = _is_graph(rhs, *cols)
     A = tnp.stack(cols, axis=1) if graph else np.stack([np.asarray(c) for c in cols], axis=1)
+    values = A._peek() if isinstance(A, Tensor) else A
+    cond = np.linalg.cond(values) if n else 1.0
+    if not np.isfinite(cond) or cond > 1e-2 / np.finfo(values.dtype).eps:
+        raise _singular(name, f"condition number {cond:.3g}")
     if not graph:
-        try:
-            z = np.linalg.solve(A, rhs)
-        except np.linalg.LinAlgError:
-            raise RuntimeError(
-                f"{name}: dF/dx is singular at the solution; the solution is not a "
-                "differentiable function of the parameters there"
-            ) from None
-        err = np.linalg.norm(A @ z - rhs)
-        if not np.isfinite(err) or err > SOLVE_RTOL * max(np.linalg.norm(rhs), 1e-300):
-            raise RuntimeError(
-                f"{name}: dF/dx is singular (or nearly) at the solution: the linear "
-                f"solve leaves a relative residual of {err / max(np.linalg.norm(rhs), 1e-300):.3g}"
-            )
+        z = np.linalg.solve(A, rhs)
+        scale = max(float(np.linalg.norm(rhs)), 1e-300)
+        err = float(np.linalg.norm(A @ z - rhs)) / scale
+        if not np.isfinite(err) or err > SOLVE_RTOL:
+            raise _singular(name, f"the linear solve leaves a relative residual of {err:.3g}")
         return z
     z = tnp.linalg.solve(A, rhs)
     _check_finite(z, name)
+    return z
+
+
+def _matrix_free_solve(apply: Callable, n: int, rhs: np.ndarray, name: str) -> np.ndarray:
+    """Solve ``A z = rhs`` by GMRES with ``apply(v) = A v`` (first order, on values)."""
+    op = spla.LinearOperator((n, n), matvec=lambda v: np.asarray(apply(v)), dtype=rhs.dtype)
+    # (asked for well below the accepted residual, but within the dtype's reach)
+    target = max(SOLVE_RTOL * 1e-2, 50 * float(np.finfo(rhs.dtype).eps))
+    z, _ = spla.gmres(op, rhs, rtol=target, atol=0.0, restart=min(n, 50))  # (checked below)
+    scale = max(float(np.linalg.norm(rhs)), 1e-300)
+    err = float(np.linalg.norm(op.matvec(z) - rhs)) / scale
+    if not np.isfinite(err) or err > max(SOLVE_RTOL, 100 * target):
+        raise RuntimeError(
+            f"{name}: the matrix-free linear solve with dF/dx did not converge (relative "
+            f"residual {err:.3g}); dF/dx may be singular"
+        )
     return z
 
 
@@ -160,23 +234,7 @@ def _check_finite(z: Any, name: str) -> None:
     tg.compile this checks the captured values)."""
     v = z._peek() if isinstance(z, Tensor) else np.asarray(z)
     if not np.all(np.isfinite(v)):
-        raise RuntimeError(
-            f"{name}: dF/dx is singular at the solution (the linear solve gave non-finite "
-            "values); the solution is not a differentiable function of the parameters there"
-        )
-
-
-def _matrix_free_solve(apply: Callable, n: int, rhs: np.ndarray, name: str) -> np.ndarray:
-    """Solve ``A z = rhs`` by GMRES with ``apply(v) = A v`` (first order, on values)."""
-    op = spla.LinearOperator((n, n), matvec=lambda v: np.asarray(apply(v)), dtype=rhs.dtype)
-    z, info = spla.gmres(op, rhs, rtol=SOLVE_RTOL * 1e-2, atol=0.0, restart=min(n, 50))
-    err = np.linalg.norm(op.matvec(z) - rhs)
-    if info != 0 or not np.isfinite(err) or err > SOLVE_RTOL * max(np.linalg.norm(rhs), 1e-300):
-        raise RuntimeError(
-            f"{name}: the matrix-free linear solve with dF/dx did not converge (relative "
-            f"residual {err / max(np.linalg.norm(rhs), 1e-300):.3g}); dF/dx may be singular"
-        )
-    return z
+        raise _singular(name, "the linear solve gave non-finite values")
 
 
 def _linear_solve(problem: _Problem, apply: Callable, rhs: Any, shape: tuple) -> Any:
@@ -193,10 +251,10 @@ def _linear_solve(problem: _Problem, apply: Callable, rhs: Any, shape: tuple) ->
             scale = max(float(np.linalg.norm(rhs)), 1e-300)
             err = float(np.linalg.norm(got - rhs)) if np.all(np.isfinite(z)) else np.inf
             if not err <= SOLVE_RTOL * scale:
-                raise RuntimeError(
-                    f"{problem.name}: dF/dx is singular (or nearly) at the solution, or "
-                    f"tangent_solve does not solve it: relative residual {err / scale:.3g}"
-                )
+                detail = f"the tangent solve leaves a relative residual of {err / scale:.3g}"
+                if problem.user_tangent:
+                    detail += ", or tangent_solve does not solve it"
+                raise _singular(problem.name, detail)
         return z
     n = int(np.prod(shape, dtype=np.int64))
     flat = rhs.reshape(n)
@@ -246,10 +304,6 @@ def _theta_jvp(t: Any, ans: Any, x0: Any, theta: Any, problem: _Problem) -> Any:
     return _linear_solve(problem, apply, -rhs, tuple(np.shape(ans)))
 
 
-defvjp(_SOLUTION, None, _theta_vjp, argnums=(0, 1))
-defjvp(_SOLUTION, None, _theta_jvp, argnums=(0, 1))
-
-
 def solve_implicitly(
     name: str,
     residual: Callable,
@@ -259,13 +313,20 @@ def solve_implicitly(
     tangent_solve: Callable | None,
     tol: float,
     what: str = "max |F(x)|",
+    newton_check: bool = False,
+    minimum: bool = False,
+    user_tangent: bool = False,
 ) -> Any:
     """The solution of ``residual(x, *params) = 0`` that ``solve(x0, params_values)``
     finds on NumPy values, differentiable in ``params`` (any order, both modes):
     the parameters are packed into one vector ``theta`` (one adjoint solve serves them
     all) and passed to the primitive. ``tangent_solve``: as for :func:`custom_root`
     (None: tapegrad's own). ``tol``: the largest ``max |residual|`` accepted at the
-    solution, relative to ``max(1, |x|)``; ``what``: how the error names the residual.
+    solution, relative to ``max(1, |x|)``; ``what``: how the error names the residual;
+    ``newton_check``: the Newton step from the solution must be within ``tol`` too (a
+    black-box solver on a flat problem); ``minimum``: the residual is a gradient, and
+    the solution must be a minimum; ``user_tangent``: ``tangent_solve`` is the user's
+    (errors mention it).
     What :func:`fixed_point`, :func:`custom_root` and :mod:`tapegrad.scipy.optimize`
     are built on."""
     leaves, rebuild = flatten(params)
@@ -294,7 +355,10 @@ def solve_implicitly(
         theta = np.concatenate(parts) if parts else np.zeros(0, dtype)
     problem = _Problem(name, residual, rebuild, shapes, solve, tangent_solve, tol)
     problem.what = what
-    return _SOLUTION(x0v, theta, problem)
+    problem.newton_check = newton_check
+    problem.minimum = minimum
+    problem.user_tangent = user_tangent
+    return _primitive(name)(x0v, theta, problem)
 
 
 def fixed_point(
@@ -463,4 +527,13 @@ def custom_root(
 
         return solve(g, x0v)
 
-    return solve_implicitly("custom_root", f, x0, params, run, tangent_solve, tol)
+    return solve_implicitly(
+        "custom_root",
+        f,
+        x0,
+        params,
+        run,
+        tangent_solve,
+        tol,
+        user_tangent=tangent_solve is not None,
+    )

@@ -498,3 +498,21 @@ def test_anomaly_mode_names_the_primitive():
     t = tg.tensor(np.array([0.0, 1.0]), requires_grad=True)
     with tg.detect_anomaly(), pytest.raises(RuntimeError, match=r"primitive log_of"):
         tnp.sum(log_of(t) * 0.0 + log_of(t)).backward()
+
+
+def test_a_call_without_tensors_still_refuses_a_closure_that_requires_grad():
+    """No node is recorded when no argument is a tensor; a tensor that requires grad
+    read from outside would lose its gradient all the same."""
+
+    @primitive
+    def shifted(x):
+        return x + W
+
+    defvjp(shifted, lambda ans, x: lambda g: g)
+    W = tg.tensor(np.ones(2), requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"primitive shifted reads a tensor that requires"):
+        shifted(np.zeros(2))
+    with pytest.raises(RuntimeError, match=r"primitive shifted reads a tensor that requires"):
+        tg.grad(lambda w: tnp.sum(shifted(np.zeros(2))) + tnp.sum(w))(np.ones(2))
+    W = np.ones(2)  # a plain value from outside is a constant, as ever
+    np.testing.assert_array_equal(shifted(np.zeros(2)), np.ones(2))

@@ -50,6 +50,44 @@ def _values(result: Any) -> Any:
     return float(v) if v.ndim == 0 else v
 
 
+# SciPy's methods that take no derivative (passing one only makes SciPy warn)
+_ROOT_WITHOUT_JAC = {
+    "broyden1",
+    "broyden2",
+    "anderson",
+    "linearmixing",
+    "diagbroyden",
+    "excitingmixing",
+    "krylov",
+    "df-sane",
+}
+_MINIMIZE_WITHOUT_JAC = {"nelder-mead", "powell", "cobyla", "cobyqa"}
+
+
+def _args(args: Any) -> tuple:
+    """SciPy's ``args``: a tuple, or one value standing for itself."""
+    return tuple(args) if isinstance(args, tuple | list) else (args,)
+
+
+def _own_derivative(name: str, jac: Any) -> None:
+    """tapegrad supplies the exact derivative; a user's must be a function."""
+    if jac is not None and not callable(jac):
+        raise TypeError(
+            f"{name}: jac must be a function or None (tapegrad's exact derivative), got {jac!r}"
+        )
+
+
+def _active_bound(x: np.ndarray, bounds: Any) -> bool:
+    """Whether a component of ``x`` sits on one of ``bounds`` (SciPy's forms)."""
+    b = bounds if isinstance(bounds, _sp.Bounds) else _sp.Bounds(*zip(*bounds))
+    lo = np.broadcast_to(np.asarray(b.lb, float), x.shape)
+    hi = np.broadcast_to(np.asarray(b.ub, float), x.shape)
+    near = 1e-8 * np.maximum(1.0, np.abs(x))
+    return bool(
+        np.any(np.isfinite(lo) & (x - lo <= near)) or np.any(np.isfinite(hi) & (hi - x <= near))
+    )
+
+
 def _scalar_tangent(lin: Callable, y: Any) -> Any:
     return y / lin(1.0)
 
@@ -102,8 +140,12 @@ def root(
     0.25
     """
 
+    _own_derivative("root", jac)
+
     def solve(x0v: np.ndarray, values: tuple) -> np.ndarray:
         exact = jac or (lambda x: _values(jacobian(fun)(x, *values)).reshape(x.size, x.size))
+        if method in _ROOT_WITHOUT_JAC:
+            exact = None
         res = _sp.root(
             _on_values(fun, values), x0v, method=method, jac=exact, tol=tol, options=options
         )
@@ -111,7 +153,7 @@ def root(
         return res.x
 
     info: dict = {}
-    x = solve_implicitly("root", fun, x0, tuple(args), solve, None, check_tol)
+    x = solve_implicitly("root", fun, x0, _args(args), solve, None, check_tol, newton_check=True)
     return _sp.OptimizeResult({**info, "x": x})
 
 
@@ -167,9 +209,20 @@ def minimize(
            [0., 1.]])
     """
     gradient = grad(fun, argnums=0)
+    _own_derivative("minimize", jac)
+    free = method is not None and method.lower() in _MINIMIZE_WITHOUT_JAC
 
     def solve(x0v: np.ndarray, values: tuple) -> np.ndarray:
-        if jac is None:
+        if free:
+            res = _sp.minimize(
+                _on_values(fun, values),
+                x0v,
+                method=method,
+                bounds=bounds,
+                tol=tol,
+                options=options,
+            )
+        elif jac is None:
             res = _sp.minimize(
                 lambda x: _values(value_and_grad(fun, argnums=0)(x, *values)),
                 x0v,
@@ -191,14 +244,29 @@ def minimize(
                 options=options,
             )
         info.update(res)
+        if bounds is not None and _active_bound(np.asarray(res.x), bounds):
+            raise RuntimeError(
+                "minimize: the minimum lies on an active bound, where the gradient is not "
+                "zero: it is not a stationary point, and its derivative is not the "
+                "implicit one. Differentiate without the bound, or reparametrise"
+            )
         return res.x
 
     info: dict = {}
-    stationary = "max |grad_x fun(x)| (a minimum on an active bound is not stationary)"
+    stationary = "max |grad_x fun(x)|"
     x = solve_implicitly(
-        "minimize", gradient, x0, tuple(args), solve, None, check_tol, what=stationary
+        "minimize",
+        gradient,
+        x0,
+        _args(args),
+        solve,
+        None,
+        check_tol,
+        what=stationary,
+        newton_check=True,
+        minimum=True,
     )
-    return _sp.OptimizeResult({**info, "x": x, "fun": fun(x, *args)})
+    return _sp.OptimizeResult({**info, "x": x, "fun": fun(x, *_args(args))})
 
 
 def least_squares(
@@ -254,6 +322,11 @@ def least_squares(
         raise TypeError(
             "least_squares: bounds are not supported (a fit on a bound is not stationary)"
         )
+    if kwargs.get("loss", "linear") != "linear" or "jac" in kwargs:
+        raise TypeError(
+            "least_squares: only loss='linear' and tapegrad's own Jacobian are supported "
+            "(the derivative is taken through the normal equations J^T r = 0)"
+        )
 
     def half_square(x: Any, *a: Any) -> Any:
         r = fun(x, *a)
@@ -275,11 +348,12 @@ def least_squares(
         "least_squares",
         grad(half_square, argnums=0),
         x0,
-        tuple(args),
+        _args(args),
         solve,
         None,
         check_tol,
         what="max |J^T r|",
+        newton_check=True,
     )
     return _sp.OptimizeResult({**info, "x": x})
 
@@ -349,7 +423,13 @@ def root_scalar(
 
     start = 0.0 if x0 is None else x0
     x = solve_implicitly(
-        "root_scalar", f, np.float64(start), tuple(args), solve, _scalar_tangent, check_tol
+        "root_scalar",
+        f,
+        np.float64(start),
+        _args(args),
+        solve,
+        _scalar_tangent,
+        check_tol,
     )
     res = found[-1]
     res.root = x
