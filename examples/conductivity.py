@@ -97,6 +97,7 @@ def main(argv=None):
     parser.add_argument("--noise", type=float, default=1e-3, help="relative noise")
     parser.add_argument("--smooth", type=float, default=3e-4, help="smoothness weight")
     parser.add_argument("--iters", type=int, default=200)
+    parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--out", default="conductivity.png")
     args = parser.parse_args(argv)
 
@@ -132,13 +133,16 @@ def main(argv=None):
     # %%
     # The fit
     # -------
+    bar = common.progress(args.iters, "fit", not args.no_progress)
     res = minimize(
         tg.value_and_grad(loss),
         start,
         jac=True,
         method="L-BFGS-B",
         options={"maxiter": args.iters},
+        callback=lambda xk: bar.update(),
     )
+    bar.close()
     error = np.sqrt(np.mean((res.x - truth) ** 2)) / np.std(truth)
     print(
         f"fit: loss {res.fun:.3g} after {res.nit} iterations; field error {error:.2f} of its spread"

@@ -96,6 +96,7 @@ def main(argv=None):
     parser.add_argument("--rows", type=int, default=5)
     parser.add_argument("--cols", type=int, default=6)
     parser.add_argument("--noise", type=float, default=0.002)
+    parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--out", default="spring_network.png")
     args = parser.parse_args(argv)
 
@@ -131,9 +132,16 @@ def main(argv=None):
     # %%
     # The fit
     # -------
+    bar = common.progress(100, "fit", not args.no_progress)
     res = scipy_minimize(
-        tg.value_and_grad(misfit), start, jac=True, method="L-BFGS-B", options={"gtol": 1e-10}
+        tg.value_and_grad(misfit),
+        start,
+        jac=True,
+        method="L-BFGS-B",
+        options={"gtol": 1e-10, "maxiter": 100},
+        callback=lambda xk: bar.update(),
     )
+    bar.close()
     k_fit, k_true = np.exp(res.x), np.exp(TRUE_LOG_K)
     print(f"fit: misfit {res.fun:.3g} after {res.nit} iterations")
     for name, a, b in zip(("horizontal", "vertical", "diagonal"), k_fit, k_true):

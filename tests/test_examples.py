@@ -122,7 +122,7 @@ def test_pharmacokinetics_robust_likelihood_beats_normal(tmp_path):
 def test_spring_network_recovers_stiffnesses_through_its_equilibrium(tmp_path):
     sn = _load("spring_network")
     out = tmp_path / "sn.png"
-    k_fit, _, rel = sn.main(["--rows", "4", "--cols", "4", "--out", str(out)])
+    k_fit, _, rel = sn.main(["--rows", "4", "--cols", "4", "--no-progress", "--out", str(out)])
     assert rel < 1e-4  # the implicit gradient against central differences
     np.testing.assert_allclose(k_fit, np.exp(sn.TRUE_LOG_K), rtol=0.1)
     assert out.exists() and out.stat().st_size > 10_000
@@ -131,7 +131,7 @@ def test_spring_network_recovers_stiffnesses_through_its_equilibrium(tmp_path):
 def test_conductivity_field_fitted_through_sparse_solves(tmp_path):
     cond = _load("conductivity")
     out = tmp_path / "cond.png"
-    res, error, rel = cond.main(["--m", "16", "--iters", "80", "--out", str(out)])
+    res, error, rel = cond.main(["--m", "16", "--iters", "80", "--no-progress", "--out", str(out)])
     assert res.success
     assert rel < 1e-6  # the gradient against central differences, along a random direction
     assert error < 0.3  # the field, relative to its spread
