@@ -92,7 +92,7 @@ def true_field(X, Y):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[1])
+    parser = argparse.ArgumentParser(description="Fit a conductivity field through sparse solves.")
     parser.add_argument("--m", type=int, default=32, help="cells per side")
     parser.add_argument("--noise", type=float, default=1e-3, help="relative noise")
     parser.add_argument("--smooth", type=float, default=3e-4, help="smoothness weight")

@@ -92,7 +92,7 @@ def make_model(rows, cols):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[1])
+    parser = argparse.ArgumentParser(description="Fit stiffnesses through an equilibrium.")
     parser.add_argument("--rows", type=int, default=5)
     parser.add_argument("--cols", type=int, default=6)
     parser.add_argument("--noise", type=float, default=0.002)
