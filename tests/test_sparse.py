@@ -143,7 +143,7 @@ def test_bad_input_raises_naming_the_function():
         cg(sparse(DATA), B, maxiter=1)
     with pytest.raises(ValueError, match="an index lies outside the shape"):
         csr_matrix((np.ones(1), (np.array([5]), np.array([0]))), (2, 2))
-    with pytest.raises(TypeError, match="the values must be floating point"):
+    with pytest.raises(TypeError, match="the values must be float32 or float64"):
         csr_matrix((np.ones(1, int), (np.array([0]), np.array([0]))), (2, 2))
     with pytest.raises(TypeError, match=r"give \(data, \(row, col\)\) and shape="):
         csr_matrix(np.eye(2), (2, 2))
@@ -151,3 +151,36 @@ def test_bad_input_raises_naming_the_function():
         spsolve(np.eye(N), B)
     # a gradient afterwards is unaffected
     np.testing.assert_allclose(tg.grad(solve_loss)(DATA, B), tg.grad(dense_loss)(DATA, B))
+
+
+def test_small_cotangents_keep_their_gradient():
+    """An absolute tolerance is the user's for the forward solve; the adjoint and tangent
+    solves, whose right-hand sides have any scale, are relative only (else a small
+    cotangent would stop GMRES at once, at zero)."""
+    M = dense(DATA)
+    S = M @ M.T + N * np.eye(N)
+    r, c = np.nonzero(S)
+
+    def small(data, b, solver):
+        return 1e-8 * tnp.sum(solver(csr_matrix((data, (r, c)), shape=(N, N)), b, atol=1e-6) ** 2)
+
+    def exact(data, b):
+        return 1e-8 * tnp.sum(spsolve(csr_matrix((data, (r, c)), shape=(N, N)), b) ** 2)
+
+    want = tg.grad(exact, argnums=(0, 1))(S[r, c], B)
+    for solver in (cg, gmres):
+        got = tg.grad(small, argnums=(0, 1))(S[r, c], B, solver)
+        for a, w in zip(got, want):
+            np.testing.assert_allclose(a, w, rtol=1e-5, atol=1e-20)
+
+
+def test_values_and_right_hand_sides_that_are_not_numbers_raise():
+    with pytest.raises(ValueError, match="spsolve: b hold NaN or infinity"):
+        spsolve(sparse(DATA), np.full(N, np.nan))
+    with pytest.raises(ValueError, match="spsolve: the matrix's values hold NaN"):
+        spsolve(sparse(np.r_[np.inf, DATA[1:]]), B)
+    with pytest.raises(ValueError, match="shape must be two non-negative ints"):
+        csr_matrix((DATA, (ROW, COL)), shape=(7.5, 7))
+    np.testing.assert_allclose(spsolve(sparse(DATA), list(B)), spsolve(sparse(DATA), B))
+    with pytest.raises(TypeError, match="a tapegrad sparse matrix is not an array"):
+        tnp.sum(sparse(DATA))

@@ -127,7 +127,7 @@ class SparseMatrix:
     ------
     TypeError
         ``arg`` is not ``(data, (row, col))``, ``row`` or ``col`` is not an integer
-        array, or the values are not floating point.
+        array, or the values are not float32 or float64.
     ValueError
         ``data``, ``row`` and ``col`` are not 1-D of one length, or an index lies
         outside ``shape``.
@@ -159,6 +159,8 @@ class SparseMatrix:
                 f"{format}_matrix: data, row and col must be 1-D of one length, got "
                 f"{nnz}, {row.shape}, {col.shape}"
             )
+        if len(shape) != 2 or any(int(d) != d or d < 0 for d in shape):
+            raise ValueError(f"{format}_matrix: shape must be two non-negative ints, got {shape}")
         shape = (int(shape[0]), int(shape[1]))
         if nnz[0] and (
             row.min() < 0 or col.min() < 0 or row.max() >= shape[0] or col.max() >= shape[1]
@@ -166,25 +168,51 @@ class SparseMatrix:
             raise ValueError(f"{format}_matrix: an index lies outside the shape {shape}")
         if not isinstance(data, Tensor):
             data = np.asarray(data)
-        if data.dtype.kind != "f":
-            raise TypeError(f"{format}_matrix: the values must be floating point, got {data.dtype}")
+        if data.dtype not in (np.float32, np.float64):
+            raise TypeError(
+                f"{format}_matrix: the values must be float32 or float64, got {data.dtype}"
+            )
         self.data = data
         self.row, self.col, self.shape, self.format = row, col, shape, format
         self.pattern = Pattern(row.astype(np.int64), col.astype(np.int64), shape)
 
     @property
     def dtype(self) -> np.dtype:
-        """The values' dtype."""
+        """The values' dtype.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from tapegrad.scipy.sparse import csr_matrix
+        >>> csr_matrix((np.ones(1, np.float32), (np.array([0]), np.array([0]))), (1, 1)).dtype
+        dtype('float32')
+        """
         return self.data.dtype
 
     @property
     def nnz(self) -> int:
-        """How many values are stored (duplicates counted)."""
+        """How many values are stored (duplicates counted).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from tapegrad.scipy.sparse import csr_matrix
+        >>> csr_matrix((np.ones(2), (np.array([0, 0]), np.array([0, 0]))), (1, 1)).nnz
+        2
+        """
         return int(self.row.size)
 
     @property
     def T(self) -> SparseMatrix:
-        """The transpose (the same values, the pattern transposed)."""
+        """The transpose (the same values, the pattern transposed).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from tapegrad.scipy.sparse import csr_matrix
+        >>> csr_matrix((np.array([5.0]), (np.array([0]), np.array([1]))), (1, 2)).T.shape
+        (2, 1)
+        """
         return SparseMatrix((self.data, (self.col, self.row)), self.shape[::-1], self.format)
 
     def dot(self, x: Any) -> Any:
@@ -256,6 +284,13 @@ class SparseMatrix:
         values = self.data._peek() if isinstance(self.data, Tensor) else self.data
         return self.pattern.matrix(np.array(values))
 
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        # NumPy would make a 0-d object array of it, and tnp.sum(A) return A itself
+        raise TypeError(
+            "a tapegrad sparse matrix is not an array: call A.toarray() for the dense "
+            "matrix (differentiable), or A.scipy() for SciPy's"
+        )
+
     def __repr__(self) -> str:
         return f"<tapegrad sparse {self.format} matrix {self.shape}, {self.nnz} stored values>"
 
@@ -278,7 +313,7 @@ _CONSTRUCTOR_DOC = """A sparse matrix from ``(data, (row, col))``, differentiabl
     ------
     TypeError, ValueError
         As :class:`SparseMatrix` does: a malformed ``arg``, an index outside ``shape``,
-        values that are not floating point.
+        values that are not float32 or float64.
 
     Examples
     --------

@@ -30,6 +30,7 @@ import numpy as np
 import scipy.sparse.linalg as _spla
 
 from ...extend import Primitive, defjvp, defvjp
+from ...tensors import Tensor
 from . import PRODUCT, Pattern, SparseMatrix, check_operand
 
 __all__ = ["cg", "gmres", "spsolve"]
@@ -41,9 +42,21 @@ class _Method:
 
     def __init__(self, name: str, rtol: float = 0.0, atol: float = 0.0, maxiter: Any = None):
         self.name, self.rtol, self.atol, self.maxiter = name, rtol, atol, maxiter
+        self._derived: _Method | None = None
         # spsolve's LU factors, kept for the adjoint: the backward solves with A^T, which
         # the same factors do (trans="T"), so a gradient costs one factorisation, not two
         self._lu: tuple[Pattern, np.ndarray, Any] | None = None
+
+    @property
+    def derived(self) -> _Method:
+        """The method of the adjoint and tangent solves: the same, but relative only
+        (their right-hand sides, cotangents and tangents, have any scale: an absolute
+        tolerance would stop at once on a small one and return zero)."""
+        if self.atol == 0.0:
+            return self
+        if self._derived is None:
+            self._derived = _Method(self.name, self.rtol, 0.0, self.maxiter)
+        return self._derived
 
     def _factors(self, data: np.ndarray, pattern: Pattern) -> tuple[Any, str]:
         """The LU factors of the matrix (``pattern``, ``data``), or of its transpose
@@ -70,9 +83,11 @@ class _Method:
             return x.reshape(b.shape)
         A = pattern.matrix(data).tocsc()
         solver = _spla.cg if self.name == "cg" else _spla.gmres
-        x, info = solver(A, b, rtol=self.rtol, atol=self.atol, maxiter=self.maxiter)
+        # (a relative tolerance the dtype can reach: float32 stops near 1e-7)
+        rtol = max(self.rtol, 50 * float(np.finfo(b.dtype).eps))
+        x, info = solver(A, b, rtol=rtol, atol=self.atol, maxiter=self.maxiter)
         res = float(np.linalg.norm(A @ x - b))
-        limit = max(self.rtol * float(np.linalg.norm(b)), self.atol)
+        limit = max(rtol * float(np.linalg.norm(b)), self.atol)
         if info != 0 or not np.isfinite(res) or res > 10 * limit:
             raise RuntimeError(
                 f"{self.name}: no convergence (info={info}, residual {res:.3g} against "
@@ -92,7 +107,7 @@ SOLVE.__name__ = "sparse solve"
 
 def _data_vjp(ans: Any, data: Any, b: Any, pattern: Pattern, method: _Method) -> Any:
     def pull(g: Any) -> Any:
-        lam = SOLVE(data, g, pattern.T, method)
+        lam = SOLVE(data, g, pattern.T, method.derived)
         return -(lam[pattern.row] * ans[pattern.col])
 
     return pull
@@ -101,7 +116,7 @@ def _data_vjp(ans: Any, data: Any, b: Any, pattern: Pattern, method: _Method) ->
 defvjp(
     SOLVE,
     _data_vjp,
-    lambda ans, data, b, pattern, method: lambda g: SOLVE(data, g, pattern.T, method),
+    lambda ans, data, b, pattern, method: lambda g: SOLVE(data, g, pattern.T, method.derived),
     None,
     None,
 )
@@ -110,7 +125,7 @@ defjvp(
     lambda t, ans, data, b, pattern, method: (
         -SOLVE(data, PRODUCT(t, ans, pattern), pattern, method)
     ),
-    lambda t, ans, data, b, pattern, method: SOLVE(data, t, pattern, method),
+    lambda t, ans, data, b, pattern, method: SOLVE(data, t, pattern, method.derived),
     None,
     None,
 )
@@ -121,7 +136,12 @@ def _solve_with(name: str, A: SparseMatrix, b: Any, method: _Method) -> Any:
         raise TypeError(f"{name}: A must be a tapegrad.scipy.sparse matrix, got {type(A).__name__}")
     if A.shape[0] != A.shape[1]:
         raise ValueError(f"{name}: A must be square, got shape {A.shape}")
+    if not isinstance(b, Tensor):
+        b = np.asarray(b, dtype=A.dtype if np.asarray(b).dtype.kind in "iub" else None)
     check_operand(name, A, b, A.shape[0])
+    for what, v in (("b", b), ("the matrix's values", A.data)):
+        if not np.all(np.isfinite(v._peek() if isinstance(v, Tensor) else v)):
+            raise ValueError(f"{name}: {what} hold NaN or infinity")
     if np.ndim(b) != 1:
         raise ValueError(f"{name}: b must be 1-D, got shape {tuple(np.shape(b))}")
     return SOLVE(A.data, b, A.pattern, method)
