@@ -332,11 +332,13 @@ def solve_implicitly(
     leaves, rebuild = flatten(params)
     for i, leaf in enumerate(leaves):
         kind = leaf.dtype.kind if isinstance(leaf, Tensor) else np.asarray(leaf).dtype.kind
-        if kind not in "fiub":
+        if kind != "f" and not (kind in "iu" and not isinstance(leaf, np.ndarray | Tensor)):
+            what = f"of dtype {np.asarray(leaf).dtype}" if kind in "iubO" else "not a number"
             raise TypeError(
-                f"{name}: parameter leaf {i} is a {type(leaf).__name__}; parameters are "
-                "arrays, numbers or tensors (or lists / tuples / dicts of them): pass "
-                "anything else through f's closure"
+                f"{name}: parameter leaf {i} ({type(leaf).__name__}, {what}) cannot be "
+                "differentiated; parameters are floating-point arrays, numbers or tensors "
+                "(or lists / tuples / dicts of them): pass integers, indices and anything "
+                "else through f's closure"
             )
     x0v = x0.detach() if isinstance(x0, Tensor) else np.asarray(x0)
     dtypes = [x0v.dtype] + [

@@ -182,7 +182,10 @@ def test_what_would_be_wrong_raises():
     with pytest.raises(ValueError, match=r"fixed_point: f returned shape \(2,\)"):
         tg.fixed_point(lambda x, b: b[:2] * 0.0, X0, B)
     # a parameter that is not an array
-    with pytest.raises(TypeError, match="fixed_point: parameter leaf 1 is a str"):
+    with pytest.raises(TypeError, match=r"fixed_point: parameter leaf 1 \(str, not a number\)"):
         tg.fixed_point(layer, X0, A, "b")
+    # an integer array is an index or a count, not something to differentiate
+    with pytest.raises(TypeError, match=r"parameter leaf 1 \(ndarray, of dtype int64\)"):
+        tg.fixed_point(lambda x, a, k: x * 0.5 + a[k], np.zeros(2), B, np.array([0, 1]))
     # the graph is left as it was: a later call works
     np.testing.assert_allclose(tg.grad(lambda b: loss(A, b))(B), tg.grad(lambda b: loss(A, b))(B))

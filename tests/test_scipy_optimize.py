@@ -132,7 +132,7 @@ def test_what_would_be_wrong_raises():
         optimize.root(system, np.array([1.0, 0.5]), args=(A,), options={"maxfev": 2})
     with pytest.raises(TypeError, match="least_squares: bounds are not supported"):
         optimize.least_squares(lambda p: p, np.ones(2), bounds=(0, 1))
-    with pytest.raises(TypeError, match="root: parameter leaf 0 is a str"):
+    with pytest.raises(TypeError, match=r"root: parameter leaf 0 \(str, not a number\)"):
         optimize.root(system, np.ones(2), args=("a",))
 
     # a zero derivative at the root: x^2 = c at c = 0
@@ -206,5 +206,12 @@ def test_scipys_calling_conventions():
             options={"xatol": 1e-12, "fatol": 1e-14, "maxiter": 4000},
         )
         optimize.root(system, np.array([1.0, 0.5]), args=(A,), method="krylov", tol=1e-13)
+    # a bracket or a start computed from tensors: the root does not depend on them
+    c = tg.tensor(8.0, requires_grad=True)
+    root = optimize.brentq(lambda x, c: x**3 - c, c * 0.0, c, args=(c,))
+    root.backward()
+    assert float(c.grad) == pytest.approx(1 / 12, rel=1e-10)
+    r = optimize.root_scalar(lambda x, c: x**2 - c, args=(4.0,), x0=tg.tensor(1.0))
+    assert float(r.root) == pytest.approx(2.0)
     with pytest.raises(TypeError, match="minimize: jac must be a function or None"):
         optimize.minimize(rosen, np.zeros(2), args=(C,), jac=True)

@@ -30,7 +30,7 @@ import numpy as np
 import scipy.optimize as _sp
 
 from ..implicit import solve_implicitly
-from ..tensors import values_of
+from ..tensors import Tensor, values_of
 from ..transforms import grad, jacobian, value_and_grad
 
 __all__ = ["brentq", "least_squares", "minimize", "root", "root_scalar"]
@@ -86,6 +86,16 @@ def _active_bound(x: np.ndarray, bounds: Any) -> bool:
     return bool(
         np.any(np.isfinite(lo) & (x - lo <= near)) or np.any(np.isfinite(hi) & (hi - x <= near))
     )
+
+
+def _plain(v: Any) -> Any:
+    """A bracket or a starting point as a plain number: the root does not depend on it
+    (it gets no gradient, as an initial guess does not)."""
+    if v is None or isinstance(v, float | int):
+        return v
+    if isinstance(v, tuple | list):
+        return type(v)(_plain(u) for u in v)
+    return float(np.asarray(values_of(v.detach() if isinstance(v, Tensor) else v)))
 
 
 def _scalar_tangent(lin: Callable, y: Any) -> Any:
@@ -410,10 +420,10 @@ def root_scalar(
             lambda x: float(values_of(f(x, *values))),
             args=(),
             method=method,
-            bracket=bracket,
+            bracket=_plain(bracket),
             fprime=lambda x: _values(fprime(float(x), *values)),
-            x0=x0,
-            x1=x1,
+            x0=_plain(x0),
+            x1=_plain(x1),
             xtol=xtol,
             rtol=rtol,
             maxiter=maxiter,
@@ -421,7 +431,7 @@ def root_scalar(
         found.append(res)
         return np.asarray(res.root, dtype=guess.dtype)
 
-    start = 0.0 if x0 is None else x0
+    start = 0.0 if x0 is None else _plain(x0)
     x = solve_implicitly(
         "root_scalar",
         f,
