@@ -78,8 +78,6 @@ from . import closures, graph, rule_walks, transforms
 from .engine import accumulate_grad, has_hooks
 from .forward_mode import inner_product
 from .grad_mode import is_grad_enabled
-from .layout import H_NNODES, N_OP
-from .ops import ROWS
 from .plain_guards import plain_hold, plain_values, same_plain
 from .program import Capture, Program, SplitCall, rebuilt_arguments
 from .pytree import flatten, is_container, structure
@@ -186,27 +184,6 @@ def compile(
     {'captures': 1, 'replays': 2, 'guard_failures': 0, 'checks': 0, 'programs': 1}
     """
     return Compiled(fn, argnums, has_aux, check)
-
-
-def _refuse_fixed_forwards(tape: Tape, cap: Capture) -> None:
-    """Custom functions are captured as nodes whose forward runs again, in Python, on
-    every replay (``cap.calls``); one that cannot run again (``Function.replays`` False:
-    tapegrad's own ODE solve, checkpoint and compiled-step nodes) is refused, naming
-    it."""
-    n = tape.h[H_NNODES]
-    custom = np.flatnonzero(tape.arrays["node"][N_OP, :n] >= len(ROWS))
-    for k in custom.tolist():
-        if k in cap.calls:
-            continue
-        name = rule_walks.node_name(tape, k)
-        why = cap.refused.get(k)
-        if why is None:
-            cls = tape.custom_entry(k)[0]
-            why = (
-                f"a replay cannot run its forward again ({cls.__name__} sets "
-                "Function.replays = False). Call the function without tg.compile"
-            )
-        raise TypeError(f"compile: {name} cannot be captured: {why}")
 
 
 class Compiled:
@@ -404,8 +381,11 @@ class Compiled:
                 raise TypeError(
                     "compile: the loss does not depend on the arguments through recorded ops"
                 )
-            if tape.custom:
-                _refuse_fixed_forwards(tape, cap)
+            if cap.refused:  # custom functions a replay cannot run (Function.apply)
+                k = min(cap.refused)
+                raise TypeError(
+                    f"compile: {rule_walks.node_name(tape, k)} cannot be captured: {cap.refused[k]}"
+                )
             if tape.hooks or any(has_hooks(t) for t in inputs):
                 raise TypeError("compile: gradient hooks cannot be captured")
             aux_info = None

@@ -670,12 +670,17 @@ def _record(
         tape.add_custom(pi, (cls, ctx, len(args), positions))
         k = call(record_custom, tape.header, code, sig, nin, nout, rg_mask)
         if k >= 0:
-            if tape.capture is not None and cls.replays:
+            if tape.capture is not None:
                 # what a replay calls forward with: the arguments that are not tensors
                 # as given (constants of the program), the tensors' from their slots
                 template = tuple(None if isinstance(a, Tensor) else a for a in args)
-                refused = tape.capture.refused
-                if any(isinstance(v, Tensor) for v in flatten(template)[0]):
+                refused = tape.capture.refused  # (compile refuses these, naming them)
+                if not cls.replays:
+                    refused[k] = (
+                        f"a replay cannot run its forward again ({cls.__name__} sets "
+                        "Function.replays = False). Call the function without tg.compile"
+                    )
+                elif any(isinstance(v, Tensor) for v in flatten(template)[0]):
                     refused[k] = (
                         "it was given a tensor inside a container or a keyword argument "
                         "(under tg.compile a float argument of the step is a 0-d tensor), "

@@ -109,7 +109,7 @@ class Capture:
         # custom function nodes whose forward a replay runs again: node -> (arguments
         # that are not tensors, needs_input_grad), filled by Function.apply
         self.calls: dict[int, tuple] = {}
-        self.refused: dict[int, str] = {}  # custom nodes a replay cannot run: why
+        self.refused: dict[int, str] = {}  # custom nodes a replay cannot run, and why
 
     def foreign_input(self, tape: Tape, t: Tensor) -> int:
         value = np.array(t._peek(), order="C", copy=True)
