@@ -16,6 +16,12 @@ whose backward is
   method and tolerances; constant memory in the number of steps, and gradients accurate
   to the solver's tolerance rather than exact for the discrete solution.
 
+SciPy's methods (``Radau``, ``BDF`` and ``LSODA`` for stiff systems, ``RK23``,
+``DOP853``) step the same captured function from Python with its exact Jacobian, and
+are differentiated through the continuous adjoint alone (``tapegrad.ode_scipy``).
+``solve_ivp``'s ``events`` are located along the solution, and their times and states
+differentiated by the implicit function theorem (``tapegrad.ode_events``).
+
 Gradients flow to ``y0``, the times ``t``, the parameters passed after ``t`` (or in
 ``args``) and tensors that require grad read from the function's closure, globals,
 ``self`` or attributes of a parameter object (found as ``tg.compile`` finds them). A
@@ -49,20 +55,25 @@ from typing import Any
 import numpy as np
 from scipy.optimize import OptimizeResult
 
-from . import tiers
+from . import numpy as tnp
+from . import ode_events, ode_scipy, tiers
 from .function import Function
 from .grad_mode import is_grad_enabled, no_grad
 from .numpy_protocols import holds_tensor
 from .ode_arguments import (
+    MAX_STEPS,
     checked_times,
+    eval_times,
     is_numeric,
     is_tree,
     no_times,
     parameter,
     recorded,
     refusal_message,
+    step_limit,
     unrecorded_values,
 )
+from .ode_events import ivp_result
 from .ode_system import Driven, captured_system
 from .odesolve import (
     DOPRI5,
@@ -86,8 +97,6 @@ from .tensors import Tensor
 __all__ = ["IntegrationError", "odeint", "solve_ivp"]
 
 METHODS = {"rk45": DOPRI5, "dopri5": DOPRI5, "rk4": RK4}
-SCIPY_ONLY = ("rk23", "dop853", "radau", "bdf", "lsoda")
-MAX_STEPS = 100_000
 
 
 class IntegrationError(RuntimeError):
@@ -142,18 +151,26 @@ class _Solve:
         first_step: float | None,
         max_step: float,
         max_steps: int,
-        use_adjoint: bool,
+        use_adjoint: bool | None,
     ) -> None:
         self.name = name
-        key = method.lower()
-        if key in SCIPY_ONLY:
-            raise NotImplementedError(
-                f"{name}: method {method!r} is not implemented; tapegrad has 'RK45' "
-                "(Dormand-Prince 5(4), adaptive) and 'RK4' (fixed steps)"
+        key = method.lower() if isinstance(method, str) else method
+        if key not in METHODS and key not in ode_scipy.METHODS:
+            raise ValueError(
+                f"{name}: unknown method {method!r}; use 'RK45', 'RK4', 'DOP853', 'RK23', "
+                "'Radau', 'BDF' or 'LSODA'"
             )
-        if key not in METHODS:
-            raise ValueError(f"{name}: unknown method {method!r}; use 'RK45' or 'RK4'")
-        self.tab = METHODS[key]
+        # SciPy's methods take their own steps: differentiated through the adjoint alone
+        self.scipy_method = key if key in ode_scipy.METHODS else None
+        if use_adjoint is None:
+            use_adjoint = self.scipy_method is not None
+        elif self.scipy_method and not use_adjoint:
+            raise ValueError(
+                f"{name}: method {method!r} is differentiated through the continuous "
+                "adjoint only (SciPy takes its steps, so there is no discrete reverse pass "
+                "through them); leave adjoint out or pass adjoint=True"
+            )
+        self.tab = METHODS.get(key, DOPRI5)
         self.fixed = key == "rk4"
         for what, v in (("rtol", rtol), ("atol", atol)):
             if not (np.ndim(v) == 0 and float(v) > 0 and math.isfinite(float(v))):
@@ -267,16 +284,7 @@ class _Solve:
         program cannot replay throughout (a guard failed mid-solve)."""
         step = self.system.step
         with step.lock:
-            if what == "forward":
-                program, outside = self._prepare()
-                self.program = program
-                self.outside = [t for t, i in zip(outside, program.outside) if i.rg]
-                self.read = [(t, t._value().copy()) for t in outside]
-                self.M = self.m + sum(t.size for t in self.outside)
-            else:  # the forward's program, if what it reads is unchanged
-                program = self.program
-                self._check_unchanged(step.current_reads(program), program)
-                np.copyto(program.inputs[3], self.p)  # another solve may have replayed it
+            program = self._bind(what == "forward")
             # (a custom function's forward is Python: Python drives the solve)
             compiled = (
                 program.fwd_plan is not None and program.bwd_plan is not None and not program.calls
@@ -296,6 +304,23 @@ class _Solve:
                     if result[0] != ODE_REPLAY:
                         return result
             return self._core(what, False)(Driven(self), *args)
+
+    def _bind(self, first: bool) -> Any:
+        """The program the solve runs (under the step's lock): captured or found for the
+        forward, which records what it reads from outside; the forward's for a backward,
+        if what it reads is unchanged."""
+        step = self.system.step
+        if first:
+            program, outside = self._prepare()
+            self.program = program
+            self.outside = [t for t, i in zip(outside, program.outside) if i.rg]
+            self.read = [(t, t._value().copy()) for t in outside]
+            self.M = self.m + sum(t.size for t in self.outside)
+        else:
+            program = self.program
+            self._check_unchanged(step.current_reads(program), program)
+            np.copyto(program.inputs[3], self.p)  # another solve may have replayed it
+        return program
 
     def _check_unchanged(self, outside: list | None, program: Any) -> None:
         """The backward must see what the forward saw: the plain values the program took
@@ -328,10 +353,14 @@ class _Solve:
         }
         return table[what][0 if compiled else 1]
 
-    def _raise(self, st: int, info: np.ndarray, phase: str) -> None:
+    def _raise(self, st: int, info: np.ndarray, phase: str, message: str = "") -> None:
         if st == ODE_OK:
             return
         where = f"{self.name} ({phase})"
+        if st == ode_scipy.ODE_FAILED:
+            raise IntegrationError(
+                f"{where}: SciPy's solver failed at t = {info[0]:.6g}: {message}"
+            )
         if st == ODE_MAXSTEPS:
             raise IntegrationError(
                 f"{where}: more than max_steps={self.max_steps} steps before t = "
@@ -341,6 +370,13 @@ class _Solve:
 
     def solve(self) -> np.ndarray:
         """The forward solution at ``ts``: ``(len(ts), *y0.shape)``."""
+        if self.scipy_method:
+            with self.system.step.lock:
+                self._bind(True)
+                st, ys, info, message, self.steps = ode_scipy.forward(self, True)
+            self._raise(st, info, "forward solve", message)
+            self.info, self.ys = info, ys
+            return ys.reshape((self.ts.size, *self.y_shape))
         record = not self.adjoint
         st, ys, info, meta, Ys, Ks, Ss, count = self.run(
             "forward", self.tab, self.y0, self.ts, self.nsub, self.rtol, self.atol,
@@ -352,11 +388,60 @@ class _Solve:
         self.steps = (meta, Ys, Ks, Ss, count) if record else None
         return ys.reshape((self.ts.size, *self.y_shape))
 
+    def steps(self, watch: Callable | None = None) -> ode_scipy.Steps:
+        """The steps a solve through ``ts`` takes (no gradient is kept): their end times,
+        the states there and the state inside each (a step of the method cut short, or
+        SciPy's interpolant). ``watch(t_old, t_new, y_new, at)`` is shown each step in
+        turn (``at(t)``: the state inside it) and ends the solve there by returning
+        True; a failure after it did is not an error."""
+        if self.scipy_method:
+            with self.system.step.lock:
+                self._bind(True)
+                st, _, info, message, steps = ode_scipy.forward(self, True, watch)
+            if not (steps is not None and steps.stopped):
+                self._raise(st, info, "forward solve", message)
+            return steps
+        st, ys, info, meta, Ys, _, _, count = self.run(
+            "forward", self.tab, self.y0, self.ts, self.nsub, self.rtol, self.atol,
+            self.first_step, self.max_step, self.max_steps, True,
+        )  # fmt: skip
+        t = np.concatenate([self.ts[:1], meta[:count, 0] + meta[:count, 1]])
+        y = np.concatenate([Ys[:count], ys[-1:]]).astype(np.float64)
+        if st == ODE_OK:
+            t[-1] = self.ts[-1]
+
+        def at(k: int, when: float) -> np.ndarray:
+            if when == t[k]:
+                return y[k]
+            with self.system.step.lock:
+                st, out, info, *_ = forward(
+                    Driven(self), self.tab, y[k].astype(self.dtype), np.array([t[k], when]),
+                    np.ones(1, np.int64), self.rtol, self.atol, 0.0, np.inf, 1, False,
+                )  # fmt: skip
+            self._raise(st, info, "event search")
+            return out[1].astype(np.float64)
+
+        if st != ODE_OK and count:  # the last step's end (not returned by a failed solve)
+            y[count] = at(count - 1, t[count])
+        steps = ode_scipy.Steps(t, y, at, int(info[2]))
+        for k in range(count if watch is not None else 0):
+            if watch(t[k], t[k + 1], y[k + 1], lambda when, k=k: at(k, when)):
+                steps.t, steps.y, steps.stopped = t[: k + 2], y[: k + 2], True
+                return steps
+        self._raise(st, info, "forward solve")
+        return steps
+
     def gradients(self, gys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(g_y0, g_ts, g_params)`` (flat; the parameters then the outside tensors) for
         the cotangent ``gys`` of the solution."""
         gys = np.ascontiguousarray(gys, self.dtype).reshape(self.ts.size, -1)
-        if self.adjoint:
+        if self.scipy_method:
+            with self.system.step.lock:
+                self._bind(False)
+                st, gy0, gts, gp, info, message = ode_scipy.adjoint(self, gys)
+            self._raise(st, info, "adjoint solve", message)
+            gy0, gp = gy0.astype(self.dtype), gp.astype(self.dtype)
+        elif self.adjoint:
             st, gy0, gts, gp, info = self.run(
                 "adjoint", self.tab, self.ts, self.ys, gys, self.nsub, self.rtol, self.atol,
                 self.max_step, self.max_steps, self.M,
@@ -451,7 +536,8 @@ def odeint(
     first_step: float | None = None,
     max_step: float = np.inf,
     max_steps: int = MAX_STEPS,
-    adjoint: bool = False,
+    adjoint: bool | None = None,
+    max_num_steps: int | None = None,
 ) -> Any:
     """Integrate ``dy/dt = func(y, t, *params)`` and return ``y`` at the times ``t``.
 
@@ -481,9 +567,12 @@ def odeint(
         More extra arguments, after ``params`` (SciPy's keyword).
     tfirst : bool, optional
         ``func(t, y, *params)`` instead of ``func(y, t, *params)``.
-    method : {'RK45', 'RK4'}, optional
-        Adaptive Dormand-Prince 5(4) (``'dopri5'`` too), or classic RK4 with fixed
-        steps.
+    method : {'RK45', 'RK4', 'DOP853', 'RK23', 'Radau', 'BDF', 'LSODA'}, optional
+        tapegrad's adaptive Dormand-Prince 5(4) (``'dopri5'`` too) or classic RK4 with
+        fixed steps, run in compiled loops; or one of SciPy's solvers, stepping a
+        captured right-hand side with its exact Jacobian (the implicit ``'Radau'``,
+        ``'BDF'`` and ``'LSODA'`` are for stiff systems), differentiated through the
+        continuous adjoint.
     rtol, atol : float, optional
         Tolerances of the adaptive method, with SciPy's meaning (defaults: SciPy
         ``odeint``'s).
@@ -496,6 +585,10 @@ def odeint(
     adjoint : bool, optional
         Differentiate with the continuous adjoint (constant memory) instead of the
         discrete reverse pass through the steps (exact for the computed solution).
+        The default is False for ``'RK45'`` and ``'RK4'``; SciPy's methods have the
+        adjoint only (False raises).
+    max_num_steps : int, optional
+        Another name for ``max_steps`` (pass one of them).
 
     Returns
     -------
@@ -509,15 +602,15 @@ def odeint(
         ``max_steps`` steps are needed.
     ValueError
         ``t`` is not 1-D, finite and strictly monotonic; an unknown ``method``; a
-        tolerance, ``step``, ``first_step`` or ``max_step`` that is not positive;
-        ``step`` with ``'RK45'``; or ``func`` returns a shape other than ``y0``'s.
+        tolerance, ``step``, ``first_step``, ``max_step`` or ``max_steps`` that is not
+        positive; ``step`` with an adaptive method; ``adjoint=False`` with one of
+        SciPy's methods; or ``func`` returns a shape other than ``y0``'s.
     TypeError
         ``func`` is not callable or returns None or non-real values; ``y0`` or a
         parameter is complex.
     NotImplementedError
-        A SciPy method tapegrad does not have (``'LSODA'``, ``'BDF'``, ``'Radau'``...);
-        and, when they are taken, second derivatives or forward mode through the
-        solve (its backward is one compiled node, not recorded ops).
+        When they are taken, second derivatives or forward mode through the solve (its
+        backward is one compiled node, not recorded ops).
 
     See Also
     --------
@@ -529,7 +622,11 @@ def odeint(
     reverse pass goes through the steps taken, with their sizes held fixed; memory
     grows with the number of steps. With ``adjoint=True`` the adjoint equations are
     integrated backward with the same method and tolerances: constant memory, and
-    gradients accurate to the solver's tolerance.
+    gradients accurate to the solver's tolerance. SciPy's methods read ``y(t)`` in the
+    adjoint from the forward solve's interpolants (a stiff system cannot be integrated
+    backward), so their memory grows with the steps; when SciPy's ``BDF`` or ``LSODA``
+    fails on an interval of the adjoint, that interval is integrated again with
+    ``Radau``.
 
     Examples
     --------
@@ -555,7 +652,8 @@ def odeint(
     ts = checked_times("odeint", t)
     options = dict(
         method=method, rtol=rtol, atol=atol, step=step, first_step=first_step,
-        max_step=max_step, max_steps=max_steps, use_adjoint=adjoint,
+        max_step=max_step, max_steps=step_limit("odeint", max_steps, max_num_steps),
+        use_adjoint=adjoint,
     )  # fmt: skip
     params = tuple(parameter(q) for q in (*params, *args))
     t = recorded(t)
@@ -581,7 +679,8 @@ def solve_ivp(
     first_step: float | None = None,
     max_step: float = np.inf,
     max_steps: int = MAX_STEPS,
-    adjoint: bool = False,
+    adjoint: bool | None = None,
+    max_num_steps: int | None = None,
 ) -> OptimizeResult:
     """Solve an initial value problem, SciPy's ``solve_ivp``, differentiably.
 
@@ -600,15 +699,22 @@ def solve_ivp(
         ``(t0, t1)``, the interval of integration (``t1 < t0`` integrates backward).
     y0 : array_like or Tensor
         The initial state, 1-D.
-    method : {'RK45', 'RK4'}, optional
-        As in :func:`odeint`.
+    method : {'RK45', 'RK4', 'DOP853', 'RK23', 'Radau', 'BDF', 'LSODA'}, optional
+        As in :func:`odeint`: the implicit ``'Radau'``, ``'BDF'`` and ``'LSODA'`` for
+        stiff systems.
     t_eval : array_like or Tensor, optional
         Times at which to return the solution, within ``t_span`` and sorted in its
         direction.
     dense_output : bool, optional
         Not implemented: True raises.
-    events : optional
-        Not implemented: anything but None raises.
+    events : callable or list of callables, optional
+        SciPy's events: ``event(t, y, *args)`` returns a number whose zeros are
+        located (a sign change across a step, then Brent's method inside it). Its
+        attributes as in SciPy: ``terminal`` (True, or the number of occurrences, ends
+        the integration there) and ``direction`` (positive: rising zeros only,
+        negative: falling, 0: both). The event times and the states there are
+        differentiable, in everything the solution depends on and the tensors the
+        event function reads.
     vectorized : bool, optional
         Accepted for SciPy's signature and ignored: ``fun`` is called on one state.
     args : sequence, optional
@@ -623,13 +729,17 @@ def solve_ivp(
         The most steps the solve (and its adjoint) may take before it raises.
     adjoint : bool, optional
         Differentiate with the continuous adjoint (see :func:`odeint`).
+    max_num_steps : int, optional
+        Another name for ``max_steps`` (pass one of them).
 
     Returns
     -------
     scipy.optimize.OptimizeResult
         SciPy's fields: ``t``, ``y`` (``(n, len(t))``, a tensor when any input is
-        one), ``nfev``, ``status`` (0), ``message``, ``success`` (True); ``sol``,
-        ``t_events`` and ``y_events`` are None.
+        one), ``nfev``, ``status`` (0, or 1 when a terminal event stopped the
+        integration), ``message``, ``success`` (True); ``t_events`` and ``y_events``
+        (with ``events``: per event, its times ``(k,)`` and states ``(k, n)``, tensors
+        when anything requires grad; else None); ``sol`` is None.
 
     Raises
     ------
@@ -638,14 +748,16 @@ def solve_ivp(
         ``max_steps`` steps are needed.
     ValueError
         ``t_span`` is not a pair, ``y0`` is not 1-D, ``t_eval`` is outside ``t_span``
-        or not sorted in its direction, or an option is invalid (as in
-        :func:`odeint`).
+        or not sorted in its direction, an option is invalid (as in :func:`odeint`),
+        an event function returns anything but one finite number or has an invalid
+        ``terminal`` or ``direction``, or, when it is differentiated, an event's slope
+        along the solution is zero at its zero (no derivative there).
     TypeError
         ``fun`` is not callable or returns None or non-real values; ``y0`` or an
         argument is complex.
     NotImplementedError
-        ``dense_output`` or ``events`` is given, or a SciPy method tapegrad does not
-        have (``'BDF'``, ``'Radau'``, ``'LSODA'``...).
+        ``dense_output`` is given; second derivatives or forward mode through the
+        solve, when they are taken.
 
     See Also
     --------
@@ -670,10 +782,27 @@ def solve_ivp(
     ...     return tnp.sum(sol.y[:, -1])
     >>> np.allclose(tg.grad(final)(np.array([1.0, 2.0])), np.exp(-1.0))
     True
+
+    A ball thrown up at 3 m/s from 2 m lands (a terminal event) at ``t = (3 + sqrt(9 +
+    4 g)) / g``; the landing time's derivative in the launch height is ``1 / sqrt(9 + 4
+    g)``:
+
+    >>> def ground(t, y, g):
+    ...     return y[0]
+    >>> ground.terminal, ground.direction = True, -1
+    >>> def landing(h):
+    ...     sol = solve_ivp(lambda t, y, g: tnp.stack([y[1], -g + 0.0 * y[0]]), (0.0, 5.0),
+    ...                     tnp.stack([h, 3.0]), events=ground, args=(9.81,), rtol=1e-10)
+    ...     return sol.t_events[0][0]
+    >>> print(f"{float(landing(2.0)):.6f} {tg.grad(landing)(2.0):.6f}")
+    1.013813 0.143978
+    >>> print(f"{(3 + np.sqrt(9 + 4 * 9.81)) / 9.81:.6f} {1 / np.sqrt(9 + 4 * 9.81):.6f}")
+    1.013813 0.143978
     """
     name = "solve_ivp"
-    if dense_output or events is not None:
-        raise NotImplementedError(f"{name}: dense_output and events are not implemented")
+    if dense_output:
+        raise NotImplementedError(f"{name}: dense_output is not implemented")
+    evs = ode_events.event_list(name, events)
     # (0.0, T) with T a tensor: its values here; the span is recorded (stacked) below
     span = np.asarray(unrecorded_values(t_span), np.float64)
     if span.shape != (2,):
@@ -682,96 +811,104 @@ def solve_ivp(
     if y0v.ndim != 1:
         raise ValueError(f"{name}: y0 must be 1-D, got shape {y0v.shape}")
     params = tuple(args) if args is not None else ()
-    te = None if t_eval is None else _eval_times(name, t_eval, span)
+    te = None if t_eval is None else eval_times(name, t_eval, span)
     if span[1] == span[0]:  # SciPy's: no step; y0 at t0 twice, and nothing with t_eval
         y = _no_step(name, fun, t_span, span, y0, params)
         if te is None:
-            return _ivp_result(span, y, 1)
+            return ivp_result(span, y, 1, [], evs, y0v.shape[0])
         nothing = no_times(name, fun, y0, params, (t_span, t_eval), (y0v.shape[0], 0))
-        return _ivp_result(np.zeros(0), nothing, 1)
+        return ivp_result(np.zeros(0), nothing, 1, [], evs, y0v.shape[0])
+    direction = 1.0 if span[1] > span[0] else -1.0
     options = dict(
         method=method, rtol=rtol, atol=atol, step=step, first_step=first_step,
-        max_step=max_step, max_steps=max_steps, use_adjoint=adjoint,
+        max_step=max_step, max_steps=step_limit(name, max_steps, max_num_steps),
+        use_adjoint=adjoint,
     )  # fmt: skip
 
     y0, t_span, t_eval = recorded(y0), recorded(t_span), recorded(t_eval)
     params = tuple(parameter(q) for q in params)
+    found, stop, nfev = [], None, None
+    if t_eval is None or te.size == 0 or evs:
+        # the steps (one solve without gradients): the times to answer at without t_eval
+        # (the rerun through exactly those times takes the same steps), and where the
+        # events are
+        probe = _Solve(name, fun, True, y0, span, params, **options)
+        watch = ode_events.Locator(evs, params, span[0], probe.y0) if evs else None
+        steps = probe.steps(watch)
+        nfev = steps.nfev  # the solve that chose the steps (the rerun rejects none)
+        if watch is not None:
+            found, stop = watch.found, watch.stop
+    out = steps.t if te is None else te
+    if stop is not None:  # a terminal event: the solution ends there
+        out = out[direction * (out - stop) < 0]
+        if te is None:
+            out = np.append(out, stop)
+    if out.size == 0 and not found:  # no times to answer at: SciPy's empty solution
+        nothing = no_times(name, fun, y0, params, (t_span, t_eval), (y0v.shape[0], 0))
+        return ivp_result(out, nothing, nfev, [], evs, y0v.shape[0])
+    # the solve's times: t0, the outputs and the events, each once
+    ts = np.array(sorted({span[0], *out, *(w for _, w in found)}, key=lambda w: direction * w))
+    row = {w: j for j, w in enumerate(ts)}
+    outs = np.array([row[w] for w in out], np.int64)
+    # which time input moves each row (its output time): t_eval's own, else t_span's ends
+    mover: dict[int, Any] = {}
+    if te is not None:
+        mover.update((row[w], (t_eval, q)) for q, w in enumerate(te) if w in row)
+    else:
+        if stop is None:
+            mover[row[span[1]]] = (t_span, 1)
+    mover.setdefault(0, (t_span, 0))
     # t_eval[0] == t_span[0]: one time in the solve, two inputs. Moving t_eval[0] alone
     # moves that output along the solution (<g_0, f(t_0, y_0)>); t_span[0] gets the rest
     # of the joint derivative
-    drop = 0
+    shares = te is not None and te.size > 0 and te[0] == span[0]
 
     def shared(gys: np.ndarray) -> float:
-        if t_eval is None or drop:
-            return 0.0
-        return float(np.sum(gys[0] * solve.f_at(ts[0], solve.y0)))
+        return float(np.sum(gys[0] * solve.f_at(ts[0], solve.y0))) if shares else 0.0
 
     def span_grad(g: np.ndarray, gys: np.ndarray) -> np.ndarray:
-        end = 0.0 if t_eval is not None or g.size < 2 else g[-1]
-        return np.array([g[0] - shared(gys), end])
+        end = [j for j, (who, q) in mover.items() if who is t_span and q == 1]
+        return np.array([g[0] - shared(gys), g[end[0]] if end else 0.0])
 
-    if t_eval is None or te.size == 0:
-        # the adaptive steps' end points (one solve without gradients), then the solve
-        # through exactly those times, which takes the same steps
-        probe = _Solve(name, fun, True, y0, span, params, **{**options, "use_adjoint": True})
-        st, _, info, meta, _, _, _, count = probe.run(
-            "forward", probe.tab, probe.y0, span, probe.nsub, probe.rtol, probe.atol,
-            probe.first_step, probe.max_step, probe.max_steps, True,
-        )  # fmt: skip
-        probe._raise(st, info, "forward solve")
-        nfev = int(info[2])  # the solve that chose the steps (the rerun rejects none)
-        if te is not None:  # no times to answer at: SciPy's empty solution
-            nothing = no_times(name, fun, y0, params, (t_span, t_eval), (y0v.shape[0], 0))
-            return _ivp_result(te, nothing, nfev)
-        ts = np.concatenate([span[:1], meta[:count, 0] + meta[:count, 1]])
-        ts[-1] = span[1]
-        times = [(t_span, span_grad)]
-        drop = 0
-    else:
-        drop = 0 if te[0] == span[0] else 1
-        ts = te if drop == 0 else np.concatenate([span[:1], te])
+    times = [(t_span, span_grad)]
+    if te is not None:
 
         def eval_grad(g: np.ndarray, gys: np.ndarray) -> np.ndarray:
-            g = g[drop:].copy()
-            if drop == 0:
-                g[0] = shared(gys)
-            return g
+            mine = np.zeros(te.size)
+            for j, (who, q) in mover.items():
+                if who is t_eval:
+                    mine[q] = shared(gys) if j == 0 else g[j]
+            return mine
 
-        times = [(t_span, span_grad), (t_eval, eval_grad)]
-        nfev = None
+        times.append((t_eval, eval_grad))
     solve, ys = _run(name, fun, True, y0, ts, times, params, **options)
-    y = ys[drop:].T if drop else ys.T
-    return _ivp_result(ts[drop:], y, int(solve.info[2]) if nfev is None else nfev)
-
-
-def _ivp_result(t: np.ndarray, y: Any, nfev: int) -> OptimizeResult:
-    """SciPy's result of a successful ``solve_ivp``."""
-    return OptimizeResult(
-        t=t,
-        y=y,
-        sol=None,
-        t_events=None,
-        y_events=None,
-        nfev=nfev,
-        njev=0,
-        nlu=0,
-        status=0,
-        message="The solver successfully reached the end of the integration interval.",
-        success=True,
-    )
-
-
-def _eval_times(name: str, t_eval: Any, span: np.ndarray) -> np.ndarray:
-    """``t_eval``'s times, SciPy's checks against ``span`` (none at all are allowed)."""
-    if np.shape(unrecorded_values(t_eval)) == (0,):
-        return np.zeros(0)
-    te = checked_times(name, t_eval)
-    lo, hi = min(span), max(span)
-    if np.any(te < lo) or np.any(te > hi):
-        raise ValueError(f"{name}: t_eval must lie within t_span {tuple(span)}")
-    if te.size > 1 and (te[1] - te[0]) * (span[1] - span[0]) < 0:
-        raise ValueError(f"{name}: t_eval must be sorted in the direction of t_span")
-    return te
+    t_events, y_events = [[] for _ in evs], [[] for _ in evs]
+    for i, when in found:
+        j = row[when]
+        y_row = ys[j]
+        who = mover.get(j)
+        if who is not None and isinstance(who[0], Tensor) and who[0].requires_grad:
+            # the row's time is an input: hold it fixed (its own derivative is f)
+            moved = who[0][who[1]]
+            f = solve.f_at(when, unrecorded_values(y_row).astype(solve.dtype))
+            y_row = y_row - f * (moved - unrecorded_values(moved))
+        t_e, y_e = ode_events.differentiable(evs[i], when, y_row, solve.f_at, params, solve.dtype)
+        t_events[i].append(t_e)
+        y_events[i].append(y_e)
+    if not outs.size:
+        y = no_times(name, fun, y0, params, (t_span, t_eval), (y0v.shape[0], 0))
+    elif stop is not None and te is None:  # the last state is the terminal event's
+        last = y_events[found[-1][0]][-1]
+        stack = tnp if isinstance(ys, Tensor) or isinstance(last, Tensor) else np
+        y = stack.concatenate([ys[outs[:-1]], stack.asarray(last)[None]]).T
+    else:
+        y = ys[outs].T
+    nfev = int(solve.info[2]) if nfev is None else nfev
+    result = ivp_result(out, y, nfev, list(zip(t_events, y_events)), evs, y0v.shape[0])
+    if stop is not None:
+        result.status = 1
+        result.message = "A termination event occurred."
+    return result
 
 
 def _no_step(

@@ -15,6 +15,8 @@ from .pytree import flatten
 from .recording import tensor
 from .tensors import Tensor
 
+MAX_STEPS = 100_000  # the default step limit of a solve (and of its adjoint)
+
 
 def is_numeric(v: Any) -> bool:
     return isinstance(v, int | float | complex | np.ndarray | np.generic | list | tuple)
@@ -115,3 +117,31 @@ def refusal_message(name: str, mode: str) -> str:
         "supported: the solve has no tangent rule. Use reverse mode (tg.grad, "
         "tg.jacobian, tg.vjp) for its first derivatives"
     )
+
+
+def step_limit(name: str, max_steps: int, max_num_steps: int | None) -> int:
+    """The step limit, from ``max_steps`` or its other name ``max_num_steps`` (one of
+    them)."""
+    if max_num_steps is not None:
+        if max_steps != MAX_STEPS and max_steps != max_num_steps:
+            raise ValueError(
+                f"{name}: max_steps={max_steps!r} and max_num_steps={max_num_steps!r} "
+                "are two names of one limit; pass one"
+            )
+        max_steps = max_num_steps
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int | np.integer) or max_steps < 1:
+        raise ValueError(f"{name}: max_steps must be a positive integer, got {max_steps!r}")
+    return int(max_steps)
+
+
+def eval_times(name: str, t_eval: Any, span: np.ndarray) -> np.ndarray:
+    """``t_eval``'s times, SciPy's checks against ``span`` (none at all are allowed)."""
+    if np.shape(unrecorded_values(t_eval)) == (0,):
+        return np.zeros(0)
+    te = checked_times(name, t_eval)
+    lo, hi = min(span), max(span)
+    if np.any(te < lo) or np.any(te > hi):
+        raise ValueError(f"{name}: t_eval must lie within t_span {tuple(span)}")
+    if te.size > 1 and (te[1] - te[0]) * (span[1] - span[0]) < 0:
+        raise ValueError(f"{name}: t_eval must be sorted in the direction of t_span")
+    return te

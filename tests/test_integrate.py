@@ -319,8 +319,10 @@ def test_bad_input():
         odeint(f, np.ones(1), np.zeros((2, 2)))
     with pytest.raises(ValueError, match=r"returned shape \(2,\).*shape \(1,\)"):
         odeint(lambda y, t: tnp.stack([y[0], y[0]]), np.ones(1), [0.0, 1.0])
-    with pytest.raises(NotImplementedError, match="'BDF' is not implemented"):
-        odeint(f, np.ones(1), [0.0, 1.0], method="BDF")
+    with pytest.raises(ValueError, match="unknown method 'Euler'"):
+        odeint(f, np.ones(1), [0.0, 1.0], method="Euler")
+    with pytest.raises(ValueError, match="continuous adjoint only"):
+        odeint(f, np.ones(1), [0.0, 1.0], method="BDF", adjoint=False)
     with pytest.raises(ValueError, match="rtol must be a positive"):
         odeint(f, np.ones(1), [0.0, 1.0], rtol=-1.0)
     with pytest.raises(ValueError, match="step= is for"):

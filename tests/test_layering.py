@@ -135,6 +135,8 @@ LAYERS: list[tuple[str, list[str]]] = [
             "scipy.stats",
             "ode_arguments",
             "ode_system",
+            "ode_scipy",
+            "ode_events",
             "integrate",
             "extend",
             "implicit",
