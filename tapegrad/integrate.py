@@ -71,6 +71,7 @@ from .ode_arguments import (
     recorded,
     refusal_message,
     step_limit,
+    stiff_at,
     unrecorded_values,
 )
 from .ode_events import ivp_result
@@ -373,7 +374,7 @@ class _Solve:
         if self.scipy_method:
             with self.system.step.lock:
                 self._bind(True)
-                st, ys, info, message, self.steps = ode_scipy.forward(self, True)
+                st, ys, info, message, _ = ode_scipy.forward(self, False)
             self._raise(st, info, "forward solve", message)
             self.info, self.ys = info, ys
             return ys.reshape((self.ts.size, *self.y_shape))
@@ -385,7 +386,10 @@ class _Solve:
         self._raise(st, info, "forward solve")
         self.info = info
         self.ys = ys
-        self.steps = (meta, Ys, Ks, Ss, count) if record else None
+        self.recorded = (meta, Ys, Ks, Ss, count) if record else None
+        self.stiff_at = (
+            stiff_at(self.tab, meta, Ys, Ks, count) if record and not self.fixed else None
+        )
         return ys.reshape((self.ts.size, *self.y_shape))
 
     def steps(self, watch: Callable | None = None) -> ode_scipy.Steps:
@@ -448,7 +452,15 @@ class _Solve:
             )  # fmt: skip
             self._raise(st, info, "adjoint solve")
         else:
-            meta, Ys, Ks, Ss, count = self.steps
+            if self.stiff_at is not None:
+                raise IntegrationError(
+                    f"{self.name} (reverse pass): the solve is stiff from t = "
+                    f"{self.stiff_at:.6g} on (RK45's steps were held to its stability limit "
+                    "there, not to the tolerance), and the reverse pass through such steps "
+                    "amplifies their errors without bound: the gradient would be wrong. Use "
+                    "method='Radau' (or 'BDF'), which is made for stiff systems"
+                )
+            meta, Ys, Ks, Ss, count = self.recorded
             st, gy0, gts, gp = self.run(
                 "reverse", self.tab, self.ts, gys, meta, Ys, Ks, Ss, count, self.M
             )
@@ -623,10 +635,10 @@ def odeint(
     grows with the number of steps. With ``adjoint=True`` the adjoint equations are
     integrated backward with the same method and tolerances: constant memory, and
     gradients accurate to the solver's tolerance. SciPy's methods read ``y(t)`` in the
-    adjoint from the forward solve's interpolants (a stiff system cannot be integrated
-    backward), so their memory grows with the steps; when SciPy's ``BDF`` or ``LSODA``
-    fails on an interval of the adjoint, that interval is integrated again with
-    ``Radau``.
+    adjoint from a ``Radau`` solve (a stiff system cannot be integrated backward), and
+    the adjoint runs with ``Radau`` too, both at tolerances 100 times tighter than the
+    forward's. ``RK45`` on a stiff system (steps held at its stability limit) raises in
+    the discrete reverse pass rather than return its unbounded amplification.
 
     Examples
     --------
@@ -839,10 +851,11 @@ def solve_ivp(
         if watch is not None:
             found, stop = watch.found, watch.stop
     out = steps.t if te is None else te
-    if stop is not None:  # a terminal event: the solution ends there
-        out = out[direction * (out - stop) < 0]
-        if te is None:
-            out = np.append(out, stop)
+    if stop is not None:  # a terminal event: the solution ends there (SciPy's points)
+        if te is None:  # the start, the steps before the event, the event
+            out = np.concatenate([out[:1], out[1:][direction * (out[1:] - stop) < 0], [stop]])
+        else:
+            out = out[direction * (out - stop) <= 0]
     if out.size == 0 and not found:  # no times to answer at: SciPy's empty solution
         nothing = no_times(name, fun, y0, params, (t_span, t_eval), (y0v.shape[0], 0))
         return ivp_result(out, nothing, nfev, [], evs, y0v.shape[0])

@@ -145,3 +145,34 @@ def eval_times(name: str, t_eval: Any, span: np.ndarray) -> np.ndarray:
     if te.size > 1 and (te[1] - te[0]) * (span[1] - span[0]) < 0:
         raise ValueError(f"{name}: t_eval must be sorted in the direction of t_span")
     return te
+
+
+# Hairer and Wanner's stiffness test for Dormand-Prince 5(4) (Solving ODEs II, IV.2):
+# ``|h lambda| ~ |h| |k7 - k6| / |y_new - Y6|`` estimates where the step sits on the
+# method's stability boundary (about 3.3 on the real axis); many accepted steps in a row
+# near it mean the step size is held by stability, not accuracy (the step controller
+# keeps it oscillating about the boundary: 3.0, below it, catches the runs)
+STIFF_H_LAMBDA = 3.0
+STIFF_STEPS = 15
+
+
+def stiff_at(tab: tuple, meta: np.ndarray, Ys: np.ndarray, Ks: np.ndarray, count: int):
+    """The time from which a recorded Dormand-Prince solve was stiff (``STIFF_STEPS``
+    accepted steps in a row at the stability boundary), or None."""
+    if count < STIFF_STEPS or Ks.shape[1] != 7:
+        return None
+    A, B = tab[0], tab[1]
+    h = meta[:count, 1][:, None]
+    K = Ks[:count].astype(np.float64)
+    Y6 = Ys[:count] + h * np.einsum("j,kjn->kn", A[5, :5], K[:, :5])
+    ynew = Ys[:count] + h * np.einsum("j,kjn->kn", B, K)
+    den = np.linalg.norm(ynew - Y6, axis=1)
+    num = np.abs(h[:, 0]) * np.linalg.norm(K[:, 6] - K[:, 5], axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        boundary = np.where(den > 0, num / den, 0.0) > STIFF_H_LAMBDA
+    run = 0
+    for k in range(count):
+        run = run + 1 if boundary[k] else 0
+        if run >= STIFF_STEPS:
+            return float(meta[k - STIFF_STEPS + 1, 0])
+    return None

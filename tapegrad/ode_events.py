@@ -49,12 +49,13 @@ class Event:
     def __init__(self, name: str, fn: Any, index: int) -> None:
         if not callable(fn):
             raise TypeError(f"{name}: events[{index}] must be callable, got {type(fn).__name__}")
-        terminal = getattr(fn, "terminal", False)
-        if isinstance(terminal, bool | np.bool_):
-            count = int(terminal)
-        elif isinstance(terminal, int | np.integer) and terminal >= 0:
-            count = int(terminal)
-        else:
+        terminal = getattr(fn, "terminal", None)
+        try:  # SciPy's rule: None, False or 0 never ends it; True or a count does
+            count = 0 if terminal is None or terminal == 0 else int(terminal)
+            valid = (count == terminal and count > 0) or count == 0
+        except (TypeError, ValueError):
+            valid = False
+        if not valid:
             raise ValueError(
                 f"{name}: events[{index}].terminal must be a bool or a non-negative "
                 f"integer, got {terminal!r}"
@@ -191,11 +192,20 @@ def differentiable(
         fv = np.asarray(f_at(when, yv.astype(dtype)), np.float64)
     G = e.fn(when, y_row, *params)
     t_value = np.asarray(when, dtype)
-    if not (isinstance(G, Tensor) and G.requires_grad):
+    recorded_g = isinstance(G, Tensor) and G.requires_grad
+    if not recorded_g and not (isinstance(y_row, Tensor) and y_row.requires_grad):
         return t_value, y_row
-    G = G.reshape(()) if G.size == 1 else G
     with no_grad():  # (a transform under no_grad takes outside tensors as constants)
         gt, gy = grad(lambda t, y: e.fn(t, y, *params), argnums=(0, 1))(when, yv)
+    if not recorded_g:
+        if np.any(np.asarray(gy) != 0):  # (g read y's values as numbers: float(y[0]))
+            raise TypeError(
+                f"{e.name}: events[{e.index}] depends on the state but returned a value "
+                "that does not record it (float(), .item() or NumPy on a tensor): the "
+                "event time's derivative would be lost. Write it with tapegrad.numpy ops"
+            )
+        return t_value, y_row
+    G = G.reshape(()) if G.size == 1 else G
     rate = float(np.asarray(gt, np.float64) + np.dot(np.asarray(gy, np.float64), fv))
     scale = abs(float(np.asarray(gt))) + float(np.dot(np.abs(gy), np.abs(fv)))
     if not math.isfinite(rate) or abs(rate) <= 64 * _EPS * scale:

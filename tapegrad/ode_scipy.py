@@ -11,13 +11,13 @@ The gradient is the continuous adjoint: ``z = [a, g_p]`` with
 
     a' = -a f_y(t, y(t)),    g_p' = -a f_p(t, y(t)),
 
-integrated backward from the last output time with the same method and tolerances,
-``a`` taking each output's cotangent at its time. ``y(t)`` is read from the forward
-solve's dense output rather than integrated backward: a stiff system is unstable when
-run backward, and the interpolant is as accurate as the solve. The adjoint's own
-Jacobian is ``[[-f_y^T, 0], [-f_p^T, 0]]`` (sparse when the parameters are many), so
-the backward pass is as stiff-stable as the forward one. Gradients are accurate to the
-solver's tolerance; memory grows with the forward steps (their interpolants).
+integrated backward from the last output time with Radau (whatever the forward's
+method; ``ADJOINT_METHOD``) at tolerances ``ADJOINT_TOLERANCE`` times the forward's, ``a``
+taking each output's cotangent at its time. ``y(t)`` is read from the dense output of a
+Radau solve at those tolerances rather than integrated backward: a stiff system is
+unstable when run backward. The adjoint's own Jacobian is ``[[-f_y^T, 0], [-f_p^T,
+0]]`` (sparse when the parameters are many), so the backward pass is as stiff-stable as
+the forward one. Memory grows with the steps (their interpolants).
 
 Time gradients: ``dL/dt_i = <g_i, f(t_i, y_i)>`` for ``i > 0`` and ``dL/dt_0 = -<a(t_0),
 f(t_0, y_0)>``, as in :func:`tapegrad.odesolve.adjoint`.
@@ -41,6 +41,17 @@ if TYPE_CHECKING:
 
 METHODS = {"radau": Radau, "bdf": BDF, "lsoda": LSODA, "rk23": RK23, "dop853": DOP853}
 IMPLICIT = ("radau", "bdf", "lsoda")
+EPS = float(np.finfo(float).eps)
+# the adjoint (and the solve it reads y(t) from) runs at the forward's tolerances times
+# this: at the same tolerances its error, amplified along a stiff trajectory, reached 10 %
+# of the gradient where the solution's own was 1e-6 (Van der Pol, mu = 1000)
+ADJOINT_TOLERANCE = 0.01
+# the method that integrates each one's adjoint: a stiff system's adjoint is stiff too,
+# and BDF's (and LSODA's) low-order start and error control lose it at the fast
+# transients of a relaxation oscillation (30 % off on Van der Pol at mu = 1000, and BDF
+# can fail to start there at tight tolerances), where Radau (order 5, L-stable) holds
+ADJOINT_METHOD = {"radau": "radau", "bdf": "radau", "lsoda": "radau", "rk23": "rk23",
+                  "dop853": "dop853"}  # fmt: skip
 ODE_FAILED = 5  # SciPy's solver reported a failure (its message is kept)
 # past this many unknowns the adjoint's Jacobian is passed sparse (Radau and BDF factor
 # it with SuperLU); LSODA takes dense Jacobians only
@@ -98,7 +109,17 @@ class _Problem:
         return fy, fp
 
     def jac(self, t: float, y: np.ndarray) -> np.ndarray:
-        return self.rows(t, y)[0]
+        fy = self.rows(t, y)[0]
+        if not np.all(np.isfinite(fy)):
+            # (f_y infinite where f is not smooth, -sqrt(y) at 0: Newton's iterations
+            # take a difference quotient there, as SciPy's own Jacobian is)
+            f0 = self.f(t, y)
+            for j in np.flatnonzero(~np.all(np.isfinite(fy), axis=0)):
+                h = np.sqrt(np.finfo(float).eps) * max(1.0, abs(y[j]))
+                yh = np.array(y, np.float64)
+                yh[j] += h
+                fy[:, j] = (self.f(t, yh) - f0) / h
+        return fy
 
 
 class _NonFinite(Exception):
@@ -108,12 +129,17 @@ class _NonFinite(Exception):
 def _run(
     problem: _Problem, fun: Callable, jac: Callable, t0: float, z0: np.ndarray, t1: float,
     method: str, solve: _Solve, on_step: Callable, budget: int, first_step: float = 0.0,
+    tighter: float = 1.0,
 ) -> tuple[int, int, str, float]:  # fmt: skip
     """Step SciPy's ``method`` on ``fun`` from ``t0`` to ``t1`` with the solve's
     tolerances, calling ``on_step(solver)`` after each step: ``(status, steps, message,
     time reached)``."""
     cls = METHODS[method]
-    options: dict[str, Any] = dict(rtol=solve.rtol, atol=solve.atol, max_step=solve.max_step)
+    options: dict[str, Any] = dict(
+        rtol=max(solve.rtol * tighter, 100 * EPS),
+        atol=solve.atol * tighter,
+        max_step=solve.max_step,
+    )
     if method not in IMPLICIT:
         jac = None
     if first_step:
@@ -170,8 +196,9 @@ def dense_at(dense: list) -> Callable:
 
 
 def _forward(
-    problem: _Problem, solve: _Solve, keep: bool, watch: Callable | None, steps: Steps
-) -> tuple:
+    problem: _Problem, solve: _Solve, keep: bool, watch: Callable | None, steps: Steps,
+    method: str | None = None, tighter: float = 1.0,
+) -> tuple:  # fmt: skip
     ts = solve.ts
     n = problem.n
     ys = np.empty((ts.size, n), solve.dtype)
@@ -200,8 +227,8 @@ def _forward(
         problem.f(ts[0], y0)
     else:
         st, count, message, reached = _run(
-            problem, problem.f, problem.jac, ts[0], y0, ts[-1], solve.scipy_method, solve,
-            on_step, solve.max_steps, solve.first_step,
+            problem, problem.f, problem.jac, ts[0], y0, ts[-1], method or solve.scipy_method,
+            solve, on_step, solve.max_steps, solve.first_step, tighter,
         )  # fmt: skip
     info = np.array([reached, count, problem.nfev])
     if keep and (st == ODE_OK or steps.stopped):
@@ -218,7 +245,17 @@ def _forward(
 
 def _adjoint(problem: _Problem, solve: _Solve, gys: np.ndarray) -> tuple:
     n, M = problem.n, problem.M
-    steps = solve.steps
+    # y(t) from a solve by the adjoint's method at its tolerances: the forward's own
+    # interpolants (BDF's, LSODA's, or Radau's at the user's tolerances) miss a relaxation
+    # oscillation's fast transients by enough to move its gradient by 10-30 % (Van der
+    # Pol, mu = 1000, tolerances 1e-6), where these agree with finite differences of the
+    # solution to 1e-4
+    st, _, info, message, steps = _forward(
+        problem, solve, True, None, Steps(np.zeros(0), np.zeros((0, n)), dense_at([]), 0),
+        ADJOINT_METHOD[solve.scipy_method], ADJOINT_TOLERANCE,
+    )  # fmt: skip
+    if st != ODE_OK:
+        return st, None, None, None, info, message
     ends, dense = steps.t, steps.dense
     forward_dir = 1.0 if ends[-1] > ends[0] else -1.0
     keys = list(forward_dir * ends)
@@ -240,6 +277,9 @@ def _adjoint(problem: _Problem, solve: _Solve, gys: np.ndarray) -> tuple:
 
     def jac(t: float, z: np.ndarray) -> Any:
         fy, fp = problem.rows(t, y_at(t))
+        if not (np.all(np.isfinite(fy)) and np.all(np.isfinite(fp))):
+            problem.bad_t = t
+            raise _NonFinite  # (the derivative of f is infinite: no gradient there)
         if n + M > _SPARSE_FROM and solve.scipy_method in ("radau", "bdf"):
             return sp.bmat(
                 [[sp.csr_matrix(-fy.T), None], [sp.csr_matrix(-fp.T), sp.csr_matrix((M, M))]],
@@ -265,17 +305,9 @@ def _adjoint(problem: _Problem, solve: _Solve, gys: np.ndarray) -> tuple:
 
         start = z.copy()
         st, count, message, reached = _run(
-            problem, fun, jac, ts[i], start, ts[i - 1], solve.scipy_method, solve, keep,
-            solve.max_steps - total,
+            problem, fun, jac, ts[i], start, ts[i - 1], ADJOINT_METHOD[solve.scipy_method],
+            solve, keep, solve.max_steps - total, 0.0, ADJOINT_TOLERANCE,
         )  # fmt: skip
-        if st == ODE_FAILED and solve.scipy_method != "radau":
-            # SciPy's BDF can fail to start on an adjoint's fast transient at tight
-            # tolerances (its first steps are order 1); Radau (order 5, L-stable) does not
-            z[:] = start
-            st, count, message, reached = _run(
-                problem, fun, jac, ts[i], start, ts[i - 1], "radau", solve, keep,
-                solve.max_steps - total,
-            )  # fmt: skip
         total += count
         info[:] = reached, total, problem.nfev
         if st != ODE_OK:

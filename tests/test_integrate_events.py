@@ -309,3 +309,40 @@ def test_a_terminal_event_before_a_blow_up(method):
     np.testing.assert_allclose(tg.grad(t_ten)(1.0), -1.0, rtol=1e-7)
     with pytest.raises(IntegrationError):
         solve_ivp(lambda t, y: y**2, (0.0, 2.0), np.array([1.0]), method=method, **TIGHT)
+
+
+def test_scipy_points_at_a_terminal_event():
+    """SciPy's solution points: a t_eval time equal to the terminal event's is kept; an
+    event at t0 gives [t0, t0]; ``terminal`` may be None, a float count or 0."""
+
+    def at_one(t, y, g):
+        return t - 1.0
+
+    at_one.terminal = True
+    sol = solve_ivp(ball, (0.0, 3.0), np.array([2.0, 3.0]), t_eval=[0.0, 0.5, 1.0, 2.0],
+                    events=at_one, args=(G,))  # fmt: skip
+    np.testing.assert_array_equal(sol.t, [0.0, 0.5, 1.0])
+
+    def start(t, y, g):
+        return y[0] - 2.0
+
+    start.terminal = 1.0
+    sol = solve_ivp(ball, (0.0, 3.0), np.array([2.0, 3.0]), events=start, args=(G,))
+    np.testing.assert_array_equal(sol.t, [0.0, 0.0])
+    assert sol.y.shape == (2, 2)
+    start.terminal = None
+    sol = solve_ivp(ball, (0.0, 0.5), np.array([2.0, 3.0]), events=start, args=(G,))
+    assert sol.status == 0
+
+
+def test_an_event_that_reads_the_state_as_a_number_raises():
+    """float(y[0]) in an event function would drop the event time's dependence on the
+    state: with a gradient wanted, it raises (under .backward() as under tg.grad)."""
+
+    def as_number(t, y, g):
+        return float(y[0]) - 1.0
+
+    as_number.terminal = True
+    y0 = tg.tensor(np.array([2.0, 3.0]), requires_grad=True)
+    with pytest.raises(TypeError, match=r"float\(\)"):
+        solve_ivp(ball, (0.0, 3.0), y0, events=as_number, args=(G,))
