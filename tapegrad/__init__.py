@@ -19,6 +19,7 @@ from typing import Any
 # (_threads first: it sets the thread pool's defaults before numba reads them)
 from . import _threads, devices, extend, integrate, numpy, scipy, special  # noqa: F401
 from . import dispatch as _dispatch
+from .batching import vmap
 from .checkpoint import checkpoint
 from .compile import compile
 from .engine import backward_stats, detect_anomaly, is_anomaly_enabled
@@ -116,4 +117,5 @@ __all__ = [
     "to_dot",
     "value_and_grad",
     "vjp",
+    "vmap",
 ]

@@ -25,7 +25,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Device", "declare", "get", "listen", "names", "register", "route"]
+__all__ = [
+    "Device",
+    "declare",
+    "get",
+    "listen",
+    "names",
+    "register",
+    "register_tracer",
+    "route",
+    "route_call",
+]
 
 
 @dataclass(frozen=True)
@@ -59,6 +69,9 @@ class Device:
 
 _MODULES: dict[str, str] = {}  # name -> module that registers it, imported on first use
 _DEVICES: dict[str, Device] = {}
+# transforms whose values stand in for tensors (vmap's batched values): routed like a
+# device's tensors, ahead of them, but no device= name
+_TRACERS: dict[str, Device] = {}
 _LISTENERS: list[Callable[[tuple[type, ...]], None]] = []
 TYPES: tuple[type, ...] = ()
 
@@ -85,9 +98,27 @@ def register(device: Device) -> None:
     device : Device
         The target's entry points.
     """
-    global TYPES
     _DEVICES[device.name] = device
-    TYPES = tuple(d.tensor_type for d in _DEVICES.values())
+    _announce()
+
+
+def register_tracer(tracer: Device) -> None:
+    """Register a transform's stand-in for tensors (``tapegrad.batching``'s batched
+    values): the ops route to its entry points as to a device's, ahead of any device
+    (its values may hold device tensors), and it has no ``device=`` name.
+
+    Parameters
+    ----------
+    tracer : Device
+        Its entry points (``to_device`` is not called).
+    """
+    _TRACERS[tracer.name] = tracer
+    _announce()
+
+
+def _announce() -> None:
+    global TYPES
+    TYPES = tuple(d.tensor_type for d in (*_TRACERS.values(), *_DEVICES.values()))
     for fn in _LISTENERS:
         fn(TYPES)
 
@@ -138,7 +169,27 @@ def route(operands: Iterable[Any]) -> Device | None:
     none (CPU operands)."""
     for a in operands:
         if isinstance(a, TYPES):
-            for d in _DEVICES.values():
+            for d in (*_TRACERS.values(), *_DEVICES.values()):
                 if isinstance(a, d.tensor_type):
                     return d
     return None
+
+
+def route_call(args: tuple, kwargs: dict) -> Device | None:
+    """The target of an array op's call: a tracer's where any argument is or holds one
+    of its values (a list of them included), else the device of the first two
+    arguments (:func:`route`)."""
+    for tracer in _TRACERS.values():
+        if _holds(args, tracer.tensor_type) or _holds(kwargs, tracer.tensor_type):
+            return tracer
+    return route(args[:2])
+
+
+def _holds(obj: Any, kind: type) -> bool:
+    if isinstance(obj, kind):
+        return True
+    if isinstance(obj, list | tuple):
+        return any(_holds(o, kind) for o in obj)
+    if isinstance(obj, dict):
+        return any(_holds(o, kind) for o in obj.values())
+    return False

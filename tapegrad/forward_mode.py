@@ -31,10 +31,12 @@ from .recording import as_tensor
 from .tape import TRANSFORM, Tape, current_tape, enter, leave
 from .tensors import FREED_MESSAGE, Tensor, serial, values_of
 from .transforms import (
+    IN_VMAP,
     aliases,
     argnums_of,
     as_output,
     grad,
+    in_vmap,
     jacobian,
     needs_graph,
     regroup,
@@ -239,6 +241,8 @@ def jvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[A
     >>> g, hv
     (array([ 3., 12.]), array([6., 0.]))
     """
+    if IN_VMAP and (batch := in_vmap()) is not None:
+        batch.refuse("tg.jvp")
     primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
         raise ValueError(f"jvp: {len(primals)} primals but {len(tangents)} tangents")
@@ -322,6 +326,8 @@ def jacfwd(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if IN_VMAP and (batch := in_vmap()) is not None:
+            batch.refuse("tg.jacfwd")
         nums, single = argnums_of(argnums, len(args), "jacfwd")
         rec = _Recording(needs_graph(args, kwargs))
         try:
@@ -426,6 +432,8 @@ def hessian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if IN_VMAP and (batch := in_vmap()) is not None:
+            batch.refuse("tg.hessian")
         nums, single = argnums_of(argnums, len(args), "hessian")
         shapes: list[tuple[int, ...]] = []
 
@@ -550,6 +558,8 @@ def hvp(f: Callable, primals: Any, v: Any) -> Any:
     >>> tg.hvp(g, (np.array([1.0]), np.array([2.0])), (np.array([1.0]), np.array([0.0])))
     (array([0.]), array([4.]))
     """
+    if IN_VMAP and (batch := in_vmap()) is not None:
+        batch.refuse("tg.hvp")
     single = not isinstance(primals, tuple)
     ps = (primals,) if single else primals
     vs = (v,) if single else tuple(v)

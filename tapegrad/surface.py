@@ -31,6 +31,9 @@ from .recording import elementwise_function
 from .tensors import Tensor
 from .views import install as install_views
 
+# the names of the tracers (devices.register_tracer) every array row routes to
+TRACERS = ("vmap",)
+
 NAMESPACES: dict[str, dict[str, Callable]] = {
     "numpy": {},
     "numpy.linalg": {},
@@ -51,16 +54,17 @@ def _operators(op: Op, f: Callable) -> None:
 
 
 def _on_either_device(op: Op, f: Callable) -> Callable:
-    """``f`` for CPU operands, the device target's function for the row when one of the
-    first two arguments is a device tensor (:mod:`tapegrad.devices`; elementwise rows
-    route inside ``elementwise``)."""
+    """``f`` for CPU operands; the device target's function for the row when one of the
+    first two arguments is a device tensor and the row has a device kernel, and a
+    tracer's (``tg.vmap``'s batched values) when any argument holds one of its values
+    (:mod:`tapegrad.devices`; elementwise rows route inside ``elementwise``)."""
 
     @functools.wraps(f)
     def routed(*args: Any, **kwargs: Any) -> Any:
         if recording.DEVICE_TYPES:
-            device = devices.route(args[:2])
-            if device is not None:
-                return device.function(op)(*args, **kwargs)
+            target = devices.route_call(args, kwargs)
+            if target is not None and (op.cuda is not None or target.name in TRACERS):
+                return target.function(op)(*args, **kwargs)
         return f(*args, **kwargs)
 
     CPU_FUNCTION[routed] = f
@@ -80,7 +84,7 @@ for _op in ROWS:
     else:
         _f = _op.front
     _operators(_op, _f)
-    if _op.cuda is not None and _op.kind not in (Kind.UNARY, Kind.BINARY):
+    if _op.kind not in (Kind.UNARY, Kind.BINARY, Kind.COMPARE):
         _f = _on_either_device(_op, _f)
     for _name in (_op.name, *_op.aliases):
         NAMESPACES[_op.namespace][_name] = _f
@@ -89,7 +93,10 @@ del _op, _f, _name
 # Python's // and divmod: a composite of rows (exact NumPy values, gradient 0), not a row
 NAMESPACES["numpy"].update(floor_divide=floor_divide, divmod=divmod_)
 # NumPy's other names of max and min: the same rows, errors naming the name called
-NAMESPACES["numpy"].update(amax=amax, amin=amin)
+_ROW = {op.name: op for op in ROWS}
+NAMESPACES["numpy"].update(
+    amax=_on_either_device(_ROW["max"], amax), amin=_on_either_device(_ROW["min"], amin)
+)
 Tensor.__floordiv__ = lambda self, other: floor_divide(self, other)
 Tensor.__rfloordiv__ = lambda self, other: floor_divide(other, self)
 Tensor.__divmod__ = lambda self, other: divmod_(self, other)

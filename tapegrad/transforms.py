@@ -97,6 +97,17 @@ def _gradient_like(g: np.ndarray | None, t: Tensor, original: Any) -> Any:
     return g
 
 
+# A transform called inside tg.vmap differentiates per example; tapegrad.batching puts
+# its handler here when the first vmap runs (``IN_VMAP[0].active()`` says whether this
+# thread is inside one). Nothing lower than it may import it, hence this slot.
+IN_VMAP: list[Any] = []
+
+
+def in_vmap() -> Any:
+    """tg.vmap's handler when this thread is inside a vmapped function, else None."""
+    return IN_VMAP[0] if IN_VMAP and IN_VMAP[0].active() else None
+
+
 def argnums_of(argnums: int | Sequence[int], n: int, where: str) -> tuple[tuple[int, ...], bool]:
     single = isinstance(argnums, int)
     nums = (argnums,) if single else tuple(argnums)
@@ -437,6 +448,8 @@ def value_and_grad(
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if IN_VMAP and (batch := in_vmap()) is not None:
+            return batch.value_and_grad(f, args, kwargs, argnums, has_aux)
         plan = plans.get(len(args))
         if plan is None:
             plan = argnums_of(argnums, len(args), "value_and_grad")
@@ -589,6 +602,8 @@ def vjp(f: Callable, *args: Any) -> tuple[np.ndarray, Callable]:
     >>> vjp_fn({"s": 1.0, "p": 0.0})
     (array([1., 1.]),)
     """
+    if IN_VMAP and (batch := in_vmap()) is not None:
+        batch.refuse("tg.vjp")
     if needs_graph(args):
         return _vjp_graph(f, args)
     out, leaves, tape = record(f, args, {}, tuple(range(len(args))), "vjp")
@@ -761,6 +776,8 @@ def jacobian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if IN_VMAP and (batch := in_vmap()) is not None:
+            batch.refuse("tg.jacobian")
         nums, single = argnums_of(argnums, len(args), "jacobian")
         if needs_graph(args, kwargs):
             return _jacobian_graph(f, args, kwargs, nums, single)
