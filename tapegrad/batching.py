@@ -279,7 +279,7 @@ def aligned(x: Any, level: int, rank: int) -> Any:
 
 def materialized(x: Any, n: int) -> Any:
     """An unbatched value repeated along a new batch axis (``n`` copies)."""
-    return NP["broadcast_to"](NP["expand_dims"](x, 0), (n, *shape(x)))
+    return NP["broadcast_to"](x, (n, *shape(x)))
 
 
 def moved(v: Any, source: int, destination: int) -> Any:
@@ -290,10 +290,15 @@ def moved(v: Any, source: int, destination: int) -> Any:
 _warned: set[str] = set()
 
 
-def loop(name: str, fn: Callable, args: tuple, kwargs: dict, level: int, n: int) -> Any:
+def loop(
+    name: str, fn: Callable, args: tuple, kwargs: dict, level: int, n: int,
+    per_example: bool = False,
+) -> Any:  # fmt: skip
     """``fn`` once per example (the batched values of ``level`` sliced, the rest as they
-    are), the results stacked on a new axis 0: the rule of a row that has none."""
-    if name not in _warned:
+    are), the results stacked on a new axis 0: the rule of a row that has none (warned
+    once), or of a function whose examples must run apart (``per_example``: an ODE
+    solve, each with its own adaptive steps)."""
+    if name not in _warned and not per_example:
         _warned.add(name)
         warnings.warn(
             f"tg.vmap: {name} has no batching rule; it runs once per example (a loop)",

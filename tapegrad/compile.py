@@ -652,6 +652,8 @@ class Compiled:
         another function is being captured, ``fn`` runs inline in that capture."""
         if active_capture() is not None:
             return self.fn(*args)  # nested in a capture: part of the outer program
+        if transforms.IN_VMAP and transforms.in_vmap() is not None:
+            return self.fn(*args)  # inside tg.vmap: its batching rules record fn
         grad_on = is_grad_enabled()
         diff = self._diff(len(args))
         rg_args = {
@@ -699,6 +701,10 @@ class Compiled:
 
         Tensors that ``fn`` reads from outside and that require grad get their gradient
         accumulated into ``.grad``, as ``loss.backward()`` would."""
+        if transforms.IN_VMAP and transforms.in_vmap() is not None:
+            # inside tg.vmap: per-example gradients, fn recorded by the batching rules
+            argnums = self.argnums[0] if self.single else self.argnums
+            return transforms.value_and_grad(self.fn, argnums, self.has_aux)(*args)
         return self._value_and_grad(args, True)
 
     def _value_and_grad(self, args: tuple, accumulate: bool) -> Any:

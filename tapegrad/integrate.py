@@ -48,6 +48,7 @@ compiled replay), slower but the same result. One that cannot be captured at all
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -55,8 +56,8 @@ from typing import Any
 import numpy as np
 from scipy.optimize import OptimizeResult
 
+from . import batching, ode_events, ode_scipy, tiers
 from . import numpy as tnp
-from . import ode_events, ode_scipy, tiers
 from .function import Function
 from .grad_mode import is_grad_enabled, no_grad
 from .numpy_protocols import holds_tensor
@@ -657,6 +658,15 @@ def odeint(
     >>> np.allclose(k.grad, -2.0 * np.exp(-1.0))
     True
     """
+    level, n = batching.level_of((func, y0, t, params, args))
+    if level:  # inside tg.vmap: one solve per example, each with its own steps
+        return batching.loop(
+            "odeint", functools.partial(odeint, func), (y0, t, *params), dict(
+                args=args, tfirst=tfirst, method=method, rtol=rtol, atol=atol, step=step,
+                first_step=first_step, max_step=max_step, max_steps=max_steps,
+                adjoint=adjoint, max_num_steps=max_num_steps,
+            ), level, n, per_example=True,
+        )  # fmt: skip
     if np.shape(t._value() if isinstance(t, Tensor) else t) == (0,):
         return no_times(
             "odeint", func, y0, (*params, *args), t, (0, *np.shape(unrecorded_values(y0)))
@@ -814,6 +824,12 @@ def solve_ivp(
     name = "solve_ivp"
     if dense_output:
         raise NotImplementedError(f"{name}: dense_output is not implemented")
+    if batching.level_of((fun, t_span, y0, t_eval, args))[0]:
+        raise NotImplementedError(
+            f"{name} inside tg.vmap: each example's adaptive steps (its sol.t) differ, so "
+            "the results do not stack. Use tapegrad.integrate.odeint, which solves each "
+            "example with its own steps at the times t, or loop over the examples"
+        )
     evs = ode_events.event_list(name, events)
     # (0.0, T) with T a tensor: its values here; the span is recorded (stacked) below
     span = np.asarray(unrecorded_values(t_span), np.float64)

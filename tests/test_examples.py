@@ -136,3 +136,12 @@ def test_conductivity_field_fitted_through_sparse_solves(tmp_path):
     assert rel < 1e-6  # the gradient against central differences, along a random direction
     assert error < 0.3  # the field, relative to its spread
     assert out.exists() and out.stat().st_size > 10_000
+
+
+def test_private_classifier_learns_with_clipped_per_example_gradients(tmp_path):
+    pc = _load("private_classifier")
+    out = tmp_path / "pc.png"
+    acc = pc.main(["--epochs", "15", "--no-progress", "--out", str(out)])
+    assert acc["plain"] > 0.85 and acc["clipped and noised"] > 0.8
+    _plot_ok(out)
+
