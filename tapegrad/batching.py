@@ -164,7 +164,14 @@ class Batched:
         return array_ufunc(ufunc, method, inputs, kw)
 
     def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
-        return array_function(func, args, kwargs)
+        name = getattr(func, "__name__", "")
+        if name in ("shape", "ndim", "size") and len(args) == 1 and not kwargs:
+            return getattr(self, name)  # one example's
+        if id(NP.get(name)) in ROW_FUNCTIONS:  # a row: its batching rule
+            return array_function(func, args, kwargs)
+        # any other NumPy function: once per example, on tensors (their own protocols)
+        level, n = level_of((args, kwargs))
+        return loop(f"numpy.{name}", func, args, kwargs, level, n)
 
     # --- methods: tapegrad.numpy's functions with the value first -----------------
     def reshape(self, *shape: Any) -> Any:
@@ -184,6 +191,12 @@ class Batched:
         return self
 
     conjugate = conj
+
+
+def _looped(name: str, *args: Any) -> Any:
+    """A function without a batching rule, once per example (``//``: floor_divide)."""
+    level, n = level_of(args)
+    return loop(name, NP[name], args, {}, level, n)
 
 
 def _method(fn: Callable) -> Callable:
@@ -206,8 +219,8 @@ for _op in ROWS:
     setattr(Batched, _names[0], _method(_f))
     if len(_names) > 1 and _names[1]:
         setattr(Batched, _names[1], lambda self, other, f=_f: f(other, self))
-Batched.__floordiv__ = lambda self, other: NP["floor_divide"](self, other)
-Batched.__rfloordiv__ = lambda self, other: NP["floor_divide"](other, self)
+Batched.__floordiv__ = lambda self, other: _looped("floor_divide", self, other)
+Batched.__rfloordiv__ = lambda self, other: _looped("floor_divide", other, self)
 Batched.__pos__ = lambda self: self
 Batched.__hash__ = None  # (== is elementwise)
 del _name, _op, _names, _f
@@ -301,7 +314,8 @@ def loop(
     if name not in _warned and not per_example:
         _warned.add(name)
         warnings.warn(
-            f"tg.vmap: {name} has no batching rule; it runs once per example (a loop)",
+            f"tg.vmap: {name} has no batching rule (for these arguments); it runs once per "
+            "example (a loop)",
             RuntimeWarning,
             stacklevel=4,
         )
@@ -520,6 +534,10 @@ def vmap(
                 f"tg.vmap: the batched arguments have different batch sizes {sorted(sizes)}"
             )
         n = next(iter(sizes)) if sizes else axis_size
+        if sizes and axis_size is not None and axis_size != n:
+            raise ValueError(
+                f"tg.vmap: axis_size {axis_size} but the batched arguments have {n} examples"
+            )
         if n is None:
             raise ValueError("tg.vmap: no argument is batched (in_axes all None); give axis_size")
         level = _depth() + 1
@@ -631,8 +649,12 @@ def _value_and_grad(f: Callable, args: tuple, kwargs: dict, argnums: Any, has_au
                 f"shape {shape(out)}"
             )
         per = out.value if at(out, level) else materialized(out, n)
+        if not has_aux:
+            return NP["sum"](per), (per, None)
         aux_leaves, aux_rebuild = flatten(user_aux)
-        aux_values = [x.value if at(x, level) else x for x in aux_leaves]
+        aux_values = [  # each example's aux (one that does not depend on it, repeated)
+            x.value if at(x, level) else materialized(_as_value(x), n) for x in aux_leaves
+        ]
         return NP["sum"](per), (per, aux_rebuild(aux_values))
 
     _state.depth = level - 1
@@ -646,7 +668,7 @@ def _value_and_grad(f: Callable, args: tuple, kwargs: dict, argnums: Any, has_au
         sizes.append(n)
     if has_aux:
         aux_leaves, aux_rebuild = flatten(user_aux)
-        user_aux = aux_rebuild([Batched(x, level, n) if ndim(x) else x for x in aux_leaves])
+        user_aux = aux_rebuild([Batched(x, level, n) for x in aux_leaves])
     value = Batched(per, level, n)
     out = []
     for g in grads:
@@ -666,7 +688,7 @@ def shifted(axis: Any, nd: int, name: str) -> Any:
     if isinstance(axis, tuple | list):
         return tuple(shifted(a, nd, name) for a in axis)
     a = int(axis)
-    if not -nd <= a < max(nd, 1) and not (nd == 0 and a in (0, -1)):
+    if not -nd <= a < nd:  # (a 0-d example has no axis: -1 would be the batch's)
         raise np.exceptions.AxisError(
             f"{name}: axis {a} is out of bounds for array of dimension {nd}"
         )
@@ -674,6 +696,11 @@ def shifted(axis: Any, nd: int, name: str) -> Any:
 
 
 ROW_NAMESPACE = {op.name: op.namespace for op in ROWS}
+# the published functions of the rows (and NumPy's other names of max and min)
+ROW_FUNCTIONS = {id(NAMESPACES[op.namespace][op.name]) for op in ROWS} | {
+    id(NP["amax"]),
+    id(NP["amin"]),
+}
 
 
 def public(name: str) -> Callable:

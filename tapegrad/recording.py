@@ -210,7 +210,7 @@ def as_tensor(x: Any) -> Tensor:
         return Tensor._external(x.copy())
     if DEVICE_TYPES and isinstance(x, DEVICE_TYPES):
         if hasattr(x, "_one_value"):  # tg.vmap's batched value: no one tensor
-            x._one_value("a tensor made from")
+            x._one_value("making one tensor")
         raise TypeError(DEVICE_MESSAGE)
     if (isinstance(x, list | tuple) or (isinstance(x, np.ndarray) and x.dtype == object)) and (
         _objects_to_tensor is not None

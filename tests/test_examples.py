@@ -144,4 +144,3 @@ def test_private_classifier_learns_with_clipped_per_example_gradients(tmp_path):
     acc = pc.main(["--epochs", "15", "--no-progress", "--out", str(out)])
     assert acc["plain"] > 0.85 and acc["clipped and noised"] > 0.8
     _plot_ok(out)
-

@@ -358,3 +358,88 @@ def test_plain_in_plain_out():
     assert type(out) is np.ndarray
     out = tg.vmap(lambda x: tnp.sin(x) * 2)(tg.tensor(np.arange(3.0)))
     assert isinstance(out, tg.Tensor)
+
+
+# --- from a hostile review -----------------------------------------------------------
+@pytest.mark.parametrize(
+    "key",
+    [
+        (1, slice(None), np.array([0, 2, 3, 1])),  # an int apart from an array: NumPy's
+        (np.array([0, 2, 1]), slice(None), 4),  # advanced indices, separated
+        (0, slice(None), [4, 1, 2]),
+        (np.array([1, 0, 2]), 2, np.array([0, 3, 4])),  # an int between two arrays
+        (Ellipsis, np.array([1, 0]), 1),
+    ],
+)
+def test_indexing_with_ints_among_index_arrays(key):
+    x = RNG.standard_normal((4, 3, 5, 5))
+    got = tg.vmap(lambda v: v[key])(x)
+    want = np.stack([v[key] for v in x])
+    np.testing.assert_array_equal(got, want)
+    g = tg.grad(lambda x: tnp.sum(tg.vmap(lambda v: v[key] ** 2)(x)))(x)
+    np.testing.assert_allclose(
+        g, jax.grad(lambda x: jnp.sum(jax.vmap(lambda v: v[key] ** 2)(x)))(x), rtol=1e-12
+    )
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda v: tnp.cumsum(v, axis=-1),
+        lambda v: tnp.sort(v),
+        lambda v: tnp.flip(v, -1),
+        lambda v: tnp.diff(v),
+        lambda v: tsp.softmax(v, axis=-1),
+        lambda v: tnp.roll(v, 1, axis=-1),
+    ],
+)
+def test_an_axis_of_a_scalar_example_is_an_error(fn):
+    """Each example is 0-d: axis -1 is not the batch's (it would mix the examples)."""
+    with pytest.raises(np.exceptions.AxisError):
+        tg.vmap(fn)(np.array([1.0, 2.0, 3.0]))
+
+
+def test_aux_that_does_not_depend_on_the_batch():
+    def f(w, x):
+        return tnp.sum(w * x), {"c": np.arange(5.0), "x2": x * 2}
+
+    (_, aux), g = tg.vmap(tg.value_and_grad(f, has_aux=True), in_axes=(None, 0))(
+        np.ones(3), RNG.standard_normal((5, 3))
+    )
+    assert aux["c"].shape == (5, 5) and aux["x2"].shape == (5, 3) and g.shape == (5, 3)
+    np.testing.assert_array_equal(aux["c"], np.tile(np.arange(5.0), (5, 1)))
+
+
+def test_products_check_their_contracted_lengths():
+    a = RNG.standard_normal((3, 4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for fn, other in (
+            (tnp.dot, np.ones((1, 5))),
+            (tnp.inner, np.ones((2, 1))),
+            (tnp.vdot, np.ones(1)),
+            (lambda x, y: tnp.tensordot(x, y, 1), np.ones((1, 4, 5))),
+        ):
+            with pytest.raises(ValueError):
+                tg.vmap(fn, in_axes=(0, None))(a, other)
+
+
+def test_numpy_functions_without_a_rule_run_per_example():
+    x = RNG.standard_normal((4, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for fn in (
+            lambda v: tnp.any(v > 0),
+            lambda v: tnp.count_nonzero(v > 0),
+            lambda v: v * tnp.shape(v)[0],
+            lambda v: v * tnp.ndim(v),
+            lambda v: tnp.nanmedian(v),
+            lambda v: v // 0.3,
+            lambda v: tnp.floor_divide(v, 0.3),
+            lambda v: tnp.zeros_like(v) + 1.0,
+        ):
+            got = tg.vmap(fn)(x)
+            want = np.stack([np.asarray(tg.as_tensor(fn(tg.tensor(v))).numpy()) for v in x])
+            np.testing.assert_allclose(got, want)
+    with pytest.raises(ValueError, match="axis_size 7 but the batched arguments have 4"):
+        tg.vmap(lambda v: v, axis_size=7)(x)

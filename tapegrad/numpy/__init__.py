@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as _np
 
+from .. import batching, recording
 from ..grad_mode import is_grad_enabled
 from ..numpy_protocols import holds_tensor, publish
 from ..ops.reduce.front import argmax, argmin  # noqa: F401  (published through the table too)
@@ -30,6 +31,25 @@ from ..tensors import Tensor
 from . import linalg
 
 globals().update(NAMESPACES["numpy"])
+
+
+def _each_example(fn: Any) -> Any:
+    """``fn``, which has no batching rule, once per example inside tg.vmap."""
+
+    def function(*args: Any, **kwargs: Any) -> Any:
+        level, n = batching.level_of((args, kwargs)) if recording.DEVICE_TYPES else (0, 0)
+        if level:
+            return batching.loop(fn.__name__, fn, args, kwargs, level, n)
+        return fn(*args, **kwargs)
+
+    function.__name__ = function.__qualname__ = fn.__name__
+    function.__doc__ = fn.__doc__
+    function.__wrapped__ = fn
+    return function
+
+
+floor_divide = _each_example(NAMESPACES["numpy"]["floor_divide"])
+divmod = _each_example(NAMESPACES["numpy"]["divmod"])
 __all__ = [*sorted(NAMESPACES["numpy"]), "linalg"]
 
 
@@ -67,6 +87,9 @@ def _constant(fn: Any, shape_only: bool = False) -> Any:
     name = fn.__name__
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        level, n = batching.level_of((args, kwargs)) if recording.DEVICE_TYPES else (0, 0)
+        if level and name not in ("shape", "ndim", "size"):  # inside tg.vmap: each example
+            return batching.loop(f"numpy.{name}", wrapper, args, kwargs, level, n, True)
         if shape_only:
             args = [_shape_only(a) for a in args]
         elif name in _CREATION:

@@ -6,6 +6,7 @@ families)."""
 
 from __future__ import annotations
 
+import math
 import string
 from collections.abc import Callable
 from typing import Any
@@ -75,10 +76,18 @@ def rules(kit: Any) -> dict[str, Callable]:
     def letters(k: int, skip: str = "") -> str:
         return "".join([c for c in string.ascii_lowercase if c not in skip][:k])
 
+    def contracts(a: Any, axes_a: list, b: Any, axes_b: list) -> bool:
+        """The contracted axes have equal lengths (einsum would broadcast a 1 where
+        NumPy's products raise: the loop then raises NumPy's error)."""
+        sa, sb = kit.shape(a), kit.shape(b)
+        return all(sa[i] == sb[j] for i, j in zip(axes_a, axes_b))
+
     def dot(level: int, n: int, a: Any, b: Any) -> Any:
         na, nb = kit.ndim(a), kit.ndim(b)
         if na == 0 or nb == 0:
             return NP["multiply"](a, b)
+        if not contracts(a, [na - 1], b, [nb - 2 if nb >= 2 else 0]):
+            return NotImplemented
         la = letters(na)
         lb = letters(nb, la)
         contracted = lb[-2] if nb >= 2 else lb[-1]
@@ -90,6 +99,8 @@ def rules(kit: Any) -> dict[str, Callable]:
         na, nb = kit.ndim(a), kit.ndim(b)
         if na == 0 or nb == 0:
             return NP["multiply"](a, b)
+        if not contracts(a, [na - 1], b, [nb - 1]):
+            return NotImplemented
         la = letters(na)
         lb = letters(nb - 1, la) + la[-1]
         return einsum(level, n, f"{la},{lb}->{la[:-1]}{lb[:-1]}", a, b)
@@ -98,6 +109,12 @@ def rules(kit: Any) -> dict[str, Callable]:
         return einsum(level, n, "i,j->ij", NP["ravel"](a), NP["ravel"](b))
 
     def vdot(level: int, n: int, a: Any, b: Any) -> Any:
+        if (
+            kit.ndim(a) == 0
+            or kit.ndim(b) == 0
+            or math.prod(kit.shape(a)) != math.prod(kit.shape(b))
+        ):
+            return NotImplemented
         return einsum(level, n, "i,i->", NP["ravel"](a), NP["ravel"](b))
 
     def tensordot(level: int, n: int, a: Any, b: Any, axes: Any = 2) -> Any:
@@ -110,6 +127,8 @@ def rules(kit: Any) -> dict[str, Callable]:
             ax_b = [ax_b] if isinstance(ax_b, int) else list(ax_b)
         ax_a = [x % na for x in ax_a]
         ax_b = [x % nb for x in ax_b]
+        if len(ax_a) != len(ax_b) or not contracts(a, ax_a, b, ax_b):
+            return NotImplemented
         la = list(letters(na))
         lb = list(letters(nb, "".join(la)))
         for i, j in zip(ax_a, ax_b):

@@ -96,10 +96,17 @@ def rules(kit: Any) -> dict[str, Callable]:
         if not only_first(level, (x, key), {}):
             return NotImplemented  # a batched index: a loop
         key = key if isinstance(key, tuple) else (key,)
-        advanced = [
+        if any(isinstance(k, bool | np.bool_) for k in key):
+            return NotImplemented  # (a scalar mask adds an axis: a loop)
+        arrays = [
             i for i, k in enumerate(key)
             if not (k is None or k is Ellipsis or isinstance(k, slice | int | np.integer))
         ]  # fmt: skip
+        # with index arrays present, NumPy counts an integer as one more advanced index
+        # (a 0-d one): it joins the broadcast, and decides the adjacency too
+        advanced = arrays
+        if arrays:
+            advanced = [i for i, k in enumerate(key) if i in arrays or _is_int(k)]
         value = NP["getitem"](x.value, (slice(None), *key))
         if advanced and advanced != list(range(advanced[0], advanced[-1] + 1)):
             # separated advanced indices: NumPy puts their dimensions first, before the
@@ -184,6 +191,10 @@ def rules(kit: Any) -> dict[str, Callable]:
         diagonal=diagonal, trace=trace, astype=astype, pad=pad,
     )  # fmt: skip
     return out
+
+
+def _is_int(k: Any) -> bool:
+    return isinstance(k, int | np.integer) and not isinstance(k, bool | np.bool_)
 
 
 def _index_shape(k: Any) -> tuple[int, ...]:
