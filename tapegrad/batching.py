@@ -418,6 +418,9 @@ FALLBACK: dict[str, str] = {
     "convolve": "NumPy's convolve is 1-D only: one convolution per example",
     "solve_triangular": "SciPy's takes one matrix (no stacks)",
     "lu_factor": "SciPy's takes one matrix (no stacks)",
+    "deg2rad": "its front end makes one tensor of its argument before its rows",
+    "sinc": "its front end makes one tensor of its argument before its rows",
+    "multigammaln": "its front end makes one tensor of its argument before its rows",
 }
 
 

@@ -177,6 +177,11 @@ def test_every_row_has_a_rule_or_is_listed():
         (lambda x: tnp.std(x), 0),
         (lambda x: tnp.average(x, axis=1, weights=np.array([1.0, 2.0, 3.0])), 0),
         (lambda x: tnp.median(x), 0),
+        (lambda x: tnp.repeat(x, 2, axis=1), 0),
+        (lambda x: tnp.tile(x, (2, 1)), 0),
+        (lambda x: tnp.rot90(x), 0),
+        (lambda x: tnp.diag(x[0], 1), 0),
+        (lambda x: tnp.atleast_3d(x), 0),
     ],
 )
 def test_rules_against_a_loop(fn, axes):

@@ -24,6 +24,13 @@ ALONG_AXIS = (
 )
 
 
+# composites that only move elements (see ``rearranging``)
+REARRANGING = (
+    "repeat", "tile", "flipud", "fliplr", "rot90", "diag", "atleast_1d", "atleast_2d",
+    "atleast_3d",
+)  # fmt: skip
+
+
 def rules(kit: Any) -> dict[str, Callable]:
     """The family's rules, by row name."""
     NP = kit.NP
@@ -182,6 +189,32 @@ def rules(kit: Any) -> dict[str, Callable]:
         full = [(0, 0), *(tuple(int(v) for v in w) for w in widths)]
         return Batched(NP["pad"](x.value, full, *args, **kw), level, n)
 
+    def rearranging(name: str) -> Callable:
+        """A composite that only moves elements (``repeat``, ``rot90``, ``diag``...):
+        where each output element comes from is NumPy's function on the positions
+        1..size of one example (0 where it fills with zeros), then one gather on the
+        batch."""
+
+        def rule(level: int, n: int, a: Any, *args: Any, **kw: Any) -> Any:
+            if not at(a, level) or kit.level_of((args, kw))[0] >= level:
+                return NotImplemented
+            size = int(np.prod(a.shape, dtype=np.int64))
+            probe = np.arange(1, size + 1, dtype=np.float64).reshape(a.shape)
+            try:  # (the composite is NumPy's function: the same positions)
+                where = np.asarray(getattr(np, name)(probe, *args, **kw))
+            except Exception:
+                return NotImplemented  # (NumPy's error, from the loop)
+            where = where.astype(np.int64)
+            flat = NP["reshape"](a.value, (n, size))
+            if (where == 0).any():  # filled with zeros: one zero column in front
+                flat = NP["concatenate"]([np.zeros((n, 1), a.dtype), flat], axis=1)
+            else:
+                where = where - 1
+            return Batched(NP["getitem"](flat, (slice(None), where)), level, n)
+
+        return rule
+
+    out.update({name: rearranging(name) for name in REARRANGING})
     out.update(
         reshape=reshape, ravel=ravel, transpose=transpose, swapaxes=swapaxes,
         moveaxis=moveaxis, expand_dims=expand_dims, squeeze=squeeze,
